@@ -1,0 +1,209 @@
+"""The exact engine: output law, losslessness certificate and expected accepted tokens.
+
+For a context, let O(s) be the probability that one iteration emits the string s (an accepted
+prefix or root-to-node path plus one token), averaged over the draft process and the verifier's
+randomness.  The verifier is lossless at the context iff every completion with target samples
+matches the target (THEORY.md 2):
+
+    C(z) = sum_{k=1}^{L+1} O(z^{1:k}) P(z^{k+1:L+1} | z^{1:k}) = P(z)    for all z in V^{L+1}.
+
+The engine enumerates every draft the process can produce (chains, i.i.d. paths, trees...), calls
+the verifier's exact law on each, accumulates O by string length, and evaluates C and P with one
+vectorised recursion over prefix tables: no Python loop over V^{L+1} sequences.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._validate import check_int
+from .drafts import DraftProcess, DraftTree, chain
+from .models import Model
+from .verifiers.base import OUTCOME_ATOL, Outcome, check_outcomes, verifier_kind
+
+__all__ = ["OutputLaw", "Certificate", "output_law", "check_lossless", "expected_accepted",
+           "outcomes_on_tree"]
+
+#: Default tolerance on max |C(z) - P(z)| for a lossless verdict (float64 enumeration error is ~1e-15).
+LOSSLESS_ATOL = 1e-9
+
+
+@dataclass(frozen=True)
+class OutputLaw:
+    """Emitted-string law of one iteration.
+
+    ``emitted[m]`` (m = 1..L+1) is a flat array over V^m: the probability of emitting exactly that
+    string of length m (index = base-V code, first token most significant).  ``accepted_at_least[d]``
+    is P(tau >= d) for d = 0..L.
+    """
+
+    V: int
+    L: int
+    emitted: dict[int, np.ndarray] = field(repr=False)
+    accepted_at_least: np.ndarray
+    n_drafts: int
+
+    @property
+    def expected_accepted(self) -> float:
+        """E[tau] = sum_{d>=1} P(tau >= d)."""
+        return float(self.accepted_at_least[1:].sum())
+
+    @property
+    def block_efficiency(self) -> float:
+        """E[tau] + 1: tokens emitted per target call."""
+        return self.expected_accepted + 1.0
+
+    def prob(self, s) -> float:
+        """Probability that one iteration emits exactly the string ``s``."""
+        s = tuple(s)
+        if not 1 <= len(s) <= self.L + 1:
+            return 0.0
+        idx = 0
+        for t in s:
+            idx = idx * self.V + int(t)
+        return float(self.emitted[len(s)][idx])
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """Exact losslessness certificate of a verifier at one context.
+
+    ``max_abs_error`` = max_z |C(z) - P(z)| over z in V^{L+1}; ``tv`` = (1/2) sum_z |C(z) - P(z)|,
+    the total-variation distance between the completed law and the target's first L+1 tokens;
+    ``worst_sequence`` attains the max with ``completed`` = C(z) and ``target`` = P(z).
+    """
+
+    verifier: str
+    drafting: str
+    V: int
+    L: int
+    lossless: bool
+    max_abs_error: float
+    tv: float
+    worst_sequence: tuple[int, ...]
+    completed: float
+    target: float
+    expected_accepted: float
+    block_efficiency: float
+    accepted_at_least: np.ndarray = field(repr=False)
+    atol: float = LOSSLESS_ATOL
+    n_drafts: int = 0
+
+    def __str__(self) -> str:
+        verdict = "LOSSLESS" if self.lossless else "LOSSY"
+        s = (f"{self.verifier} [{self.drafting}, V={self.V}, L={self.L}]: {verdict} "
+             f"(max |C-P| = {self.max_abs_error:.3g}, TV = {self.tv:.3g}, atol {self.atol:g}); "
+             f"E[tau] = {self.expected_accepted:.6f}, block efficiency = {self.block_efficiency:.6f}")
+        if not self.lossless:
+            s += (f"\n  worst completed sequence {self.worst_sequence}: "
+                  f"C = {self.completed:.6g} vs target {self.target:.6g}")
+        return s
+
+
+def _name(obj) -> str:
+    return getattr(obj, "name", getattr(obj, "__name__", type(obj).__name__))
+
+
+def outcomes_on_tree(verifier, tree: DraftTree) -> list[Outcome]:
+    """Apply a chain or tree verifier to a tree; chain ``accepted`` counts become node ids."""
+    if verifier_kind(verifier) == "tree":
+        return verifier.law(tree) if hasattr(verifier, "law") else verifier(tree)
+    draft, p, q = tree.chain_arrays()  # chain nodes are numbered by depth, so k == node k
+    return verifier.law(draft, p, q) if hasattr(verifier, "law") else verifier(draft, p, q)
+
+
+def _check_pair(target: Model, draft: Model, L: int) -> None:
+    if not isinstance(target, Model) or not isinstance(draft, Model):
+        raise ValueError("target and draft must be specsim.models.Model objects")
+    if target.V != draft.V:
+        raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
+    check_int(L, "L", 1)
+
+
+def output_law(verifier, target: Model, draft: Model, L: int, drafting: DraftProcess | None = None,
+               context=(), progress: bool | None = None, atol: float = OUTCOME_ATOL) -> OutputLaw:
+    """Exact law of the string emitted by one iteration, by enumerating every draft.
+
+    O(s) = sum_D Pr(D) sum_{outcomes (pi, v, d)} pi d(y) [s = path(v) y].
+    Every outcome list is validated (probabilities sum to 1, ``accepted`` within the draft).
+    """
+    _check_pair(target, draft, L)
+    drafting = drafting or chain()
+    target, draft = target.shifted(context), draft.shifted(context)
+    V = target.V
+    emitted = {m: np.zeros(V ** m) for m in range(1, L + 2)}
+    depth_mass = np.zeros(L + 1)
+    items = drafting.enumerate(target, draft, L)
+    if progress or (progress is None and sys.stderr.isatty() and V ** L > 20000):
+        from tqdm.auto import tqdm
+        items = tqdm(items, desc=f"enumerating drafts ({_name(verifier)})", leave=False)
+    rows: dict[int, list] = {m: [] for m in emitted}
+    n = 0
+    total = 0.0
+    for prob, tree in items:
+        n += 1
+        total += prob
+        outs = outcomes_on_tree(verifier, tree)
+        check_outcomes(outs, tree.num_nodes, V, f" (draft {tree.path(tree.num_nodes - 1) if tree.is_chain else tree.tokens})", atol)
+        for o in outs:
+            if o.prob <= 0:
+                continue
+            d = tree.depth[o.accepted]
+            w = prob * o.prob
+            depth_mass[d] += w
+            rows[d + 1].append((tree.path_index[o.accepted], w, o.next_dist))
+    if abs(total - 1.0) > 1e-9:
+        raise ValueError(f"draft process {_name(drafting)} enumerated total probability {total!r}, not 1")
+    for m, entries in rows.items():
+        if entries:
+            idx = np.array([e[0] for e in entries])
+            contrib = np.array([e[1] for e in entries])[:, None] * np.array([e[2] for e in entries])
+            np.add.at(emitted[m].reshape(-1, V), idx, contrib)
+    at_least = np.cumsum(depth_mass[::-1])[::-1]
+    return OutputLaw(V, L, emitted, at_least, n)
+
+
+def _completion(law: OutputLaw, target: Model) -> tuple[np.ndarray, np.ndarray]:
+    """C(z) and P(z) over V^{L+1} by the recursion A_{m+1} = A_m * p(.|z^{1:m}) + O_{m+1}."""
+    ptab = target.table(law.L)
+    A = law.emitted[1].copy()
+    P = ptab[0][0].copy()
+    for m in range(1, law.L + 1):
+        A = (A[:, None] * ptab[m]).ravel() + law.emitted[m + 1]
+        P = (P[:, None] * ptab[m]).ravel()
+    return A, P
+
+
+def check_lossless(verifier, target: Model, draft: Model, L: int, drafting: DraftProcess | None = None,
+                   context=(), atol: float = LOSSLESS_ATOL, progress: bool | None = None) -> Certificate:
+    """Certify a verifier exactly: is max_z |C(z) - P(z)| <= atol over all z in V^{L+1}?
+
+    Parameters: ``verifier`` (chain or tree protocol), ``target`` and ``draft`` models, draft
+    length / tree depth ``L``, ``drafting`` process (default :func:`specsim.drafts.chain`), the
+    ``context`` to certify at (default the empty prefix), tolerance ``atol``.
+
+    >>> cert = check_lossless(block, random_model(3, 0), random_model(3, 1), L=3)
+    >>> cert.lossless, round(cert.block_efficiency, 4)
+    """
+    drafting = drafting or chain()
+    law = output_law(verifier, target, draft, L, drafting, context, progress)
+    C, P = _completion(law, target.shifted(context))
+    err = np.abs(C - P)
+    worst = int(np.argmax(err))
+    z = []
+    code = worst
+    for _ in range(L + 1):
+        code, t = divmod(code, target.V)
+        z.append(t)
+    max_err = float(err[worst])
+    return Certificate(_name(verifier), _name(drafting), target.V, L, bool(max_err <= atol), max_err,
+                       float(0.5 * err.sum()), tuple(reversed(z)), float(C[worst]), float(P[worst]),
+                       law.expected_accepted, law.block_efficiency, law.accepted_at_least, atol, law.n_drafts)
+
+
+def expected_accepted(verifier, target: Model, draft: Model, L: int, drafting: DraftProcess | None = None,
+                      context=()) -> float:
+    """E[tau]: expected number of accepted draft tokens per iteration (block efficiency minus 1)."""
+    return output_law(verifier, target, draft, L, drafting, context).expected_accepted
