@@ -1,0 +1,77 @@
+"""The exact engine: output law bookkeeping, contexts, draft-tree validation, certificate fields."""
+import numpy as np
+import pytest
+
+import specsim as s
+from specsim.drafts import DraftTree
+
+
+def _pair(V=3, seed=0):
+    return s.random_model(V, seed, concentration=0.6), s.random_model(V, seed + 1, concentration=0.6)
+
+
+def test_output_law_is_a_distribution_and_matches_depth_mass():
+    t, d = _pair(4, 3)
+    law = s.output_law(s.block, t, d, 3)
+    total = sum(law.emitted[m].sum() for m in law.emitted)
+    assert total == pytest.approx(1.0, abs=1e-13)
+    for m in law.emitted:  # mass of strings of length m = P(tau = m - 1)
+        assert law.emitted[m].sum() == pytest.approx(law.accepted_at_least[m - 1] - (law.accepted_at_least[m] if m <= 3 else 0), abs=1e-13)
+    assert law.n_drafts == 4 ** 3
+    assert law.prob((0,)) == pytest.approx(law.emitted[1][0])
+
+
+def test_certificate_fields_and_str():
+    t, d = _pair()
+    c = s.check_lossless(s.hsd_released, t, d, 3)
+    assert not c.lossless and "LOSSY" in str(c) and str(c.worst_sequence) in str(c)
+    assert c.tv >= c.max_abs_error / 2 > 0
+    assert c.block_efficiency == pytest.approx(c.expected_accepted + 1)
+    ok = s.check_lossless(s.block, t, d, 3)
+    assert ok.lossless and "LOSSLESS" in str(ok) and ok.atol == 1e-9
+
+
+def test_context_shifts_both_models():
+    t, d = _pair(3, 9)
+    at_ctx = s.expected_accepted(s.block, t, d, 2, context=(2, 1))
+    shifted = s.expected_accepted(s.block, t.shifted((2, 1)), d.shifted((2, 1)), 2)
+    assert at_ctx == pytest.approx(shifted, abs=1e-15)
+    assert at_ctx != pytest.approx(s.expected_accepted(s.block, t, d, 2), abs=1e-6)
+    assert not s.check_lossless(s.hsd_released, t, d, 2, context=(0,)).lossless
+
+
+def test_tolerance_is_a_parameter():
+    t, d = _pair()
+    c = s.check_lossless(s.hsd_released, t, d, 2)
+    assert s.check_lossless(s.hsd_released, t, d, 2, atol=c.max_abs_error * 2).lossless
+
+
+def test_draft_tree_validation():
+    p = np.full((3, 3), 1 / 3)
+    q = np.full((3, 3), 1 / 3)
+    tree = DraftTree((-1, 0, 2), (-1, 0, 0), p, q)
+    assert tree.children[0] == (1, 2) and tree.depth == (0, 1, 1) and not tree.is_chain
+    assert tree.path(2) == (2,) and tree.path_index == (0, 0, 2)
+    with pytest.raises(ValueError, match="parents must precede"):
+        DraftTree((-1, 0, 1), (-1, 2, 0), p, q)
+    with pytest.raises(ValueError, match="root"):
+        DraftTree((0, 0, 1), (-1, 0, 0), p, q)
+    q0 = q.copy(); q0[0] = [0.5, 0.5, 0.0]
+    with pytest.raises(ValueError, match="q = 0"):
+        DraftTree((-1, 0, 2), (-1, 0, 0), p, q0)
+    with pytest.raises(ValueError, match="repeats token"):
+        DraftTree((-1, 1, 1), (-1, 0, 0), p, q)
+    with pytest.raises(ValueError, match="shape"):
+        DraftTree((-1, 0, 2), (-1, 0, 0), p[:2], q)
+    with pytest.raises(ValueError, match="chain verifier needs a chain"):
+        tree.chain_arrays()
+    chain = DraftTree.from_chain((1, 2), p, q[:2])
+    assert chain.is_chain and chain.chain_arrays()[0] == (1, 2)
+
+
+def test_chain_process_enumerates_probability_one_and_skips_impossible_drafts():
+    t = s.iid([0.2, 0.3, 0.5])
+    d = s.from_function(lambda pre: [0.5, 0.5, 0.0] if len(pre) == 0 else [0.2, 0.3, 0.5], 3)
+    items = list(s.chain().enumerate(t, d, 2))
+    assert len(items) == 6 and sum(pr for pr, _ in items) == pytest.approx(1.0)
+    assert all(tree.tokens[1] != 2 for _, tree in items)
