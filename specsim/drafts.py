@@ -10,6 +10,7 @@ caller, supplies the rows, so trees always agree with how their children were dr
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Iterator, Protocol
 
@@ -18,7 +19,8 @@ import numpy as np
 from ._validate import as_distribution, check_int
 from .models import Model
 
-__all__ = ["DraftTree", "DraftProcess", "Chain", "chain"]
+__all__ = ["DraftTree", "DraftProcess", "Chain", "chain", "TreeProcess", "iid_paths", "swor_tree",
+           "fixed_shape", "topk_tree", "delayed_expansion", "parse_drafting", "draft_laws"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,22 +159,28 @@ class Chain:
 
     name: str = "chain"
 
-    def enumerate(self, target: Model, draft: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
-        """Every draft x in V^L with Q(x) > 0, vectorised over drafts."""
+    def arrays(self, target: Model, draft: Model, L: int):
+        """All drafts with Q(x) > 0 at once: ``(drafts [N, L], Q [N], p [N, L+1, V], q [N, L, V])``."""
         check_int(L, "L", 1)
         V = target.V
         ptab, qtab = target.table(L), draft.table(L - 1)
-        N = V ** L
-        codes = np.arange(N)
+        codes = np.arange(V ** L)
         digits = np.stack([(codes // V ** (L - 1 - i)) % V for i in range(L)], axis=1)
         prefix = [codes // V ** (L - i) for i in range(L + 1)]
-        P = np.stack([ptab[i][prefix[i]] for i in range(L + 1)], axis=1)   # [N, L+1, V]
-        Qrows = np.stack([qtab[i][prefix[i]] for i in range(L)], axis=1)    # [N, L, V]
-        Qx = np.prod(np.take_along_axis(Qrows, digits[:, :, None], axis=2)[:, :, 0], axis=1)
-        leaf = np.zeros((1, V))
-        for n in np.flatnonzero(Qx > 0):
-            yield float(Qx[n]), DraftTree((-1, *digits[n].tolist()), tuple(range(-1, L)), P[n],
-                                          np.vstack([Qrows[n], leaf]), None, False)
+        qrows = np.stack([qtab[i][prefix[i]] for i in range(L)], axis=1)
+        Qx = np.prod(np.take_along_axis(qrows, digits[:, :, None], axis=2)[:, :, 0], axis=1)
+        keep = Qx > 0
+        prows = np.stack([ptab[i][prefix[i][keep]] for i in range(L + 1)], axis=1)
+        return digits[keep], Qx[keep], prows, qrows[keep]
+
+    def enumerate(self, target: Model, draft: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
+        """Every draft x in V^L with Q(x) > 0, as a chain tree."""
+        drafts, Qx, prows, qrows = self.arrays(target, draft, L)
+        leaf = np.zeros((1, target.V))
+        parents = tuple(range(-1, L))
+        for n in range(Qx.size):
+            yield float(Qx[n]), DraftTree((-1, *drafts[n].tolist()), parents, prows[n],
+                                          np.vstack([qrows[n], leaf]), None, False)
 
     def sample(self, target: Model, draft: Model, L: int, rng: np.random.Generator) -> DraftTree:
         check_int(L, "L", 1)
@@ -189,3 +197,249 @@ class Chain:
 def chain() -> Chain:
     """The single-path draft process (the default everywhere)."""
     return Chain()
+
+
+# ====================================================================== tree-shaped processes
+#: Children laws a process can guarantee at every node (what a tree verifier may rely on):
+#: ``iid``  the draws at a node are i.i.d. from q(.|node) (repeats allowed, their number fixed
+#:          before they are drawn); ``swor`` the draws are distinct and drawn by successive
+#:          sampling without replacement from q(.|node); ``paths`` the tree is K i.i.d. full
+#:          paths of length L merged into a trie; ``chain`` a single path drawn from q;
+#:          ``deterministic`` the tree is a fixed function of the rows (no draft randomness).
+DRAFT_LAWS = ("iid", "swor", "paths", "chain", "deterministic")
+
+
+def draft_laws(drafting) -> frozenset[str]:
+    """The children laws (:data:`DRAFT_LAWS`) a draft process guarantees; :class:`Chain` has all
+    sampled ones (one draw from q is i.i.d., without replacement and a 1-path trie)."""
+    if isinstance(drafting, Chain):
+        return frozenset({"iid", "swor", "paths", "chain"})
+    return frozenset(getattr(drafting, "laws", frozenset()))
+
+
+def _options_iid(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]]:
+    # every ordered n-tuple of supported tokens, probability prod q
+    support = np.flatnonzero(row > 0).tolist()
+    return [(xs, float(np.prod(row[list(xs)]))) for xs in itertools.product(support, repeat=n)]
+
+
+def _options_swor(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]]:
+    # successive sampling: P(x_1..x_k) = prod_j q(x_j) / (1 - sum_{i<j} q(x_i))
+    support = np.flatnonzero(row > 0).tolist()
+    out = []
+    for xs in itertools.permutations(support, min(n, len(support))):
+        pr, used = 1.0, 0.0
+        for x in xs:
+            pr *= row[x] / (1.0 - used)
+            used += row[x]
+        out.append((xs, pr))
+    return out
+
+
+def _options_topk(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]]:
+    # the n most likely supported tokens, by decreasing q (ties to the lowest id)
+    order = np.lexsort((np.arange(row.size), -row))
+    return [(tuple(int(t) for t in order[:n] if row[t] > 0), 1.0)]
+
+
+def _sample_iid(row, n, rng):
+    return [(tuple(int(t) for t in rng.choice(row.size, size=n, p=row)), 1.0)]
+
+
+def _sample_swor(row, n, rng):
+    rest, xs = row.copy(), []
+    for _ in range(min(n, int(np.count_nonzero(row)))):
+        x = int(rng.choice(row.size, p=rest / rest.sum()))
+        xs.append(x)
+        rest[x] = 0.0
+    return [(tuple(xs), 1.0)]
+
+
+_ENUMERATE = {"iid": _options_iid, "swor": _options_swor, "topk": _options_topk}
+
+
+@dataclass(frozen=True)
+class TreeProcess:
+    """A draft tree grown level by level with ``widths[d]`` draws per node at depth d (1 beyond).
+
+    ``mode`` says how a node's draws are made from q(.|node):
+
+    - ``"iid"`` (with replacement): a node reached by m draws of its token gets m * widths[d]
+      i.i.d. draws, so equal tokens merge and ``draws[node]`` keeps them in order with repeats.
+      ``widths = (K,)`` is K i.i.d. paths merged into a trie: ``draws[root]`` lists the paths'
+      first tokens in path order, ``draws[v]`` the next tokens of the paths through v, in path
+      order.  The ordered path tuple is recoverable from the draws (the map is injective), so no
+      two orderings give the same tree: nothing is merged and verifiers that use the order
+      (SpecInfer's residual sequence) see it.
+    - ``"swor"``: min(widths[d], |supp q|) distinct children by successive sampling
+      (Sequoia, arXiv 2402.12374): P(x_1..x_k) = prod_j q(x_j) / (1 - sum_{i<j} q(x_i)).
+    - ``"topk"``: the widths[d] most likely tokens of q (ties to the lowest id), probability 1
+      (EAGLE-style static trees).
+
+    Children are numbered level by level (breadth first) in order of first appearance in their
+    parent's draws, so node order within a parent is drafting order.
+
+    >>> procs = list(iid_paths(2).enumerate(random_model(3, 0), random_model(3, 1), L=2))
+    >>> round(sum(p for p, _ in procs), 12)
+    1.0
+    """
+
+    widths: tuple[int, ...]
+    mode: str = "iid"
+    name: str = ""
+
+    def __post_init__(self):
+        if self.mode not in _ENUMERATE:
+            raise ValueError(f"mode must be one of {sorted(_ENUMERATE)}, got {self.mode!r}")
+        w = tuple(self.widths)
+        if not w or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in w):
+            raise ValueError(f"widths must be a non-empty sequence of integers >= 1, got {self.widths!r}")
+        object.__setattr__(self, "widths", tuple(int(k) for k in w))
+        if not self.name:
+            object.__setattr__(self, "name", f"{self.mode}{list(self.widths)}")
+
+    @property
+    def laws(self) -> frozenset[str]:
+        """Children laws guaranteed at every node (see :func:`draft_laws`)."""
+        if self.mode == "topk":
+            return frozenset({"deterministic"})
+        if all(k == 1 for k in self.widths):
+            return frozenset({"iid", "swor", "paths", "chain"})
+        if self.mode == "swor":
+            return frozenset({"swor"})
+        return frozenset({"iid", "paths"}) if all(k == 1 for k in self.widths[1:]) else frozenset({"iid"})
+
+    def widths_for(self, L: int) -> tuple[int, ...]:
+        return tuple(self.widths[d] if d < len(self.widths) else 1 for d in range(L))
+
+    def _grow(self, target: Model, draft: Model, L: int, options) -> Iterator[tuple[float, DraftTree]]:
+        check_int(L, "L", 1)
+        if target.V != draft.V:
+            raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
+        V, widths, iid_mode = target.V, self.widths_for(L), self.mode == "iid"
+        ptab, qtab = target.table(L), draft.table(L - 1)
+        zero = np.zeros(V)
+
+        def build(tokens, parent, codes, depths, draws):
+            P = np.stack([ptab[d][c] for d, c in zip(depths, codes)])
+            Q = np.stack([qtab[d][c] if d < L else zero for d, c in zip(depths, codes)])
+            return DraftTree(tuple(tokens), tuple(parent), P, Q, tuple(draws), False)
+
+        def grow(level, tokens, parent, codes, depths, mult, draws, prob, d):
+            # level: node ids at depth d, expanded jointly (one option per node)
+            if d == L:
+                yield prob, build(tokens, parent, codes, depths, draws + [()] * (len(tokens) - len(draws)))
+                return
+            per_node = [options(qtab[d][codes[u]], mult[u] * widths[d] if iid_mode else widths[d])
+                        for u in level]
+            for combo in itertools.product(*per_node):
+                tk, pa, co, de, mu = list(tokens), list(parent), list(codes), list(depths), list(mult)
+                dr = list(draws) + [()] * (len(tokens) - len(draws))
+                pr = prob
+                nxt = []
+                for u, (xs, px) in zip(level, combo):
+                    pr *= px
+                    dr[u] = xs
+                    made: dict[int, int] = {}
+                    for x in xs:
+                        if x in made:
+                            mu[made[x]] += 1
+                            continue
+                        made[x] = len(tk)
+                        tk.append(x), pa.append(u), co.append(codes[u] * V + x), de.append(d + 1), mu.append(1)
+                        nxt.append(made[x])
+                if pr > 0:
+                    yield from grow(nxt, tk, pa, co, de, mu, dr, pr, d + 1)
+
+        yield from grow([0], [-1], [-1], [0], [0], [1], [], 1.0, 0)
+
+    def enumerate(self, target: Model, draft: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
+        """Every tree with its probability (the product of the nodes' draw probabilities)."""
+        return self._grow(target, draft, L, _ENUMERATE[self.mode])
+
+    def sample(self, target: Model, draft: Model, L: int, rng: np.random.Generator) -> DraftTree:
+        """One tree, drawn node by node with ``rng``."""
+        if self.mode == "topk":
+            options = _options_topk
+        else:
+            draw = _sample_iid if self.mode == "iid" else _sample_swor
+            options = lambda row, n: draw(row, n, rng)  # noqa: E731
+        return next(iter(self._grow(target, draft, L, options)))[1]
+
+
+def fixed_shape(widths, replacement: bool = True) -> TreeProcess:
+    """A given shape: ``widths[d]`` draws per node at depth d (1 beyond ``len(widths)``), i.i.d.
+    (``replacement=True``, equal tokens merged) or distinct by successive sampling.
+
+    >>> fixed_shape((2, 2), replacement=False).name
+    'swor[2, 2]'
+    """
+    return TreeProcess(tuple(widths), "iid" if replacement else "swor")
+
+
+def iid_paths(K: int) -> TreeProcess:
+    """K independent length-L paths from the draft model merged into a trie (SpecInfer's
+    multi-draft setting, arXiv 2305.09781); order kept in ``draws``."""
+    check_int(K, "K", 1)
+    return TreeProcess((K,), "iid", f"iid_paths({K})")
+
+
+def swor_tree(K: int) -> TreeProcess:
+    """K distinct root children by successive sampling without replacement from q(.|root)
+    (Sequoia, arXiv 2402.12374), each continued as a chain drawn from q to depth L."""
+    check_int(K, "K", 1)
+    return TreeProcess((K,), "swor", f"swor_tree({K})")
+
+
+def topk_tree(widths) -> TreeProcess:
+    """Deterministic EAGLE-style tree: the widths[d] most likely tokens of q at every depth-d node
+    (ties to the lowest id; one child, the argmax, beyond ``len(widths)``); probability 1."""
+    return TreeProcess(tuple(widths), "topk", f"topk{list(widths)}")
+
+
+def delayed_expansion(d: int, K: int, replacement: bool = True) -> TreeProcess:
+    """Delayed tree expansion: a single path for the first ``d`` tokens, then K branches at depth
+    d (i.i.d. or distinct), each continued as a chain: widths = (1,)*d + (K,)."""
+    check_int(d, "d", 0)
+    check_int(K, "K", 1)
+    return TreeProcess((1,) * d + (K,), "iid" if replacement else "swor",
+                       f"delayed({d},{K}{'' if replacement else ',swor'})")
+
+
+def parse_drafting(spec: str):
+    """Draft process from a CLI string.
+
+    Grammar: ``chain`` | ``iid:K`` (:func:`iid_paths`) | ``swor:K`` (:func:`swor_tree`) |
+    ``binary:D`` (width 2 at depths < D, without replacement) | ``fixed:w1,w2,...[:swor]``
+    (:func:`fixed_shape`) | ``topk:w1,w2,...`` (:func:`topk_tree`) | ``delayed:d,K[:swor]``.
+
+    >>> parse_drafting("iid:2").name
+    'iid_paths(2)'
+    """
+    grammar = "chain | iid:K | swor:K | binary:D | fixed:w1,w2,...[:swor] | topk:w1,... | delayed:d,K[:swor]"
+    if not isinstance(spec, str):
+        raise ValueError(f"drafting spec must be a string ({grammar}), got {spec!r}")
+    parts = spec.strip().lower().split(":")
+    try:
+        kind, args = parts[0], parts[1:]
+        if kind == "chain" and not args:
+            return chain()
+        nums = [int(x) for x in args[0].split(",")] if args else []
+        swor = args[1:] == ["swor"]
+        if len(args) > 2 or (len(args) == 2 and not swor) or not nums:
+            raise ValueError
+        if kind == "iid" and len(args) == 1 and len(nums) == 1:
+            return iid_paths(nums[0])
+        if kind == "swor" and len(args) == 1 and len(nums) == 1:
+            return swor_tree(nums[0])
+        if kind == "binary" and len(args) == 1 and len(nums) == 1 and nums[0] >= 1:
+            return TreeProcess((2,) * nums[0], "swor", f"binary({nums[0]})")
+        if kind == "fixed":
+            return fixed_shape(nums, replacement=not swor)
+        if kind == "topk" and len(args) == 1:
+            return topk_tree(nums)
+        if kind == "delayed" and len(nums) == 2:
+            return delayed_expansion(nums[0], nums[1], replacement=not swor)
+    except ValueError:
+        pass
+    raise ValueError(f"cannot parse drafting spec {spec!r}; expected {grammar}")

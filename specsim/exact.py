@@ -139,6 +139,17 @@ def output_law(verifier, target: Model, draft: Model, L: int, drafting: DraftPro
     if progress or (progress is None and sys.stderr.isatty() and V ** L > 20000):
         from tqdm.auto import tqdm
         items = tqdm(items, desc=f"enumerating drafts ({_name(verifier)})", leave=False)
+    batch = getattr(verifier, "batch_law", None) if verifier_kind(verifier) == "chain" else None
+    if batch is not None and hasattr(drafting, "arrays"):
+        n = _accumulate_batch(batch, drafting.arrays(target, draft, L), emitted, depth_mass, atol)
+    else:
+        n = _accumulate_trees(verifier, items, emitted, depth_mass, V, atol)
+    at_least = np.cumsum(depth_mass[::-1])[::-1]
+    return OutputLaw(V, L, emitted, at_least, n)
+
+
+def _accumulate_trees(verifier, items, emitted, depth_mass, V, atol) -> int:
+    """O[path(v) y] += Pr(D) pi d(y) over every enumerated tree D and outcome (pi, v, d)."""
     rows: dict[int, list] = {m: [] for m in emitted}
     n = 0
     total = 0.0
@@ -146,7 +157,8 @@ def output_law(verifier, target: Model, draft: Model, L: int, drafting: DraftPro
         n += 1
         total += prob
         outs = outcomes_on_tree(verifier, tree)
-        check_outcomes(outs, tree.num_nodes, V, f" (draft {tree.path(tree.num_nodes - 1) if tree.is_chain else tree.tokens})", atol)
+        where = f" (draft tree tokens {tree.tokens}, parents {tree.parent})"
+        check_outcomes(outs, tree.num_nodes, V, where, atol)
         for o in outs:
             if o.prob <= 0:
                 continue
@@ -155,14 +167,37 @@ def output_law(verifier, target: Model, draft: Model, L: int, drafting: DraftPro
             depth_mass[d] += w
             rows[d + 1].append((tree.path_index[o.accepted], w, o.next_dist))
     if abs(total - 1.0) > 1e-9:
-        raise ValueError(f"draft process {_name(drafting)} enumerated total probability {total!r}, not 1")
+        raise ValueError(f"draft process enumerated total probability {total!r}, not 1")
     for m, entries in rows.items():
         if entries:
             idx = np.array([e[0] for e in entries])
             contrib = np.array([e[1] for e in entries])[:, None] * np.array([e[2] for e in entries])
             np.add.at(emitted[m].reshape(-1, V), idx, contrib)
-    at_least = np.cumsum(depth_mass[::-1])[::-1]
-    return OutputLaw(V, L, emitted, at_least, n)
+    return n
+
+
+def _accumulate_batch(batch, arrays, emitted, depth_mass, atol) -> int:
+    """The same accumulation for a chain verifier's vectorised law over all drafts at once."""
+    drafts, Qx, p, q = arrays
+    N, L = drafts.shape
+    V = p.shape[2]
+    probs, dists = batch(drafts, p, q)
+    bad = ~np.isfinite(probs).all(axis=1) | (probs < -atol).any(axis=1) | (np.abs(probs.sum(axis=1) - 1) > atol)
+    live = probs > 0
+    bad |= (live & ((np.abs(dists.sum(axis=2) - 1) > 1e-6) | (dists < -atol).any(axis=2)
+                    | ~np.isfinite(dists).all(axis=2))).any(axis=1)
+    if bad.any():
+        n = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"verifier law is not a distribution over outcomes (P(tau = k) = {probs[n].tolist()}) "
+                         f"for draft {tuple(drafts[n].tolist())}")
+    code = np.zeros(N, dtype=np.int64)
+    for k in range(L + 1):
+        w = Qx * probs[:, k]
+        depth_mass[k] += w.sum()
+        np.add.at(emitted[k + 1].reshape(-1, V), code, w[:, None] * dists[:, k])
+        if k < L:
+            code = code * V + drafts[:, k]
+    return N
 
 
 def _completion(law: OutputLaw, target: Model) -> tuple[np.ndarray, np.ndarray]:

@@ -75,3 +75,23 @@ def test_chain_process_enumerates_probability_one_and_skips_impossible_drafts():
     items = list(s.chain().enumerate(t, d, 2))
     assert len(items) == 6 and sum(pr for pr, _ in items) == pytest.approx(1.0)
     assert all(tree.tokens[1] != 2 for _, tree in items)
+
+
+@pytest.mark.parametrize("name", ["token", "onehot", "block", "hsd_capped", "hsd_released", "greedy"])
+def test_vectorised_chain_path_equals_per_draft_path(name):
+    """The engine's batched path (batch_law over all drafts) and its per-tree path agree exactly."""
+    from specsim.verifiers.chain import CHAIN_VERIFIERS
+    v = CHAIN_VERIFIERS[name]
+    per_draft = s.Verifier(v.name, v.law, "chain", None, v.lossless)
+    t, d = _pair(3, 17)
+    a, b = s.output_law(v, t, d, 3), s.output_law(per_draft, t, d, 3)
+    for m in a.emitted:
+        assert np.allclose(a.emitted[m], b.emitted[m], atol=1e-15)
+    assert a.n_drafts == b.n_drafts
+
+
+def test_batched_law_validated():
+    bad = s.Verifier("bad", lambda *a: [], "chain", None, True, "",
+                     lambda drafts, p, q: (np.full((len(drafts), drafts.shape[1] + 1), 0.5), p))
+    with pytest.raises(ValueError, match="not a distribution over outcomes"):
+        s.check_lossless(bad, *_pair(), 2)

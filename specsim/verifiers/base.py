@@ -51,6 +51,10 @@ class Verifier:
     plus ``rng`` (a ``numpy.random.Generator``) and returns ``(accepted, token)`` by running the
     algorithm with explicit uniforms; when absent, ``sample`` draws from the exact law.
     ``lossless`` records the claim (``False`` for documented negative controls and lossy rules).
+    ``batch_law`` (chain verifiers, optional) is the same law vectorised over N drafts:
+    ``(drafts int[N, L], p [N, L+1, V], q [N, L, V]) -> (probs [N, L+1], dists [N, L+1, V])`` with
+    ``probs[n, k] = P(tau = k)`` and ``dists[n, k]`` the emitted token's law given tau = k.  The
+    exact engine uses it to avoid a Python call per draft; tests check it against ``law``.
     """
 
     name: str
@@ -59,6 +63,7 @@ class Verifier:
     sampler: Callable[..., tuple[int, int]] | None = None
     lossless: bool = True
     doc: str = ""
+    batch_law: Callable[..., tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
 
     def __call__(self, *args) -> list[Outcome]:
         """Exact law; chain arguments are validated first (the engine calls ``law`` directly)."""
