@@ -1,0 +1,17 @@
+"""One script per figure; ``python -m paper_figs`` regenerates all of them.
+
+Each figure module defines ``NAME`` and ``make(quick: bool) -> FigureResult`` (a matplotlib figure
+plus its caption, which lists the command and settings that made it).  Outputs go to the
+git-ignored ``paper_figs/out/`` as PNG and PDF, deterministically (Agg backend, fixed seeds,
+no timestamps in the files).
+"""
+
+#: Figure modules in the order ``python -m paper_figs`` runs them.
+FIGURES = [
+    "fig_block_efficiency",
+    "fig_tree_vs_lp",
+    "fig_multidraft_real",
+    "fig_lossy_frontier",
+    "fig_certificate_radius",
+    "fig_kernel_bandwidth",
+]
