@@ -1,0 +1,590 @@
+"""Tree and multi-draft verifiers (THEORY.md 3.2, 6): a draft tree in, its exact outcome law out.
+
+Every verifier here is a :class:`~specsim.verifiers.base.Verifier` of kind ``"tree"``:
+``verifier(tree) -> list[Outcome]`` with ``accepted`` a node id (0 = root).  Most are
+*node-wise*: at each reached node a token-level multi-draft rule runs over the node's draws
+(``tree.draws[node]``, in drafting order, repeats kept) against the node's target row; on
+acceptance it descends into the accepted child's whole subtree, on rejection it emits a residual
+and stops, and at a leaf it emits the bonus from the leaf's own row.  :func:`_nodewise` turns a
+node rule into the exact law; the rules differ only in what they do at one node.
+
+Which draft process a verifier needs is recorded in :data:`TREE_VERIFIERS` (see
+:func:`specsim.drafts.draft_laws`); :func:`verifiers_for` lists every verifier that applies.
+The private keyword switches of the node rules exist for :mod:`specsim.testing.tree_mutants`.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from collections import defaultdict
+from typing import Callable
+
+import numpy as np
+
+from .._validate import as_distribution, check_int, normalize
+from ..drafts import DraftTree, draft_laws, iid_paths, swor_tree
+from .base import Outcome, Verifier
+from .chain import CHAIN_VERIFIERS, block
+
+__all__ = ["specinfer", "specinfer_first_path", "sequoia", "traversal", "deterministic_children",
+           "spectr", "khisti", "gbv", "gbv_capped", "TREE_VERIFIERS", "verifiers_for",
+           "multidraft_acceptance", "kseq_rho", "khisti_selection_law", "tree_paths"]
+
+# A node rule: (tree, node) -> ({child token: probability of descending}, stop probability, stop row)
+NodeRule = Callable[[DraftTree, int], tuple[dict, float, np.ndarray]]
+
+
+# --------------------------------------------------------------------------- node-wise engine
+def _nodewise(tree: DraftTree, rule: NodeRule, bonus_from_parent: bool = False) -> list[Outcome]:
+    """Exact law of a node-wise scheme: reach(child) = reach(node) * rule's descend probability."""
+    out: list[Outcome] = []
+    stack = [(0, 1.0)]
+    while stack:
+        u, reach = stack.pop()
+        kids = tree.children[u]
+        if not kids:
+            row = tree.p[tree.parent[u]] if bonus_from_parent and u > 0 else tree.p[u]
+            out.append(Outcome(reach, u, row))
+            continue
+        by_token = {tree.tokens[c]: c for c in kids}
+        descend, stop, row = rule(tree, u)
+        if stop > 0:
+            out.append(Outcome(reach * stop, u, row))
+        for t, pr in descend.items():
+            if pr > 0:
+                stack.append((by_token[t], reach * pr))
+    return out
+
+
+def _distinct(tree: DraftTree, u: int, who: str) -> tuple[int, ...]:
+    d = tree.draws[u]
+    if len(set(d)) != len(d):
+        raise ValueError(f"{who} needs distinct children (drafted without replacement); node {u} "
+                         f"has repeated draws {d}")
+    return d
+
+
+def _accept_prob(r: float, q: float) -> float:
+    # P(U q < r) for U ~ U[0,1): min(1, r/q); q = 0 (contract violation) accepts iff r > 0
+    if q <= 0:
+        return 1.0 if r > 0 else 0.0
+    return min(1.0, r / q)
+
+
+def _rrs(p, q, draws, *, without_replacement=False, update_residual=True, mask_rejected=True):
+    """Recursive rejection sampling over ``draws`` (with or without replacement)."""
+    R, D = p, q.copy()
+    descend: dict[int, float] = defaultdict(float)
+    reach = 1.0
+    for x in draws:
+        a = _accept_prob(R[x], D[x])
+        descend[x] += reach * a
+        reach *= 1.0 - a
+        if reach <= 0.0:
+            break
+        if update_residual:
+            R = normalize(np.maximum(R - D, 0.0), R)
+        if without_replacement and mask_rejected:
+            D[x] = 0.0
+            s = D.sum()
+            if s <= 0.0:  # every supported token drafted and rejected: stop the loop, emit R
+                break
+            D = D / s
+    return descend, reach, R
+
+
+# --------------------------------------------------------------------------- SpecInfer
+def _specinfer_rule(tree, u, **kw):
+    return _rrs(tree.p[u], tree.q[u], tree.draws[u], **kw)
+
+
+def _specinfer_law(tree):
+    """SpecInfer recursive rejection sampling (Miao et al., "SpecInfer", arXiv 2305.09781), node-wise.
+
+    At node u with draws x_1..x_k (i.i.d. from q = q(.|u), in drafting order, repeats kept):
+    R_0 = p(.|u); draw j is accepted with min(1, R_{j-1}(x_j) / q(x_j)), else
+    R_j = norm((R_{j-1} - q)_+); after acceptance verification continues in the accepted child's
+    whole subtree; after k rejections emit Y ~ R_k; a leaf emits its bonus p(.|leaf).
+    Needs i.i.d. children (``iid_paths``, ``fixed_shape(..., replacement=True)``).
+
+    >>> check_lossless(specinfer, random_model(3, 0), random_model(3, 1), 2, iid_paths(2)).lossless
+    True
+    """
+    return _nodewise(tree, _specinfer_rule)
+
+
+def _first_path_rule(tree, u):
+    draws = tree.draws[u] if u == 0 else tree.draws[u][:1]
+    return _rrs(tree.p[u], tree.q[u], draws)
+
+
+def _specinfer_first_path_law(tree):
+    """SpecInfer RRS at the root, then token-level verification along the first-drafted path.
+
+    Precisely: at the root, RRS over all draws as in :data:`specinfer`; at every deeper node only
+    the first draw ``draws[node][0]`` is tested (min(1, p/q), residual norm((p - q)_+)), i.e.
+    once a root child is accepted verification follows one path and ignores siblings.  For K
+    i.i.d. paths this is "continue along the accepted path": the accepted draw is the first path
+    with that token (an earlier equal token was rejected and has R = 0), and that path's next
+    token is the first draw at the child.  Lossless whenever root draws are i.i.d. and every
+    first draw is distributed as q; never better than :data:`specinfer` on the same tree law.
+    """
+    return _nodewise(tree, _first_path_rule)
+
+
+# --------------------------------------------------------------------------- Sequoia (SWOR)
+def _sequoia_rule(tree, u, **kw):
+    return _rrs(tree.p[u], tree.q[u], _distinct(tree, u, "sequoia"), without_replacement=True, **kw)
+
+
+def _sequoia_law(tree):
+    """Sequoia's without-replacement recursive rejection sampling (Chen et al., arXiv 2402.12374;
+    Jeon et al., arXiv 2402.14160), node-wise.
+
+    At node u with distinct children x_1..x_k drawn by successive sampling from q(.|u):
+    R = p(.|u), D = q(.|u); child j is accepted with min(1, R(x_j)/D(x_j)); on rejection
+    R <- norm((R - D)_+), D(x_j) <- 0, D <- norm(D).  If D has no mass left (every supported
+    token drafted and rejected) the loop stops and Y ~ R (Sequoia's code instead continues with a
+    uniform D over untried tokens; our processes never draft beyond supp q, so the choice only
+    decides what happens after the last child).  ``ValueError`` on repeated draws.
+    """
+    return _nodewise(tree, _sequoia_rule)
+
+
+# --------------------------------------------------------------------------- deterministic children
+def _deterministic_rule(tree, u, *, mask_children=True):
+    p = tree.p[u]
+    kids = tuple(dict.fromkeys(tree.draws[u]))
+    descend = {x: float(p[x]) for x in kids}
+    stop = max(0.0, 1.0 - sum(descend.values()))
+    r = p.copy()
+    if mask_children:
+        r[list(kids)] = 0.0
+    return descend, stop, normalize(r, p)
+
+
+def _deterministic_law(tree):
+    """Deterministic-children verification (EAGLE's evaluate_posterior; THEORY.md 3.2), node-wise.
+
+    At node u with distinct children c_1..c_k: one coin U, accept c_j for the first j with
+    U < sum_{m<=j} p(c_m|u) and descend; otherwise Y ~ p(.|u) with every c_m zeroed,
+    renormalised.  The test ignores q, so it is lossless for any drafter (top-k trees, n-grams);
+    for a stochastic drafter it gives up acceptance.
+    """
+    return _nodewise(tree, _deterministic_rule)
+
+
+# --------------------------------------------------------------------------- SpecTr K-SEQ
+def _kseq_parts(p, q, k, rho):
+    m = np.minimum(q, p / rho)
+    beta = float(m.sum())
+    c = sum((1.0 - beta) ** j for j in range(k))  # geometric sum, not (1 - (1-beta)^k)/beta
+    return m, beta, c, p - m * c
+
+
+@functools.lru_cache(maxsize=65536)
+def _kseq_rho_cached(pb: bytes, qb: bytes, k: int, tol: float) -> float:
+    p, q = np.frombuffer(pb), np.frombuffer(qb)
+    ok = lambda rho: _kseq_parts(p, q, k, rho)[3].min() >= -tol  # noqa: E731
+    if k == 1 or ok(1.0):
+        return 1.0
+    grid = np.linspace(1.0, float(k), 65)
+    hi_i = next(i for i, r in enumerate(grid) if ok(r))  # rho = k is always feasible
+    lo, hi = grid[hi_i - 1], grid[hi_i]
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return float(hi)
+
+
+def kseq_rho(p, q, k: int, tol: float = 1e-13) -> float:
+    """SpecTr's rho*: the smallest rho in [1, k] with a valid K-SEQ residual (THEORY.md 6.4).
+
+    beta(rho) = sum min(q, p/rho), c = sum_{j<k} (1 - beta)^j; valid iff
+    p_y - min(q_y, p_y/rho) c >= 0 for every y.  Feasibility is not monotone in rho: a grid scan
+    finds the first feasible bracket, then bisection; the feasible end is returned.
+
+    >>> kseq_rho([1.0, 0.0], [0.5, 0.5], 2)   # every rho in [1, 2] is valid here
+    1.0
+    """
+    p = as_distribution(p, "p")
+    q = as_distribution(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same size, got {p.size} and {q.size}")
+    check_int(k, "k", 1)
+    return _kseq_rho_cached(p.tobytes(), q.tobytes(), k, tol)
+
+
+def _spectr_rule(tree, u, *, rho=None):
+    p, q, draws = tree.p[u], tree.q[u], tree.draws[u]
+    k = len(draws)
+    rho = _kseq_rho_cached(p.tobytes(), q.tobytes(), k, 1e-13) if rho is None else rho
+    m, beta, c, num = _kseq_parts(p, q, k, rho)
+    descend: dict[int, float] = defaultdict(float)
+    reach = 1.0
+    for x in draws:
+        a = _accept_prob(p[x] / rho, q[x])
+        descend[x] += reach * a
+        reach *= 1.0 - a
+    return descend, reach, normalize(np.maximum(num, 0.0), p)
+
+
+def _spectr_law(tree):
+    """SpecTr k-sequential selection, K-SEQ (Sun et al., "SpecTr", arXiv 2310.15141), node-wise.
+
+    At node u with k i.i.d. draws x_1..x_k from q: rho = rho*(p, q, k) (:func:`kseq_rho`);
+    accept the first x_i passing U_i rho q(x_i) < p(x_i); if none passes, Y ~ r with
+    r(y) = [p_y - min(q_y, p_y/rho) c(beta)] / (1 - beta)^k.  Drafts through the accepted token
+    stay i.i.d., so K-SEQ runs again over the survivors (the accepted child's draws).
+    Acceptance per node 1 - (1 - beta(rho))^k.
+    """
+    return _nodewise(tree, _spectr_rule)
+
+
+# --------------------------------------------------------------------------- Khisti et al.
+@functools.lru_cache(maxsize=65536)
+def _khisti_rho_cached(pb: bytes, qb: bytes, k: int) -> np.ndarray:
+    p, q = np.frombuffer(pb), np.frombuffer(qb)
+    support = np.flatnonzero(q > 0)
+    T = np.array(list(itertools.product(support, repeat=k)))          # [N, k] ordered tuples
+    W = _is_weights(p, q, T)
+    Qx = np.prod(q[T], axis=1)
+    rho = np.bincount(T.ravel(), weights=(Qx[:, None] * W).ravel(), minlength=p.size)
+    rho.setflags(write=False)
+    return rho
+
+
+def _is_weights(p, q, T):
+    """Self-normalised importance weights p(x_j)/q(x_j) over the draws (uniform if all are 0)."""
+    W = p[T] / q[T]
+    s = W.sum(axis=-1, keepdims=True)
+    return np.where(s > 0, W / np.where(s > 0, s, 1.0), 1.0 / T.shape[-1])
+
+
+def khisti_selection_law(p, q, k: int) -> np.ndarray:
+    """rho_w(y) = sum_x Q(x) sum_j w_j(x) [x_j = y]: law of the token selected from k i.i.d.
+    draws by importance weights w_j ∝ p(x_j)/q(x_j) (Khisti et al., arXiv 2410.18234, step 1)."""
+    p = as_distribution(p, "p")
+    q = as_distribution(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same size, got {p.size} and {q.size}")
+    check_int(k, "k", 1)
+    return _khisti_rho_cached(p.tobytes(), q.tobytes(), k).copy()
+
+
+def _khisti_rule(tree, u, *, against_q=False):
+    p, q, draws = tree.p[u], tree.q[u], tree.draws[u]
+    rho = q if against_q else _khisti_rho_cached(p.tobytes(), q.tobytes(), len(draws))
+    w = _is_weights(p, q, np.array(draws))
+    descend: dict[int, float] = defaultdict(float)
+    for x, wx in zip(draws, w):
+        descend[x] += wx * _accept_prob(p[x], rho[x])
+    stop = max(0.0, 1.0 - sum(descend.values()))
+    return descend, stop, normalize(np.maximum(p - rho, 0.0), p)
+
+
+def _khisti_law(tree):
+    """Canonical two-step multi-draft verification (Khisti et al., arXiv 2410.18234), node-wise.
+
+    Step 1 (selection): from the k i.i.d. draws pick Y = x_j with probability
+    w_j = (p(x_j)/q(x_j)) / sum_i p(x_i)/q(x_i) (uniform when every ratio is 0); this induces
+    the token law rho_w (:func:`khisti_selection_law`, exact by enumerating the k-tuples).
+    Step 2: single-draft speculative sampling of Y against p: accept with min(1, p(Y)/rho_w(Y)),
+    else Y' ~ norm((p - rho_w)_+).  Acceptance sum min(p, rho_w).  The self-normalised
+    importance weights are our concrete choice within the paper's class; the paper's optimised
+    weights (an LP for K = 2) are not reproduced here.
+    """
+    return _nodewise(tree, _khisti_rule)
+
+
+# --------------------------------------------------------------------------- traversal
+def _traversal_law(tree, *, parent_update="odds", recompute=True):
+    """Traversal verification (Weng et al., arXiv 2505.12398), THEORY.md 6.3 reconstruction.
+
+    Children drawn without replacement; node u carries Mb_u = p(.|u), Ms_u = q(.|u) and a weight
+    w (w_root = 1, w_c = min(1, w_u Mb_u(x_c)/Ms_u(x_c))).  Repeat: a = first alive leaf (descend
+    through first alive children, in drafting order); if a is the root emit Y ~ Mb_root; accept
+    a with probability w_a (emit path(a), Y ~ Mb_a); else kill a, and at its parent b set
+    R = (w_b Mb_b - Ms_b)_+, S = sum R, Mb_b = R/S, zero x_a in Ms_b and renormalise,
+    w_b = S/(S + 1 - w_b) (1 if the denominator is 0), recompute w below b.  On a chain this is
+    block verification; at depth 1 it is Sequoia's SWOR-RRS.  ``ValueError`` on repeated draws.
+    """
+    n = tree.num_nodes
+    for u in range(n):
+        if tree.children[u]:
+            _distinct(tree, u, "traversal")
+    Mb = tree.p.copy()
+    Ms = tree.q.copy()
+    alive = [True] * n
+    order = [tuple(sorted(tree.children[u], key=lambda c: tree.draws[u].index(tree.tokens[c])))
+             for u in range(n)]
+    w = np.ones(n)
+
+    def reweight(c):
+        b, x = tree.parent[c], tree.tokens[c]
+        w[c] = min(1.0, w[b] * Mb[b, x] / Ms[b, x]) if w[b] > 0 and Mb[b, x] > 0 and Ms[b, x] > 0 \
+            else (1.0 if w[b] > 0 and Mb[b, x] > 0 else 0.0)
+
+    for c in range(1, n):  # parents precede children
+        reweight(c)
+    out: list[Outcome] = []
+    reach = 1.0
+    while reach > 0:
+        a = 0
+        while True:
+            nxt = next((c for c in order[a] if alive[c]), None)
+            if nxt is None:
+                break
+            a = nxt
+        if a == 0:
+            out.append(Outcome(reach, 0, normalize(Mb[0], tree.p[0])))
+            break
+        out.append(Outcome(reach * w[a], a, normalize(Mb[a], tree.p[a])))
+        reach *= 1.0 - w[a]
+        alive[a] = False
+        b, x = tree.parent[a], tree.tokens[a]
+        R = np.maximum(w[b] * Mb[b] - Ms[b], 0.0)
+        S = float(R.sum())
+        if S > 0:
+            Mb[b] = R / S
+        Ms[b, x] = 0.0
+        s = Ms[b].sum()
+        if s > 0:
+            Ms[b] /= s
+        if b > 0:
+            if parent_update == "odds":
+                den = S + 1.0 - w[b]
+                w[b] = S / den if den > 0 else 1.0
+            elif parent_update == "mass":  # mutant: the residual mass itself
+                w[b] = min(1.0, S)
+        if recompute:
+            for c in range(b + 1, n):
+                anc = tree.parent[c]
+                while anc > b:
+                    anc = tree.parent[anc]
+                if anc == b and alive[c]:
+                    reweight(c)
+    return [o for o in out if o.prob > 0]
+
+
+# --------------------------------------------------------------------------- GBV
+def tree_paths(tree: DraftTree) -> list[tuple[int, ...]]:
+    """The K ordered paths (as node-id sequences, root excluded) of a K-path trie, read off the
+    draws: path i takes token draws[root][i]; a node's j-th draw continues the j-th path through it.
+    ``ValueError`` if the tree is not K full paths merged into a trie."""
+    K = len(tree.draws[0])
+    L = tree.max_depth
+    paths = []
+    for i in range(K):
+        node, idx, nodes = 0, i, []
+        for _ in range(L):
+            d = tree.draws[node]
+            if idx >= len(d):
+                raise ValueError("tree is not K full i.i.d. paths merged into a trie (draw counts)")
+            t = d[idx]
+            idx = d[:idx].count(t)
+            node = next(c for c in tree.children[node] if tree.tokens[c] == t)
+            nodes.append(node)
+        if tree.children[node]:
+            raise ValueError("tree is not K full i.i.d. paths merged into a trie (paths of unequal length)")
+        paths.append(tuple(nodes))
+    for u in range(1, tree.num_nodes):
+        if tree.children[u] and len(tree.draws[u]) != tree.draws[tree.parent[u]].count(tree.tokens[u]):
+            raise ValueError(f"tree is not K full paths merged into a trie: node {u} has "
+                             f"{len(tree.draws[u])} draws but {tree.draws[tree.parent[u]].count(tree.tokens[u])} paths")
+    return paths
+
+
+def _gbv_key(p, q, capped):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
+    return np.minimum(s, 1.0) if capped else s
+
+
+def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
+    """Greedy multi-path block verification (Thomas & Pal, arXiv 2602.16961; THEORY.md 6.7).
+
+    From K i.i.d. paths merged into a trie, select x* = the lexicographic maximum under the token
+    order of key s_v(t) = p(t|v)/q(t|v) (ties: lower token id ranks higher) by walking to the
+    highest-ranked child L times.  Along x*, with Q(v) = prod q on v's path, F_v(t) = q-mass of
+    tokens ranked at or below t, A_root = 0, A_{v.t} = A_v + Q(v) F_v(t-):
+        qt(t|v) = [(A_v + Q(v) F_v(t))^K - (A_v + Q(v) F_v(t-))^K] / [(A_v + Q(v))^K - A_v^K]
+    (the law of the selected path), then block verification on x* with qt in place of q.
+    Stable form (A+Q)^K (-expm1(K log1p(-Q/(A+Q)))) in float64.  ``capped`` uses the key
+    min(1, p/q) (ties galore); ``mismatch`` orders ties the other way in qt than in selection —
+    the hazard of THEORY.md 6.7 (lossy); ``select_by_q`` (mutant) selects by q, not by the key.  Needs K i.i.d. full paths (``iid_paths``).
+    """
+    tree_paths(tree)  # validates the K-path structure
+    K = len(tree.draws[0])
+    V = tree.V
+    ids = np.arange(V)
+    node, path = 0, [0]
+    while tree.children[node]:
+        s = tree.q[node] if select_by_q else _gbv_key(tree.p[node], tree.q[node], capped)
+        node = max(tree.children[node], key=lambda c: (s[tree.tokens[c]], -tree.tokens[c]))
+        path.append(node)
+    L = len(path) - 1
+    qt = np.empty((L, V))
+    A, Qv = 0.0, 1.0
+
+    def power_gap(hi, gap):  # hi^K - (hi - gap)^K, stable
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(hi > 0, hi ** K * -np.expm1(K * np.log1p(-np.minimum(gap / np.where(hi > 0, hi, 1.0), 1.0))), 0.0)
+        return r
+
+    for i in range(L):
+        v, t = path[i], tree.tokens[path[i + 1]]
+        p, q = tree.p[v], tree.q[v]
+        s = _gbv_key(p, q, capped)
+        order = np.lexsort((ids, s) if mismatch else (-ids, s))  # ascending rank
+        qs = q[order]
+        Fc = np.cumsum(qs)
+        hi = A + Qv * Fc
+        row = np.empty(V)
+        row[order] = power_gap(hi, Qv * qs)
+        qt[i] = row / power_gap(np.array(A + Qv), np.array(Qv))
+        pos = int(np.flatnonzero(order == t)[0])
+        A += Qv * (Fc[pos] - qs[pos])
+        Qv *= q[t]
+    draft = tuple(tree.tokens[c] for c in path[1:])
+    P = np.stack([tree.p[c] for c in path])
+    return [Outcome(o.prob, path[o.accepted], o.next_dist) for o in block.law(draft, P, qt)]
+
+
+def _gbv_plain(tree):
+    return _gbv_law(tree)
+
+
+def _gbv_capped(tree):
+    return _gbv_law(tree, capped=True, mismatch=True)
+
+
+_gbv_plain.__doc__ = _gbv_law.__doc__
+_gbv_capped.__doc__ = ("GBV with the capped key min(1, p/q) and ties ordered differently in selection and "
+                       "in the skewed law (the reference-code hazard of THEORY.md 6.7): LOSSY negative control "
+                       "whenever two drafted tokens tie at key 1.")
+
+
+# --------------------------------------------------------------------------- samplers
+def _draw(dist, rng):
+    c = np.cumsum(dist)
+    i = int(np.searchsorted(c, rng.random() * c[-1], side="right"))
+    return min(i, int(np.flatnonzero(dist > 0)[-1]))
+
+
+def _rrs_sample(tree, rng, without_replacement):
+    u = 0
+    while True:
+        if not tree.children[u]:
+            return u, _draw(tree.p[u], rng)
+        R, D = tree.p[u], tree.q[u].copy()
+        by_token = {tree.tokens[c]: c for c in tree.children[u]}
+        draws = _distinct(tree, u, "sequoia") if without_replacement else tree.draws[u]
+        for x in draws:
+            if rng.random() * D[x] < R[x]:
+                u = by_token[x]
+                break
+            R = normalize(np.maximum(R - D, 0.0), R)
+            if without_replacement:
+                D[x] = 0.0
+                if D.sum() <= 0:
+                    return u, _draw(R, rng)
+                D = D / D.sum()
+        else:
+            return u, _draw(R, rng)
+
+
+def _deterministic_sample(tree, rng):
+    u = 0
+    while tree.children[u]:
+        p = tree.p[u]
+        kids = tuple(dict.fromkeys(tree.draws[u]))
+        coin, cum = rng.random(), 0.0
+        nxt = None
+        for x in kids:
+            cum += p[x]
+            if coin < cum:
+                nxt = next(c for c in tree.children[u] if tree.tokens[c] == x)
+                break
+        if nxt is None:
+            r = p.copy()
+            r[list(kids)] = 0.0
+            return u, _draw(normalize(r, p), rng)
+        u = nxt
+    return u, _draw(tree.p[u], rng)
+
+
+# --------------------------------------------------------------------------- registry
+def _tv(name, law, doc, sampler=None, lossless=True):
+    return Verifier(name, law, "tree", sampler, lossless, (doc or "").strip())
+
+
+specinfer = _tv("specinfer", _specinfer_law, _specinfer_law.__doc__, lambda t, rng: _rrs_sample(t, rng, False))
+specinfer_first_path = _tv("specinfer_first_path", _specinfer_first_path_law, _specinfer_first_path_law.__doc__)
+sequoia = _tv("sequoia", _sequoia_law, _sequoia_law.__doc__, lambda t, rng: _rrs_sample(t, rng, True))
+traversal = _tv("traversal", _traversal_law, _traversal_law.__doc__)
+deterministic_children = _tv("deterministic_children", _deterministic_law, _deterministic_law.__doc__,
+                             _deterministic_sample)
+spectr = _tv("spectr", _spectr_law, _spectr_law.__doc__)
+khisti = _tv("khisti", _khisti_law, _khisti_law.__doc__)
+gbv = _tv("gbv", _gbv_plain, _gbv_law.__doc__)
+gbv_capped = _tv("gbv_capped", _gbv_capped, _gbv_capped.__doc__, lossless=False)
+
+#: name -> (verifier, children laws it needs; "any" = every process).  See ``draft_laws``.
+TREE_VERIFIERS: dict[str, tuple[Verifier, frozenset[str]]] = {
+    "specinfer": (specinfer, frozenset({"iid"})),
+    "specinfer_first_path": (specinfer_first_path, frozenset({"iid"})),
+    "sequoia": (sequoia, frozenset({"swor"})),
+    "traversal": (traversal, frozenset({"swor"})),
+    "deterministic_children": (deterministic_children, frozenset({"any"})),
+    "spectr": (spectr, frozenset({"iid"})),
+    "khisti": (khisti, frozenset({"iid"})),
+    "gbv": (gbv, frozenset({"paths"})),
+    "gbv_capped": (gbv_capped, frozenset({"paths"})),
+}
+
+
+def _applies(needs: frozenset[str], laws: frozenset[str]) -> bool:
+    return "any" in needs or bool(needs & laws)
+
+
+def verifiers_for(drafting) -> list[Verifier]:
+    """Every verifier that applies to a draft process: the chain verifiers when it drafts a single
+    path from q, then every tree verifier whose children law the process guarantees (negative
+    controls included; check ``Verifier.lossless``).
+
+    >>> [v.name for v in verifiers_for(iid_paths(2))][:2]
+    ['specinfer', 'specinfer_first_path']
+    """
+    laws = draft_laws(drafting)
+    out = list(CHAIN_VERIFIERS.values()) if "chain" in laws else []
+    return out + [v for v, needs in TREE_VERIFIERS.values() if _applies(needs, laws)]
+
+
+def multidraft_acceptance(verifier_name: str, p, q, K: int, replacement: bool = True) -> float:
+    """Token-level acceptance of K drafts at one position: P(tau = 1) for L = 1, exactly.
+
+    alpha = sum_D Pr(D) sum_{outcomes accepting a child} prob, computed by the exact engine with
+    context-independent rows p, q and ``iid_paths(K)`` (``replacement=True``) or ``swor_tree(K)``.
+    Comparable with the multi-draft optimum (THEORY.md 6.6).  ``ValueError`` if the verifier does
+    not apply to that draft law (e.g. ``sequoia`` with replacement).
+
+    >>> multidraft_acceptance("specinfer", [1, 0], [0.5, 0.5], 2)
+    0.75
+    """
+    from ..exact import expected_accepted
+    from ..models import iid
+
+    if verifier_name not in TREE_VERIFIERS:
+        raise ValueError(f"unknown tree verifier {verifier_name!r}; choose from {sorted(TREE_VERIFIERS)}")
+    p = as_distribution(p, "p")
+    q = as_distribution(q, "q")
+    if p.shape != q.shape or p.size < 2:
+        raise ValueError(f"p and q must have the same size >= 2, got {p.size} and {q.size}")
+    check_int(K, "K", 1)
+    verifier, needs = TREE_VERIFIERS[verifier_name]
+    drafting = iid_paths(K) if replacement else swor_tree(K)
+    if not _applies(needs, draft_laws(drafting)):
+        raise ValueError(f"{verifier_name} needs drafts {sorted(needs)}, not "
+                         f"{'with' if replacement else 'without'} replacement")
+    return expected_accepted(verifier, iid(p, "p"), iid(q, "q"), 1, drafting)

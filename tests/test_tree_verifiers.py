@@ -1,0 +1,259 @@
+"""Tree and multi-draft verifiers: exact certificates, reductions, anchors, mutants."""
+import itertools
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.stats import chisquare
+
+from specsim.drafts import (DraftTree, chain, delayed_expansion, fixed_shape, iid_paths, parse_drafting,
+                            swor_tree, topk_tree)
+from specsim.exact import check_lossless, expected_accepted
+from specsim.models import from_function, iid, random_model
+from specsim.testing.tree_mutants import CONTROLS, MUTANTS
+from specsim.verifiers.chain import block, hsd_released, token
+from specsim.verifiers.tree import (TREE_VERIFIERS, deterministic_children, gbv, gbv_capped, khisti,
+                                    khisti_selection_law, kseq_rho, multidraft_acceptance, sequoia,
+                                    specinfer, spectr, traversal, tree_paths, verifiers_for)
+
+# process, depth L used with V = 3
+PROCESSES = [(chain(), 2), (iid_paths(2), 2), (iid_paths(3), 1), (swor_tree(2), 2), (swor_tree(3), 1),
+             (fixed_shape((2, 2)), 2), (parse_drafting("binary:2"), 2), (topk_tree((2, 2)), 2),
+             (delayed_expansion(1, 2), 2), (delayed_expansion(1, 2, replacement=False), 2)]
+
+
+def _degenerate(V, seed):
+    """Prefix-dependent rows with zeros, one-hots, ties and p = q spots."""
+    base = random_model(V, seed, 0.5)
+
+    def row(s):
+        r = np.array(base(s))
+        k = (len(s) + sum(s)) % 4
+        if k == 0:
+            r = np.zeros(V)
+            r[sum(s) % V] = 1.0
+        elif k == 1:
+            r[(seed + len(s)) % V] = 0.0
+            r = r / r.sum() if r.sum() > 0 else np.full(V, 1.0 / V)
+        elif k == 2:
+            r = np.full(V, 1.0 / V)
+        return r
+
+    return from_function(row, V, f"degenerate({seed})")
+
+
+models = st.one_of(
+    st.builds(lambda s, c: (random_model(3, s, c), random_model(3, s + 1, c)),
+              st.integers(0, 10_000), st.sampled_from([0.3, 1.0, 3.0])),
+    st.builds(lambda s: (_degenerate(3, s), random_model(3, s + 2, 0.5)), st.integers(0, 10_000)),
+    st.builds(lambda s: (random_model(3, s, 0.5), _degenerate(3, s + 3)), st.integers(0, 10_000)),
+)
+
+
+@settings(max_examples=12)
+@given(pair=models)
+def test_every_lossless_tree_verifier_is_certified_on_every_applicable_process(pair):
+    target, draft = pair
+    for proc, L in PROCESSES:
+        for v in verifiers_for(proc):
+            if not v.lossless:
+                continue
+            cert = check_lossless(v, target, draft, L, proc)
+            assert cert.lossless, str(cert)
+
+
+def test_negative_controls_are_flagged():
+    target, draft = random_model(3, 0), random_model(3, 1)
+    assert not check_lossless(hsd_released, target, draft, 2).lossless
+    assert not check_lossless(gbv_capped, target, draft, 2, iid_paths(2)).lossless
+    assert check_lossless(gbv, target, draft, 2, iid_paths(2)).lossless
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_mutants_are_flagged(name):
+    m = MUTANTS[name]
+    flagged = [not check_lossless(m.verifier, random_model(3, s), random_model(3, s + 100, 0.5), m.L,
+                                  m.drafting).lossless for s in range(3)]
+    assert any(flagged), name
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_mutant_controls_pass(name):
+    m = CONTROLS[name]
+    for s in range(3):
+        assert check_lossless(m.verifier, random_model(3, s), random_model(3, s + 100, 0.5), m.L,
+                              m.drafting).lossless
+
+
+def _same(a, b, atol=1e-12):
+    key = lambda o: o.accepted  # noqa: E731
+    a = sorted((o for o in a if o.prob > atol), key=key)
+    b = sorted((o for o in b if o.prob > atol), key=key)
+    assert [o.accepted for o in a] == [o.accepted for o in b]
+    for x, y in zip(a, b):
+        assert x.prob == pytest.approx(y.prob, abs=atol)
+        np.testing.assert_allclose(x.next_dist, y.next_dist, atol=1e-9)
+
+
+@settings(max_examples=20)
+@given(V=st.sampled_from([3, 4]), seed=st.integers(0, 10_000), L=st.integers(1, 3))
+def test_chain_reductions_outcome_by_outcome(V, seed, L):
+    """On a chain: traversal = GBV (K = 1) = block; SpecInfer = Sequoia = SpecTr = Khisti = token."""
+    target, draft = random_model(V, seed, 0.5), random_model(V, seed + 1, 0.5)
+    for _, tree in chain().enumerate(target, draft, L):
+        d, p, q = tree.chain_arrays()
+        _same(traversal.law(tree), block.law(d, p, q))
+        _same(gbv.law(tree), block.law(d, p, q))
+        for v in (specinfer, sequoia, spectr, khisti):
+            _same(v.law(tree), token.law(d, p, q))
+
+
+def test_traversal_at_depth_one_is_sequoia():
+    target, draft = random_model(4, 5), random_model(4, 6, 0.5)
+    for _, tree in swor_tree(3).enumerate(target, draft, 1):
+        _same(traversal.law(tree), sequoia.law(tree))
+
+
+def test_multidraft_anchors():
+    # THEORY.md 12 "Multi-draft": p = (1, 0), q = (1/2, 1/2), K = 2
+    p, q = [1.0, 0.0], [0.5, 0.5]
+    assert multidraft_acceptance("specinfer", p, q, 2) == pytest.approx(0.75, abs=1e-12)
+    assert multidraft_acceptance("spectr", p, q, 2) == pytest.approx(0.75, abs=1e-12)
+    assert multidraft_acceptance("sequoia", p, q, 2, replacement=False) == pytest.approx(1.0, abs=1e-12)
+    assert multidraft_acceptance("traversal", p, q, 2, replacement=False) == pytest.approx(1.0, abs=1e-12)
+    # GBV on the block-verification toy, K = 2 paths of length 1: 8/9 (THEORY.md 6.7)
+    assert multidraft_acceptance("gbv", [1 / 3, 2 / 3], [2 / 3, 1 / 3], 2) == pytest.approx(8 / 9, abs=1e-12)
+    assert kseq_rho(p, q, 2) == 1.0  # every rho in [1, 2] is valid here
+
+
+def _alpha_star(p, q, K, replacement):
+    """Multi-draft optimum min_H [p(H) + 1 - P(set of draws within H)] (THEORY.md 6.6, a theorem)."""
+    proc = iid_paths(K) if replacement else swor_tree(K)
+    sets = [(pr, set(t.draws[0])) for pr, t in proc.enumerate(iid(p), iid(q), 1)]
+    V = len(p)
+    best = 1.0
+    for r in range(V + 1):
+        for H in itertools.combinations(range(V), r):
+            inside = sum(pr for pr, s in sets if s <= set(H))
+            best = min(best, sum(p[h] for h in H) + 1 - inside)
+    return best
+
+
+def _rrs_closed_form(p, q, K):
+    R, miss = np.array(p), 1.0
+    for _ in range(K):
+        a = np.minimum(R, q).sum()
+        miss *= 1 - a
+        R = np.maximum(R - q, 0)
+        R = R / R.sum() if R.sum() > 0 else R
+    return 1 - miss
+
+
+@settings(max_examples=25)
+@given(V=st.sampled_from([3, 4]), seed=st.integers(0, 10_000), K=st.sampled_from([1, 2, 3]),
+       conc=st.sampled_from([0.3, 1.0]))
+def test_multidraft_acceptance_closed_forms_and_optimum(V, seed, K, conc):
+    rng = np.random.default_rng(seed)
+    p, q = rng.dirichlet(np.full(V, conc)), rng.dirichlet(np.full(V, conc))
+    acc = {n: multidraft_acceptance(n, p, q, K) for n in ("specinfer", "spectr", "khisti", "gbv")}
+    assert acc["specinfer"] == pytest.approx(_rrs_closed_form(p, q, K), abs=1e-12)
+    rho = kseq_rho(p, q, K)
+    beta = np.minimum(q, p / rho).sum()
+    assert acc["spectr"] == pytest.approx(1 - (1 - beta) ** K, abs=1e-10)
+    assert acc["khisti"] == pytest.approx(np.minimum(p, khisti_selection_law(p, q, K)).sum(), abs=1e-12)
+    star = _alpha_star(p, q, K, True)
+    for n, a in acc.items():
+        assert a <= star + 1e-9, n
+    assert acc["spectr"] >= (1 - 1 / np.e) * star - 1e-9  # SpecTr's guarantee (P)
+    if K == 1:
+        for a in acc.values():
+            assert a == pytest.approx(np.minimum(p, q).sum(), abs=1e-10)
+    wor = {n: multidraft_acceptance(n, p, q, K, replacement=False) for n in ("sequoia", "traversal")}
+    star_wor = _alpha_star(p, q, K, False)
+    assert wor["sequoia"] == pytest.approx(wor["traversal"], abs=1e-12)
+    assert wor["sequoia"] <= star_wor + 1e-9
+    assert star_wor >= star - 1e-12  # without replacement never loses at the optimum (THEORY.md 6.6)
+
+
+def test_sequoia_cover_property():
+    # supp p within supp q and |supp q| <= k: acceptance 1 (Sequoia Thm 3.7)
+    p, q = [0.7, 0.3, 0.0, 0.0], [0.1, 0.6, 0.3, 0.0]
+    assert multidraft_acceptance("sequoia", p, q, 3, replacement=False) == pytest.approx(1.0, abs=1e-12)
+    # but not k = V alone (THEORY.md 6.2)
+    assert multidraft_acceptance("sequoia", [0.5, 0.5, 0.0], [1, 0, 0], 3, replacement=False) == pytest.approx(0.5)
+
+
+def test_block_efficiency_theorems():
+    """Orderings that are theorems: on a chain, traversal = block >= token (block is optimal);
+    with a single draft per node every sampled-drafter rule equals token-level SpS."""
+    target, draft = random_model(3, 21), random_model(3, 22, 0.5)
+    e = {v.name: expected_accepted(v, target, draft, 3) for v in (token, block, traversal, gbv, specinfer)}
+    assert e["traversal"] == pytest.approx(e["block"], abs=1e-12) == pytest.approx(e["gbv"], abs=1e-12)
+    assert e["block"] >= e["token"] - 1e-12
+    assert e["specinfer"] == pytest.approx(e["token"], abs=1e-12)
+
+
+def test_samplers_match_laws():
+    """Chi-square of 8000 samplings of (accepted, token) per verifier on one fixed tree against the
+    exact law; false-alarm rate 1e-4 per verifier (seeded, reproducible).  A sampler with a wrong
+    residual or descent rule (TV >= 0.05 from the law) fails with power > 0.99."""
+    target, draft = random_model(3, 31), random_model(3, 32, 0.5)
+    cases = [(specinfer, iid_paths(3)), (sequoia, swor_tree(2)), (deterministic_children, topk_tree((2, 2)))]
+    rng = np.random.default_rng(1)
+    for v, proc in cases:
+        tree = proc.sample(target, draft, 2, rng)
+        law = Counter()
+        for o in v.law(tree):
+            for y in range(3):
+                law[(o.accepted, y)] += o.prob * o.next_dist[y]
+        counts = Counter(v.sample(tree, rng=rng) for _ in range(8000))
+        keys = [k for k in law if law[k] > 0]
+        assert set(counts) <= set(keys)
+        obs = np.array([counts[k] for k in keys])
+        exp = np.array([law[k] for k in keys]) * 8000
+        assert chisquare(obs, exp / exp.sum() * obs.sum()).pvalue > 1e-4, v.name
+
+
+def test_tree_paths_recovers_the_paths():
+    target, draft = random_model(3, 41), random_model(3, 42)
+    for _, t in iid_paths(3).enumerate(target, draft, 2):
+        paths = tree_paths(t)
+        assert len(paths) == 3
+        for i, nodes in enumerate(paths):
+            assert t.tokens[nodes[0]] == t.draws[0][i]
+
+
+def test_bad_inputs_raise():
+    target, draft = random_model(3, 0), random_model(3, 1)
+    _, t = next(iter(iid_paths(3).enumerate(target, draft, 1)))  # draws (0, 0, 0): repeats
+    with pytest.raises(ValueError, match="distinct"):
+        sequoia(t)
+    with pytest.raises(ValueError, match="distinct"):
+        traversal(t)
+    _, t = next(iter(fixed_shape((2, 2)).enumerate(target, draft, 2)))
+    with pytest.raises(ValueError, match="paths"):
+        gbv(t)
+    with pytest.raises(ValueError, match="unknown"):
+        multidraft_acceptance("nope", [0.5, 0.5], [0.5, 0.5], 2)
+    with pytest.raises(ValueError, match="replacement"):
+        multidraft_acceptance("sequoia", [0.5, 0.5], [0.5, 0.5], 2)
+    with pytest.raises(ValueError):
+        multidraft_acceptance("specinfer", [0.5, 0.5], [0.2, 0.3, 0.5], 2)
+    with pytest.raises(ValueError):
+        multidraft_acceptance("specinfer", [0.5, 0.6], [0.5, 0.5], 2)
+    with pytest.raises(ValueError):
+        kseq_rho([0.5, 0.5], [0.5, 0.5], 0)
+    with pytest.raises(ValueError):
+        DraftTree((-1, 0), (-1, 1), np.full((2, 3), 1 / 3), np.full((2, 3), 1 / 3))  # self-parent
+
+
+def test_registry_and_verifiers_for():
+    assert set(TREE_VERIFIERS) >= {"specinfer", "specinfer_first_path", "sequoia", "traversal",
+                                   "deterministic_children", "spectr", "khisti", "gbv"}
+    names = lambda d: {v.name for v in verifiers_for(d)}  # noqa: E731
+    assert {"token", "block", "traversal", "gbv", "specinfer"} <= names(chain())
+    assert "sequoia" not in names(iid_paths(2)) and "gbv" in names(iid_paths(2))
+    assert names(swor_tree(2)) == {"sequoia", "traversal", "deterministic_children"}
+    assert names(topk_tree((2,))) == {"deterministic_children"}
+    assert "gbv" not in names(fixed_shape((2, 2)))
