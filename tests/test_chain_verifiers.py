@@ -251,3 +251,16 @@ def test_verifier_whose_outcomes_do_not_sum_to_one_is_rejected():
         s.check_lossless(beyond, TOY_P, TOY_Q, 2)
     plain = lambda draft, p, q: [s.Outcome(1.0, 0, p[0])]  # plain callables work: always reject, emit p_0
     assert s.check_lossless(plain, TOY_P, TOY_Q, 2).lossless
+
+
+def test_block_stop_probabilities_stable_when_weight_rounds_to_one():
+    """Regression: with peaked rows, h_i = Z_i / (Z_i + 1 - w_i) lost ~1e-6 to cancellation and
+    produced a negative P(tau = 2); the deficit form keeps every h in [0, 1]."""
+    t, d = s.random_model(2, 354, 0.1), s.random_model(2, 355, 0.1)
+    x = (0, 1, 0, 1)
+    p = np.array([t(x[:i]) for i in range(5)])
+    q = np.array([d(x[:i]) for i in range(4)])
+    w, h, _ = block_weights(x, p, q)
+    assert np.all((0 <= h) & (h <= 1))
+    assert all(o.prob >= 0 for o in s.block(x, p, q))
+    assert s.check_lossless(s.block, t, d, 4).lossless

@@ -142,11 +142,14 @@ def _block_parts(drafts, p, q):
     for i in range(L):
         with np.errstate(invalid="ignore"):  # 0 * inf: a zero weight stays zero
             w[:, i + 1] = np.where((w[:, i] > 0) & (r[:, i] > 0), np.minimum(1.0, w[:, i] * r[:, i]), 0.0)
-    excess = np.maximum(w[:, :L, None] * p[:, :L] - q, 0.0)
+    diff = w[:, :L, None] * p[:, :L] - q
+    excess = np.maximum(diff, 0.0)
     Z = excess.sum(axis=2)
+    # Z + 1 - w = sum (q - w p)_+ exactly; summing the deficit directly avoids the cancellation
+    # of 1 - w when w rounds to 1 and Z is tiny.
+    deficit = np.maximum(-diff[:, 1:], 0.0).sum(axis=2)
     h = np.ones((N, L + 1))
-    den = Z[:, 1:] + 1.0 - w[:, 1:L]
-    h[:, 1:L] = np.where(den > 0, Z[:, 1:] / np.where(den > 0, den, 1.0), 1.0)
+    h[:, 1:L] = np.where(deficit > 0, np.minimum(1.0, Z[:, 1:] / np.where(deficit > 0, deficit, 1.0)), 1.0)
     h[:, L] = w[:, L]
     return w, h, _normalize_rows(excess, p[:, :L])
 
@@ -155,7 +158,8 @@ def block_weights(draft, p, q):
     """Block verification's w_0..w_L, stop probabilities h (h_0 unused, = 1) and residual rows.
 
     w_0 = 1, w_i = min(1, w_{i-1} p_{i-1}(x_i) / q_{i-1}(x_i));  Z_i = sum_v (w_i p_i - q_i)_+;
-    h_i = Z_i / (Z_i + 1 - w_i) for i < L (1 when the denominator is 0), h_L = w_L;
+    h_i = Z_i / (Z_i + 1 - w_i) = Z_i / sum_v (q_i - w_i p_i)_+ for i < L (1 when the denominator
+    is 0; the second form is the one computed, as it is free of cancellation), h_L = w_L;
     residual_i = norm((w_i p_i - q_i)_+) (Sun et al., arXiv 2403.10444).
     """
     w, h, res = _block_parts(np.asarray(draft, dtype=np.int64)[None], p[None], q[None])

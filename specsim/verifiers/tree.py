@@ -345,6 +345,8 @@ def _traversal_law(tree, *, parent_update="odds", recompute=True):
         b, x = tree.parent[a], tree.tokens[a]
         R = np.maximum(w[b] * Mb[b] - Ms[b], 0.0)
         S = float(R.sum())
+        # S + 1 - w_b = sum (Ms_b - w_b Mb_b)_+; the direct sum avoids cancellation when w_b ~ 1
+        deficit = float(np.maximum(Ms[b] - w[b] * Mb[b], 0.0).sum())
         if S > 0:
             Mb[b] = R / S
         Ms[b, x] = 0.0
@@ -353,8 +355,7 @@ def _traversal_law(tree, *, parent_update="odds", recompute=True):
             Ms[b] /= s
         if b > 0:
             if parent_update == "odds":
-                den = S + 1.0 - w[b]
-                w[b] = S / den if den > 0 else 1.0
+                w[b] = min(1.0, S / deficit) if deficit > 0 else 1.0
             elif parent_update == "mass":  # mutant: the residual mass itself
                 w[b] = min(1.0, S)
         if recompute:

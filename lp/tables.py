@@ -1,0 +1,180 @@
+"""Gap tables: each multi-draft verifier's token-level acceptance next to the optimum (THEORY.md 6).
+
+Acceptance = P(the emitted token is one of the drafts) at one position, for K drafts.  The
+verifiers' closed forms are computed here (``specsim.verifiers.tree`` did not expose a token-level
+acceptance API when this module was written):
+
+- single-draft speculative sampling: sum_v min(p_v, q_v) (uses one of the K drafts);
+- SpecInfer recursive rejection sampling (Miao et al., arXiv 2305.09781), K i.i.d. drafts:
+  1 - prod_j (1 - a_j), a_j = sum min(R_{j-1}, q), R_0 = p, R_j = norm((R_{j-1} - q)_+);
+- SpecTr k-sequential selection (Sun et al., arXiv 2310.15141): 1 - (1 - beta(rho*))^K with
+  beta(rho) = sum min(q, p/rho) and rho* the smallest valid rho in [1, K];
+- the optima with and without replacement (:func:`lp.coupling.multidraft_bound`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from specsim._validate import check_int
+from specsim.models import Model, random_model
+
+from .coupling import _pair, maximal_coupling, multidraft_bound
+
+__all__ = ["specinfer_acceptance", "spectr_acceptance", "spectr_rho", "GapRow", "GapTable",
+           "gap_table", "model_gap_table", "bounds_report", "DEFAULT_VERIFIERS"]
+
+
+def specinfer_acceptance(p, q, K: int) -> float:
+    """SpecInfer RRS with K i.i.d. drafts: alpha = 1 - prod_{j=1}^K (1 - a_j) (THEORY.md 6.1).
+
+    a_j = sum_v min(R_{j-1}, q), R_0 = p, R_j = norm((R_{j-1} - q)_+); Miao et al., arXiv 2305.09781.
+
+    >>> specinfer_acceptance([1, 0], [0.5, 0.5], 2)   # 0.75
+    """
+    p, q = _pair(p, q)
+    K = check_int(K, "K", 1)
+    R, miss = p.copy(), 1.0
+    for _ in range(K):
+        a = float(np.minimum(R, q).sum())
+        miss *= 1.0 - a
+        rest = np.maximum(R - q, 0.0)
+        if rest.sum() <= 0.0:       # R = q: accepted surely
+            return 1.0
+        R = rest / rest.sum()
+    return 1.0 - miss
+
+
+def _spectr_valid(p: np.ndarray, q: np.ndarray, rho: float, K: int) -> bool:
+    m = np.minimum(q, p / rho)
+    beta = float(m.sum())
+    c = sum((1.0 - beta) ** j for j in range(K))
+    return bool(np.all(p - m * c >= -1e-12))
+
+
+def spectr_rho(p, q, K: int, grid: int = 64, tol: float = 1e-12) -> float:
+    """rho* = the smallest rho in [1, K] with a valid K-SEQ residual: p_y >= min(q_y, p_y/rho) c(beta(rho)).
+
+    Feasibility is not monotone in rho, so scan a grid, then bisect the first feasible bracket
+    (THEORY.md 6.4).  rho = K is always valid.
+    """
+    p, q = _pair(p, q)
+    K = check_int(K, "K", 1)
+    if K == 1 or _spectr_valid(p, q, 1.0, K):
+        return 1.0
+    rhos = np.linspace(1.0, K, grid + 1)
+    hi = next(float(r) for r in rhos if _spectr_valid(p, q, float(r), K))
+    lo = float(rhos[np.searchsorted(rhos, hi) - 1])
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if _spectr_valid(p, q, mid, K) else (mid, hi)
+    return hi
+
+
+def spectr_acceptance(p, q, K: int) -> float:
+    """SpecTr K-SEQ acceptance 1 - (1 - beta(rho*))^K, beta(rho) = sum_v min(q_v, p_v/rho) (THEORY.md 6.4).
+
+    Sun, Suresh, Ro, Beirami, Jain, Yu, "SpecTr", arXiv 2310.15141 (the paper's p is the draft).
+
+    >>> spectr_acceptance([1, 0], [0.5, 0.5], 2)   # 0.75
+    """
+    p, q = _pair(p, q)
+    rho = spectr_rho(p, q, K)
+    beta = float(np.minimum(q, p / rho).sum())
+    return 1.0 - (1.0 - beta) ** K
+
+
+#: name -> (acceptance(p, q, K), drafts with replacement?)
+DEFAULT_VERIFIERS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, int], float], bool]] = {
+    "speculative sampling (1 draft)": (lambda p, q, K: maximal_coupling(p, q).value, True),
+    "SpecInfer RRS": (specinfer_acceptance, True),
+    "SpecTr K-SEQ": (spectr_acceptance, True),
+}
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """One verifier at one K: ``acceptance`` vs the ``optimum`` for the same draft law."""
+
+    name: str
+    K: int
+    replacement: bool
+    acceptance: float
+    optimum: float
+
+    @property
+    def gap_percent(self) -> float:
+        """100 (optimum - acceptance) / optimum (0 when the optimum is 0)."""
+        return 100.0 * (self.optimum - self.acceptance) / self.optimum if self.optimum > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class GapTable:
+    """Rows of :class:`GapRow`; ``str()`` prints acceptance, optimum and gap in percent."""
+
+    rows: tuple[GapRow, ...]
+    V: int
+    title: str = ""
+
+    def __str__(self) -> str:
+        head = f"{'K':>3}  {'verifier':<34}{'drafts':<10}{'accept':>10}{'optimum':>10}{'gap %':>8}"
+        lines = [self.title] if self.title else []
+        lines += [head, "-" * len(head)]
+        for r in self.rows:
+            lines.append(f"{r.K:>3}  {r.name:<34}{'iid' if r.replacement else 'w/o repl':<10}"
+                         f"{r.acceptance:>10.6f}{r.optimum:>10.6f}{r.gap_percent:>8.2f}")
+        return "\n".join(lines)
+
+
+def gap_table(p, q, K_values=(1, 2, 4), verifiers: Mapping | None = None, title: str = "") -> GapTable:
+    """Acceptance of each multi-draft verifier next to alpha* = min_H [p(H) + 1 - Q_sub(H)].
+
+    For every K in ``K_values``: one row per verifier (``verifiers`` maps a name to
+    ``(acceptance(p, q, K), replacement)``; default :data:`DEFAULT_VERIFIERS`), compared with the
+    optimum for its draft law, then the optima themselves (i.i.d. and, when K <= V, without
+    replacement).  Gap = 100 (optimum - acceptance) / optimum.
+
+    >>> print(gap_table([1, 0], [0.5, 0.5], K_values=(2,)))
+    """
+    p, q = _pair(p, q)
+    verifiers = DEFAULT_VERIFIERS if verifiers is None else verifiers
+    Ks = [check_int(K, "K", 1) for K in np.atleast_1d(K_values).tolist()]
+    rows = []
+    for K in Ks:
+        opt = {True: multidraft_bound(p, q, K, True).value}
+        if K <= p.size:
+            opt[False] = multidraft_bound(p, q, K, False).value
+        for name, spec in verifiers.items():
+            fn, rep = spec if isinstance(spec, tuple) else (spec, True)
+            if rep in opt:
+                rows.append(GapRow(name, K, rep, float(fn(p, q, K)), opt[rep]))
+        for rep, val in opt.items():
+            rows.append(GapRow("optimum", K, rep, val, val))
+    return GapTable(tuple(rows), p.size, title)
+
+
+def model_gap_table(target: Model, draft: Model, K_values=(1, 2, 4), context=(),
+                    verifiers: Mapping | None = None) -> GapTable:
+    """:func:`gap_table` for a model pair at the first position after ``context``: p = target(context), q = draft(context)."""
+    if not isinstance(target, Model) or not isinstance(draft, Model):
+        raise ValueError("target and draft must be specsim.models.Model objects")
+    if target.V != draft.V:
+        raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
+    return gap_table(target(context), draft(context), K_values, verifiers,
+                     f"{target.name} vs {draft.name} at context {tuple(context)}")
+
+
+def bounds_report(p=None, q=None, K=(1, 2, 4), V: int = 8, seed: int = 0) -> str:
+    """Text report for ``specsim bounds``: the gap table for (p, q), or for a random pair.
+
+    Without ``p`` and ``q``, p and q are the first-position rows of ``random_model(V, seed)`` and
+    ``random_model(V, seed + 1)``.  ``K`` is an int or a sequence of ints.
+    """
+    if (p is None) != (q is None):
+        raise ValueError("give both p and q, or neither (a random pair is drawn)")
+    if p is None:
+        check_int(seed, "seed", 0)
+        return str(model_gap_table(random_model(V, seed), random_model(V, seed + 1), K))
+    return str(gap_table(p, q, K, title=f"V={len(np.atleast_1d(p))}"))

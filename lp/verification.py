@@ -1,0 +1,209 @@
+"""The information-agnostic LP: the best E[tau] of any lossless verifier (THEORY.md 5).
+
+For a draft process with law Pr(D) over draft trees D (a chain is a tree with one path), the
+variables pi(D, v, y) >= 0 are the probabilities of keeping the root-to-node path of v and
+emitting y; the verifier may look at everything (all of p and q), only the output format is fixed:
+
+    max  sum_D Pr(D) sum_{v, y} depth(v) pi(D, v, y)
+    s.t. sum_{v, y} pi(D, v, y) = 1                                                   for all D
+         sum_{k=0}^{L} O(z^{1:k+1}) P(z^{k+2:L+1} | z^{1:k+1}) = P(z)                for all z in V^{L+1},
+         O(s) = sum_D Pr(D) sum_{v in D: path(v) . y = s} pi(D, v, y)   (emitted-string law).
+
+The equality is the exact losslessness criterion of THEORY.md 2, so the optimum bounds E[tau]
+of every lossless verifier with this output format, and the optimal pi is itself a verifier.
+Source: Thomas & Pal, arXiv 2602.16961 (information-agnostic LP; the formulation is ours).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from specsim._validate import check_int
+from specsim.drafts import DraftProcess, DraftTree, chain
+from specsim.models import Model
+from specsim.verifiers.base import Outcome, Verifier
+
+from .coupling import solve_lp
+
+__all__ = ["VerificationLP", "verification_lp", "tree_key"]
+
+
+def tree_key(tree: DraftTree) -> tuple[tuple[int, ...], ...]:
+    """Canonical form of a draft tree: its sorted root-to-node paths (node numbering ignored)."""
+    return tuple(sorted(tree.path(i) for i in range(tree.num_nodes)))
+
+
+@dataclass(frozen=True)
+class VerificationLP:
+    """Optimum of the information-agnostic LP and its optimal verifier.
+
+    ``value`` = max E[tau] over lossless verifiers (``block_efficiency`` = value + 1);
+    ``verifier`` is a tree :class:`~specsim.verifiers.base.Verifier` that looks a draft tree up by
+    its paths and returns the LP's outcome list (``ValueError`` for a tree the process cannot
+    produce).  ``n_drafts`` counts distinct trees after merging; ``seconds`` is the solve time.
+    """
+
+    value: float
+    verifier: Verifier = field(repr=False)
+    V: int
+    L: int
+    drafting: str
+    n_drafts: int
+    n_variables: int
+    n_constraints: int
+    solver: str
+    seconds: float
+
+    @property
+    def block_efficiency(self) -> float:
+        return self.value + 1.0
+
+
+def _continuations(target: Model, L: int) -> list[np.ndarray]:
+    """cont[m][c, r] = P(z^{m+1:L+1} | s), s = the length-m string with code c, r = code of the tail."""
+    V = target.V
+    ptab = target.table(L)
+    cont = [None] * (L + 2)
+    cont[L + 1] = np.ones((V ** (L + 1), 1))
+    for m in range(L, -1, -1):
+        # tail of s (length m) = first token t ~ p(.|s), then the tail of s.t
+        nxt = cont[m + 1].reshape(V ** m, V, -1)                  # [V^m, V, V^(L-m)]
+        cont[m] = (ptab[m][:, :, None] * nxt).reshape(V ** m, -1)
+    return cont
+
+
+def _polish(x: np.ndarray, M: sp.csc_matrix, rhs: np.ndarray) -> np.ndarray:
+    """Re-solve the equalities on the solver's support (least squares) to remove its ~1e-8 feasibility
+    slack; kept only if it stays non-negative and reduces the residual."""
+    x = np.clip(x, 0.0, None)
+    support = np.flatnonzero(x > 1e-12)
+    if support.size == 0 or support.size > 5000:
+        return x
+    sub = M[:, support].toarray()
+    y, *_ = np.linalg.lstsq(sub, rhs, rcond=None)
+    if y.min() < -1e-12:
+        return x
+    polished = np.zeros_like(x)
+    polished[support] = np.clip(y, 0.0, None)
+    before = np.abs(M @ x - rhs).max()
+    return polished if np.abs(M @ polished - rhs).max() < before else x
+
+
+def verification_lp(target: Model, draft: Model, L: int, drafting: DraftProcess | None = None,
+                    solver: str | None = None, context=()) -> VerificationLP:
+    """Maximise E[tau] over all lossless verifiers with the prefix-plus-one-token output (THEORY.md 5.1/5.2).
+
+    max sum_D Pr(D) sum_{v,y} depth(v) pi(D,v,y) subject to sum_{v,y} pi(D,v,y) = 1 and the
+    completion criterion C(z) = P(z) for all z in V^{L+1}.  Draft trees come from
+    ``drafting.enumerate(target, draft, L)`` (chains by default; any :class:`DraftProcess`), trees
+    with the same paths are merged, and the LP is built with scipy.sparse and solved by cvxpy
+    (HiGHS, Clarabel fallback, or the named ``solver``).  For one path it equals block
+    verification (Sun et al., arXiv 2403.10444); for L = 1 and K drafts it is the multi-draft OT
+    of :func:`lp.coupling.multidraft_lp`.  Thomas & Pal, arXiv 2602.16961.
+
+    Parameters: ``target``, ``draft`` (:class:`~specsim.models.Model`, same V), ``L`` draft
+    length / tree depth, ``drafting`` process, ``solver``, ``context`` (prefix to condition on).
+    Size: sum over trees of nodes x V variables, V^{L+1} + #trees equalities (V = 3, L = 4: 1215
+    variables).
+
+    >>> sol = verification_lp(iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)
+    >>> sol.value                                    # 11/9, block verification's E[tau]
+    >>> check_lossless(sol.verifier, iid([1/3, 2/3]), iid([2/3, 1/3]), 2).lossless
+    """
+    import cvxpy as cp
+
+    if not isinstance(target, Model) or not isinstance(draft, Model):
+        raise ValueError("target and draft must be specsim.models.Model objects")
+    if target.V != draft.V:
+        raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
+    L = check_int(L, "L", 1)
+    drafting = drafting or chain()
+    target_c, draft_c = target.shifted(context), draft.shifted(context)
+    V = target.V
+
+    merged: dict[tuple, float] = {}
+    total = 0.0
+    for prob, tree in drafting.enumerate(target_c, draft_c, L):
+        if tree.max_depth > L:
+            raise ValueError(f"draft process {drafting.name!r} produced a tree deeper than L={L}")
+        key = tree_key(tree)
+        merged[key] = merged.get(key, 0.0) + float(prob)
+        total += float(prob)
+    if abs(total - 1.0) > 1e-9:
+        raise ValueError(f"draft process {getattr(drafting, 'name', drafting)!r} enumerated total probability {total!r}, not 1")
+    keys = list(merged)
+    weights = np.array([merged[k] for k in keys])
+
+    # variables (d, node, y), nodes in key order; emitted string s = path . y
+    offsets = np.cumsum([0] + [V ** m for m in range(1, L + 2)])     # string rows by length m = 1..L+1
+    var_rows, var_cols, var_vals, objective, draft_of = [], [], [], [], []
+    n = 0
+    for d, key in enumerate(keys):
+        for path in key:
+            code = 0
+            for t in path:
+                code = code * V + t
+            m = len(path) + 1
+            rows = offsets[m - 1] + code * V + np.arange(V)
+            var_rows.append(rows)
+            var_cols.append(n + np.arange(V))
+            var_vals.append(np.full(V, weights[d]))
+            objective.append(np.full(V, weights[d] * len(path)))
+            draft_of.append(np.full(V, d))
+            n += V
+    n_strings = int(offsets[-1])
+    B = sp.csr_matrix((np.concatenate(var_vals), (np.concatenate(var_rows), np.concatenate(var_cols))),
+                      shape=(n_strings, n))
+    cont = _continuations(target_c, L)
+    blocks = []
+    for m in range(1, L + 2):
+        tail = V ** (L + 1 - m)
+        c = cont[m]                                               # [V^m, tail]
+        zr = (np.arange(V ** m)[:, None] * tail + np.arange(tail)[None, :]).ravel()
+        sc = np.repeat(np.arange(V ** m), tail)
+        blocks.append(sp.csr_matrix((c.ravel(), (zr, sc)), shape=(V ** (L + 1), V ** m)))
+    Cm = sp.hstack(blocks, format="csr")
+    A = (Cm @ B).tocsr()
+    A.eliminate_zeros()
+    b = cont[0].ravel()                                           # P(z)
+    scale = 1.0 / np.maximum(abs(A).max(axis=1).toarray().ravel(), 1e-300)   # row equilibration
+    A = (sp.diags(scale) @ A).tocsr()
+    b = b * scale
+    S = sp.csr_matrix((np.ones(n), (np.concatenate(draft_of), np.arange(n))), shape=(len(keys), n))
+    x = cp.Variable(n, nonneg=True)
+    problem = cp.Problem(cp.Maximize(np.concatenate(objective) @ x), [A @ x == b, S @ x == 1])
+    start = time.perf_counter()
+    used = solve_lp(problem, solver)
+    seconds = time.perf_counter() - start
+
+    xv = _polish(np.asarray(x.value, dtype=np.float64), sp.vstack([A, S]).tocsc(),
+                 np.concatenate([b, np.ones(len(keys))])).reshape(-1, V)
+    table: dict[tuple, list[tuple[tuple[int, ...], float, np.ndarray]]] = {}
+    row = 0
+    for key in keys:
+        entries = []
+        block = xv[row: row + len(key)]
+        block /= block.sum()                                      # exact normalisation per tree
+        for path, r in zip(key, block):
+            mass = float(r.sum())
+            if mass > 0:
+                entries.append((path, mass, r / mass))
+        table[key] = entries
+        row += len(key)
+
+    def law(tree: DraftTree) -> list[Outcome]:
+        entries = table.get(tree_key(tree))
+        if entries is None:
+            raise ValueError(f"draft tree {tree.tokens} is not one the LP's draft process produces")
+        node = {tree.path(i): i for i in range(tree.num_nodes)}
+        return [Outcome(mass, node[path], dist) for path, mass, dist in entries]
+
+    name = f"lp_optimal[{getattr(drafting, 'name', 'drafts')}, L={L}]"
+    verifier = Verifier(name, law, "tree", None, True,
+                        "Optimal verifier of the information-agnostic LP (table lookup by tree paths).")
+    value = float(np.concatenate(objective) @ xv.ravel())
+    return VerificationLP(value, verifier, V, L, getattr(drafting, "name", "drafts"), len(keys), n,
+                          A.shape[0] + len(keys), used, seconds)

@@ -1,0 +1,169 @@
+"""The information-agnostic verification LP: equals block verification on chains, certifies lossy
+rules, yields a verifier the exact engine certifies, and works for tree draft processes."""
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from lp.coupling import multidraft_bound
+from lp.verification import tree_key, verification_lp
+from specsim import DraftTree, Outcome, block, check_lossless, chain, expected_accepted, hsd_released, iid, random_model
+from specsim.verifiers.base import Verifier
+
+TOY_P, TOY_Q = [1 / 3, 2 / 3], [2 / 3, 1 / 3]
+#: THEORY.md 12, R2/R3: block verification (= LP optimum) on the toy for L = 1..4.
+TOY_BV = [Fraction(2, 3), Fraction(11, 9), Fraction(5, 3), Fraction(166, 81)]
+
+
+@dataclass(frozen=True)
+class IIDPaths:
+    """Test-only draft process: K i.i.d. draft paths of length L, merged into a trie.
+
+    Enumerates all V^{KL} ordered path tuples (tiny V, K, L only); the trie's ``draws`` list each
+    node's child tokens in drafting order with repeats.
+    """
+
+    K: int
+    name: str = "iid_paths_test"
+
+    def enumerate(self, target, draft, L):
+        V = target.V
+        for paths in itertools.product(itertools.product(range(V), repeat=L), repeat=self.K):
+            prob = 1.0
+            for path in paths:
+                for i in range(L):
+                    prob *= draft(path[:i])[path[i]]
+            if prob == 0:
+                continue
+            nodes = {(): 0}
+            tokens, parent, draws = [-1], [-1], [[]]
+            for path in paths:
+                for i in range(1, L + 1):
+                    pre = path[:i]
+                    draws[nodes[pre[:-1]]].append(pre[-1])
+                    if pre not in nodes:
+                        nodes[pre] = len(tokens)
+                        tokens.append(pre[-1])
+                        parent.append(nodes[pre[:-1]])
+                        draws.append([])
+            inv = {i: s for s, i in nodes.items()}
+            p = np.array([target(inv[i]) for i in range(len(tokens))])
+            q = np.array([draft(inv[i]) if len(inv[i]) < L else np.zeros(V) for i in range(len(tokens))])
+            yield prob, DraftTree(tuple(tokens), tuple(parent), p, q, tuple(tuple(d) for d in draws), False)
+
+    def sample(self, target, draft, L, rng):  # pragma: no cover - not used by the LP
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- chains: LP = BV
+@pytest.mark.parametrize("L", [1, 2, 3, 4])
+def test_toy_anchor_equals_block_verification(L):
+    sol = verification_lp(iid(TOY_P), iid(TOY_Q), L)
+    assert abs(sol.value - float(TOY_BV[L - 1])) < 1e-9
+    assert abs(sol.block_efficiency - float(TOY_BV[L - 1]) - 1) < 1e-9
+    assert abs(expected_accepted(block, iid(TOY_P), iid(TOY_Q), L) - sol.value) < 1e-9
+
+
+@settings(max_examples=8)
+@given(st.sampled_from([(2, 1), (2, 2), (2, 3), (2, 4), (3, 1), (3, 2), (3, 3)]), st.integers(0, 10 ** 6),
+       st.sampled_from([0.3, 1.0]))
+def test_chain_lp_equals_block_verification(VL, seed, conc):
+    V, L = VL
+    target, draft = random_model(V, seed, conc), random_model(V, seed + 1, conc)
+    sol = verification_lp(target, draft, L)
+    assert abs(sol.value - expected_accepted(block, target, draft, L)) < 1e-7
+
+
+def test_chain_lp_v3_l4_and_context():
+    target, draft = random_model(3, 21), random_model(3, 22)
+    sol = verification_lp(target, draft, 4)
+    assert abs(sol.value - expected_accepted(block, target, draft, 4)) < 1e-7
+    cert = check_lossless(sol.verifier, target, draft, 4)
+    assert cert.lossless and abs(cert.expected_accepted - sol.value) < 1e-9
+    at = verification_lp(target, draft, 2, context=(2, 0))
+    assert abs(at.value - expected_accepted(block, target, draft, 2, context=(2, 0))) < 1e-7
+    assert check_lossless(at.verifier, target, draft, 2, context=(2, 0)).lossless
+
+
+# --------------------------------------------------------------------------- certificates
+def test_hsd_released_beats_the_lp_so_it_is_lossy():
+    cases = [(iid(TOY_P), iid(TOY_Q), 2), (random_model(3, 5), random_model(3, 6), 3)]
+    for target, draft, L in cases:
+        lp = verification_lp(target, draft, L).value
+        hsd = expected_accepted(hsd_released, target, draft, L)
+        assert hsd > lp + 1e-6                                   # no lossless rule exceeds the LP
+        assert not check_lossless(hsd_released, target, draft, L).lossless
+        assert expected_accepted(block, target, draft, L) <= lp + 1e-9   # lossless control
+
+
+@pytest.mark.parametrize("V,L", [(3, 2), (3, 3), (2, 4)])
+def test_lp_verifier_passes_exact_check_and_mutant_fails(V, L):
+    # concentrations >= 0.5: with near-zero rows HiGHS's ~1e-8 feasibility slack can exceed atol 1e-9
+    target, draft = random_model(V, 40 + L), random_model(V, 50 + L, 0.5)
+    sol = verification_lp(target, draft, L)
+    cert = check_lossless(sol.verifier, target, draft, L)
+    assert cert.lossless and abs(cert.expected_accepted - sol.value) < 1e-9
+
+    def mutant(tree):
+        outs = sol.verifier(tree)
+        o = max(outs, key=lambda o: o.prob)                      # emit a fixed token instead
+        bad = np.zeros(V)
+        bad[0] = 1.0
+        return [x if x is not o else Outcome(o.prob, o.accepted, bad) for x in outs]
+
+    assert not check_lossless(Verifier("mutant", mutant, "tree"), target, draft, L).lossless
+
+
+# --------------------------------------------------------------------------- trees
+@pytest.mark.parametrize("V,K", [(3, 2), (3, 3), (4, 2)])
+def test_tree_lp_at_depth_one_is_the_multidraft_optimum(V, K):
+    target, draft = random_model(V, 7 * V + K), random_model(V, 3 * V + K, 0.5)
+    sol = verification_lp(target, draft, 1, drafting=IIDPaths(K))
+    assert abs(sol.value - multidraft_bound(target(()), draft(()), K).value) < 1e-8
+    assert sol.n_drafts < V ** K                                 # orderings merged
+    assert check_lossless(sol.verifier, target, draft, 1, drafting=IIDPaths(K)).lossless
+
+
+def test_tree_lp_two_paths_beats_one_and_is_lossless():
+    target, draft = random_model(3, 8), random_model(3, 9)
+    two = verification_lp(target, draft, 2, drafting=IIDPaths(2))
+    one = verification_lp(target, draft, 2)
+    assert two.value >= one.value - 1e-9                         # a verifier may ignore the second path
+    cert = check_lossless(two.verifier, target, draft, 2, drafting=IIDPaths(2))
+    assert cert.lossless and abs(cert.expected_accepted - two.value) < 1e-9
+
+
+def test_tree_key_ignores_node_numbering():
+    p, q = np.full((3, 3), 1 / 3), np.full((3, 3), 1 / 3)
+    a = DraftTree((-1, 0, 1), (-1, 0, 0), p, q)
+    b = DraftTree((-1, 1, 0), (-1, 0, 0), p, q)
+    assert tree_key(a) == tree_key(b)
+
+
+# --------------------------------------------------------------------------- validation
+@dataclass(frozen=True)
+class _Leaky:
+    name: str = "leaky"
+
+    def enumerate(self, target, draft, L):
+        for prob, tree in chain().enumerate(target, draft, L):
+            yield 0.5 * prob, tree
+
+
+def test_bad_input_raises_value_error():
+    t, d = iid(TOY_P), iid(TOY_Q)
+    with pytest.raises(ValueError):
+        verification_lp(TOY_P, d, 2)
+    with pytest.raises(ValueError):
+        verification_lp(t, iid([0.2, 0.3, 0.5]), 2)
+    with pytest.raises(ValueError):
+        verification_lp(t, d, 0)
+    with pytest.raises(ValueError):
+        verification_lp(t, d, 2, drafting=_Leaky())
+    sol = verification_lp(t, d, 1)
+    other = DraftTree.from_chain((0, 1), np.full((3, 2), 0.5), np.full((2, 2), 0.5))
+    with pytest.raises(ValueError):
+        sol.verifier(other)                                      # a tree the LP never saw
