@@ -21,6 +21,8 @@ import numpy as np
 from specsim._validate import check_int
 from specsim.models import Model, random_model
 
+from specsim.verifiers.tree import kseq_rho, multidraft_acceptance
+
 from .coupling import _pair, maximal_coupling, multidraft_bound
 
 __all__ = ["specinfer_acceptance", "spectr_acceptance", "spectr_rho", "GapRow", "GapTable",
@@ -47,30 +49,10 @@ def specinfer_acceptance(p, q, K: int) -> float:
     return 1.0 - miss
 
 
-def _spectr_valid(p: np.ndarray, q: np.ndarray, rho: float, K: int) -> bool:
-    m = np.minimum(q, p / rho)
-    beta = float(m.sum())
-    c = sum((1.0 - beta) ** j for j in range(K))
-    return bool(np.all(p - m * c >= -1e-12))
-
-
-def spectr_rho(p, q, K: int, grid: int = 64, tol: float = 1e-12) -> float:
-    """rho* = the smallest rho in [1, K] with a valid K-SEQ residual: p_y >= min(q_y, p_y/rho) c(beta(rho)).
-
-    Feasibility is not monotone in rho, so scan a grid, then bisect the first feasible bracket
-    (THEORY.md 6.4).  rho = K is always valid.
-    """
-    p, q = _pair(p, q)
-    K = check_int(K, "K", 1)
-    if K == 1 or _spectr_valid(p, q, 1.0, K):
-        return 1.0
-    rhos = np.linspace(1.0, K, grid + 1)
-    hi = next(float(r) for r in rhos if _spectr_valid(p, q, float(r), K))
-    lo = float(rhos[np.searchsorted(rhos, hi) - 1])
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if _spectr_valid(p, q, mid, K) else (mid, hi)
-    return hi
+def spectr_rho(p, q, K: int) -> float:
+    """rho* = the smallest valid rho in [1, K] for SpecTr's K-SEQ (THEORY.md 6.4); the verifier's own
+    :func:`specsim.verifiers.tree.kseq_rho`, re-exported so tables and verifier agree by construction."""
+    return kseq_rho(p, q, check_int(K, "K", 1))
 
 
 def spectr_acceptance(p, q, K: int) -> float:
@@ -86,11 +68,28 @@ def spectr_acceptance(p, q, K: int) -> float:
     return 1.0 - (1.0 - beta) ** K
 
 
-#: name -> (acceptance(p, q, K), drafts with replacement?)
-DEFAULT_VERIFIERS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, int], float], bool]] = {
+#: Largest number of ordered draft tuples (V^K) for which verifiers without a closed form are
+#: evaluated by the exact engine (:func:`specsim.verifiers.tree.multidraft_acceptance`).
+MAX_EXACT_TUPLES = 5000
+
+
+def _exact(name: str, replacement: bool):
+    def acceptance(p, q, K):
+        if p.size ** K > MAX_EXACT_TUPLES:
+            return None  # no closed form and too many draft tuples to enumerate: row omitted
+        return multidraft_acceptance(name, p, q, K, replacement)
+    return acceptance
+
+
+#: name -> (acceptance(p, q, K) or None when not computable at this size, drafts with replacement?)
+DEFAULT_VERIFIERS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, int], float | None], bool]] = {
     "speculative sampling (1 draft)": (lambda p, q, K: maximal_coupling(p, q).value, True),
     "SpecInfer RRS": (specinfer_acceptance, True),
     "SpecTr K-SEQ": (spectr_acceptance, True),
+    "Khisti two-step (exact)": (_exact("khisti", True), True),
+    "GBV, L=1 (exact)": (_exact("gbv", True), True),
+    "Sequoia SWOR RRS (exact)": (_exact("sequoia", False), False),
+    "traversal, L=1 (exact)": (_exact("traversal", False), False),
 }
 
 
@@ -148,8 +147,9 @@ def gap_table(p, q, K_values=(1, 2, 4), verifiers: Mapping | None = None, title:
             opt[False] = multidraft_bound(p, q, K, False).value
         for name, spec in verifiers.items():
             fn, rep = spec if isinstance(spec, tuple) else (spec, True)
-            if rep in opt:
-                rows.append(GapRow(name, K, rep, float(fn(p, q, K)), opt[rep]))
+            value = fn(p, q, K) if rep in opt else None
+            if value is not None:
+                rows.append(GapRow(name, K, rep, float(value), opt[rep]))
         for rep, val in opt.items():
             rows.append(GapRow("optimum", K, rep, val, val))
     return GapTable(tuple(rows), p.size, title)
