@@ -353,6 +353,12 @@ class TreeProcess:
 
         yield from grow([0], [-1], [-1], [0], [0], [1], [], 1.0, 0)
 
+    def node_options(self, q_row: np.ndarray, multiplicity: int, depth: int, L: int):
+        """The draws one node at ``depth`` can make, ``[(draws, probability)]``, given its draft row
+        and how many draws reached it (i.i.d. mode); children are drawn independently per node."""
+        width = self.widths_for(L)[depth]
+        return _ENUMERATE[self.mode](q_row, multiplicity * width if self.mode == "iid" else width)
+
     def enumerate(self, target: Model, draft: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
         """Every tree with its probability (the product of the nodes' draw probabilities)."""
         return self._grow(target, draft, L, _ENUMERATE[self.mode])

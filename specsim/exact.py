@@ -43,7 +43,7 @@ class OutputLaw:
     L: int
     emitted: dict[int, np.ndarray] = field(repr=False)
     accepted_at_least: np.ndarray
-    n_drafts: int
+    n_drafts: int  # draft objects enumerated (node-level draft options on the node-wise path)
 
     @property
     def expected_accepted(self) -> float:
@@ -139,9 +139,13 @@ def output_law(verifier, target: Model, draft: Model, L: int, drafting: DraftPro
     if progress or (progress is None and sys.stderr.isatty() and V ** L > 20000):
         from tqdm.auto import tqdm
         items = tqdm(items, desc=f"enumerating drafts ({_name(verifier)})", leave=False)
-    batch = getattr(verifier, "batch_law", None) if verifier_kind(verifier) == "chain" else None
+    kind = verifier_kind(verifier)
+    batch = getattr(verifier, "batch_law", None) if kind == "chain" else None
+    rule = getattr(verifier, "node_rule", None) if kind == "tree" else None
     if batch is not None and hasattr(drafting, "arrays"):
         n = _accumulate_batch(batch, drafting.arrays(target, draft, L), emitted, depth_mass, atol)
+    elif rule is not None and hasattr(drafting, "node_options"):
+        n = _accumulate_nodewise(rule, drafting, target, draft, L, emitted, depth_mass)
     else:
         n = _accumulate_trees(verifier, items, emitted, depth_mass, V, atol)
     at_least = np.cumsum(depth_mass[::-1])[::-1]
@@ -198,6 +202,51 @@ def _accumulate_batch(batch, arrays, emitted, depth_mass, atol) -> int:
         if k < L:
             code = code * V + drafts[:, k]
     return N
+
+
+def _accumulate_nodewise(rule, drafting, target: Model, draft: Model, L: int, emitted, depth_mass) -> int:
+    """The same accumulation for a node-wise verifier on a process drawing each node's children
+    independently: walk the node states (prefix, number of draws that reached it) level by level,
+    merging the probability of reaching each state, instead of enumerating whole trees.
+
+    A node reached with weight w and draws xs (probability px) emits its stop row with weight
+    w px stop and passes w px P(descend to t) to child t; leaves (depth L or no draws) emit the
+    bonus row p(.|path).  Exact, and equal to the per-tree sum by linearity.
+    """
+    V = target.V
+    ptab, qtab = target.table(L), draft.table(L - 1)
+    zero = np.zeros(V)
+    level: dict[tuple[int, int], float] = {(0, 1): 1.0}
+    evaluations = 0
+    for d in range(L + 1):
+        nxt: dict[tuple[int, int], float] = {}
+        out = emitted[d + 1].reshape(-1, V)
+        for (code, mult), w in level.items():
+            options = drafting.node_options(qtab[d][code], mult, d, L) if d < L else []
+            if not options or not options[0][0]:
+                out[code] += w * ptab[d][code]
+                depth_mass[d] += w
+                continue
+            if abs(sum(px for _, px in options) - 1.0) > 1e-9:
+                raise ValueError(f"draft process {_name(drafting)}: node options at depth {d} sum to "
+                                 f"{sum(px for _, px in options)!r}, not 1")
+            for xs, px in options:
+                evaluations += 1
+                kids = tuple(dict.fromkeys(xs))
+                star = DraftTree((-1, *kids), (-1,) + (0,) * len(kids),
+                                 np.vstack([ptab[d][code]] + [ptab[d + 1][code * V + x] for x in kids]),
+                                 np.vstack([qtab[d][code]] + [zero] * len(kids)), (xs,) + ((),) * len(kids),
+                                 False)
+                descend, stop, row = rule(star, 0)
+                if stop > 0:
+                    out[code] += w * px * stop * np.asarray(row)
+                    depth_mass[d] += w * px * stop
+                for t, pr in descend.items():
+                    if pr > 0:
+                        key = (code * V + t, xs.count(t))
+                        nxt[key] = nxt.get(key, 0.0) + w * px * pr
+        level = nxt
+    return evaluations
 
 
 def _completion(law: OutputLaw, target: Model) -> tuple[np.ndarray, np.ndarray]:

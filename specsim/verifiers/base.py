@@ -55,6 +55,11 @@ class Verifier:
     ``(drafts int[N, L], p [N, L+1, V], q [N, L, V]) -> (probs [N, L+1], dists [N, L+1, V])`` with
     ``probs[n, k] = P(tau = k)`` and ``dists[n, k]`` the emitted token's law given tau = k.  The
     exact engine uses it to avoid a Python call per draft; tests check it against ``law``.
+    ``node_rule`` (tree verifiers, optional) marks a node-wise scheme: ``node_rule(tree, u) ->
+    ({child token: P(descend)}, P(stop at u), law of the emitted token on stopping)`` reading only
+    node u's rows and draws, the walk never returning once it descends.  With a draft process that
+    draws each node's children independently (``node_options``), the engine then sums over
+    draft trees node by node (cost ~ number of node states, not number of trees).
     """
 
     name: str
@@ -64,6 +69,7 @@ class Verifier:
     lossless: bool = True
     doc: str = ""
     batch_law: Callable[..., tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
+    node_rule: Callable[..., tuple[dict, float, np.ndarray]] | None = field(default=None, repr=False)
 
     def __call__(self, *args) -> list[Outcome]:
         """Exact law; chain arguments are validated first (the engine calls ``law`` directly)."""

@@ -516,18 +516,20 @@ def _deterministic_sample(tree, rng):
 
 
 # --------------------------------------------------------------------------- registry
-def _tv(name, law, doc, sampler=None, lossless=True):
-    return Verifier(name, law, "tree", sampler, lossless, (doc or "").strip())
+def _tv(name, law, doc, sampler=None, lossless=True, node_rule=None):
+    return Verifier(name, law, "tree", sampler, lossless, (doc or "").strip(), node_rule=node_rule)
 
 
-specinfer = _tv("specinfer", _specinfer_law, _specinfer_law.__doc__, lambda t, rng: _rrs_sample(t, rng, False))
+specinfer = _tv("specinfer", _specinfer_law, _specinfer_law.__doc__, lambda t, rng: _rrs_sample(t, rng, False),
+                node_rule=_specinfer_rule)
 specinfer_first_path = _tv("specinfer_first_path", _specinfer_first_path_law, _specinfer_first_path_law.__doc__)
-sequoia = _tv("sequoia", _sequoia_law, _sequoia_law.__doc__, lambda t, rng: _rrs_sample(t, rng, True))
+sequoia = _tv("sequoia", _sequoia_law, _sequoia_law.__doc__, lambda t, rng: _rrs_sample(t, rng, True),
+              node_rule=_sequoia_rule)
 traversal = _tv("traversal", _traversal_law, _traversal_law.__doc__)
 deterministic_children = _tv("deterministic_children", _deterministic_law, _deterministic_law.__doc__,
-                             _deterministic_sample)
-spectr = _tv("spectr", _spectr_law, _spectr_law.__doc__)
-khisti = _tv("khisti", _khisti_law, _khisti_law.__doc__)
+                             _deterministic_sample, node_rule=_deterministic_rule)
+spectr = _tv("spectr", _spectr_law, _spectr_law.__doc__, node_rule=_spectr_rule)
+khisti = _tv("khisti", _khisti_law, _khisti_law.__doc__, node_rule=_khisti_rule)
 gbv = _tv("gbv", _gbv_plain, _gbv_law.__doc__)
 gbv_capped = _tv("gbv_capped", _gbv_capped, _gbv_capped.__doc__, lossless=False)
 
