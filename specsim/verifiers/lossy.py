@@ -404,6 +404,8 @@ class ClipFamily:
         self.Pc = np.concatenate(([0.0], np.cumsum(self.ps)))
         self.Qc = np.concatenate(([0.0], np.cumsum(self.qs)))
         self.Ptot = self.Pc[-1]
+        #: suffix sums of p in ratio order (a * p-mass above a must not come from 1 - prefix)
+        self.Psuf = np.concatenate((np.cumsum(self.ps[::-1])[::-1], [0.0]))
         # G_j = r_j P_j - Q_j is nondecreasing in j: sum clip at b = r_j, minus its a-part
         self.G = self.r * self.Pc[:-1] - self.Qc[:-1]
         self.a_max = float(self.r[-1]) if self.r.size else 1.0
@@ -412,10 +414,10 @@ class ClipFamily:
         """(lo, hi) = (#{r < b}, #{r <= a}) in ratio order."""
         return int(np.searchsorted(self.r, b, "left")), int(np.searchsorted(self.r, a, "right"))
 
-    def b(self, a: float) -> float:
-        """The lower clip level b(a) in [0, 1] for a >= 1."""
+    def b(self, a: float, mass: float = 1.0) -> float:
+        """The lower clip level b(a) in [0, 1] for a >= 1: sum_v clip(q_v, b p_v, a p_v) = ``mass``."""
         hi = int(np.searchsorted(self.r, a, "right"))
-        c = 1.0 - self.Qc[hi] - a * (self.Ptot - self.Pc[hi])
+        c = mass - self.Qc[hi] - a * self.Psuf[hi]
         if c <= 0.0:  # sum min(q, a p) = 1: pi = q, any b <= min r works
             return float(min(1.0, self.r[0])) if self.r.size else 1.0
         j = min(int(np.searchsorted(self.G, c, "left")), hi)

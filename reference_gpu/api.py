@@ -1,0 +1,456 @@
+"""Validated entry points: ragged and dense chain verification, tree RRS, and noise drawing.
+
+Chain verification (THEORY.md 3, 4, 11): for request b with draft x^{1:L_b},
+
+    tau_b = #leading accepts (token, greedy) or max{i : eta_i < h_i} (block),
+    output[b] = (x_1, ..., x_tau, Y, -1, ..., -1),   Y ~ residual row tau (tau < L_b) or bonus row,
+
+with the randomness passed in as tensors (:class:`ChainNoise`), so outputs are a deterministic
+function of the inputs.  Sources: Leviathan et al. arXiv 2211.17192; Sun et al. arXiv 2403.10444
+(block verification); Miao et al. arXiv 2305.09781 (SpecInfer RRS, :func:`verify_tree`).
+
+Ragged layout (vLLM v1 style, THEORY.md 11.1): ``draft_token_ids`` int[N], ``cu_num_draft_tokens``
+int[B] inclusive cumsum (request b owns [cu[b-1], cu[b]), cu[-1] means the previous element, 0 for
+b = 0), ``draft_probs`` float[N, V] or None (one-hot rule for deterministic drafts, THEORY.md
+3.2), ``target_probs`` float[N + B, V]: request b's L_b + 1 rows [cu[b-1] + b, cu[b] + b], the last
+being its bonus row.  Output int32[B, max_L + 1] padded with -1, and ``num_accepted`` = tau int32[B].
+
+Example::
+
+    noise = draw_chain_noise([2, 0, 3], V, seeds=[11, 12, 13])
+    res = verify_chain(ids, cu, q, p, noise, mode="block")
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from . import reference as ref
+
+__all__ = ["ChainNoise", "TreeNoise", "VerifyResult", "TreeResult", "RaggedBatch", "DenseBatch",
+           "draw_chain_noise", "draw_tree_noise", "verify_chain", "verify_chain_dense",
+           "verify_tree", "dense_to_ragged", "ragged_to_dense", "triton_usable", "default_atol"]
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@dataclass(frozen=True)
+class ChainNoise:
+    """Randomness of one chain verification call.
+
+    ``uniforms`` float64[N] (token acceptance, u in [0, 1)), ``etas`` float64[N] (block stops),
+    ``residual``: Exp(1) rows [B, V] (``kind="exponential"``) or one uniform per request [B]
+    (``kind="uniform"``, inverse CDF); the row serves the residual or the bonus draw (only one
+    is used per request).
+    """
+
+    uniforms: torch.Tensor
+    etas: torch.Tensor
+    residual: torch.Tensor
+    kind: str = "exponential"
+
+
+@dataclass(frozen=True)
+class TreeNoise:
+    """Randomness of one tree call: ``uniforms`` float64[M] (one coin per node) and ``residual``."""
+
+    uniforms: torch.Tensor
+    residual: torch.Tensor
+    kind: str = "exponential"
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """``output_token_ids`` int32[B, max_L+1] (accepted drafts then one token, -1 padding) and
+    ``num_accepted`` int32[B] (tau: accepted drafts, excluding the emitted token)."""
+
+    output_token_ids: torch.Tensor
+    num_accepted: torch.Tensor
+
+
+@dataclass(frozen=True)
+class TreeResult:
+    """``output_token_ids`` int32[B, max_depth+1], ``accepted_node`` (local node id, 0 = root) and
+    ``num_accepted`` (depth of that node) int32[B]."""
+
+    output_token_ids: torch.Tensor
+    accepted_node: torch.Tensor
+    num_accepted: torch.Tensor
+
+
+@dataclass(frozen=True)
+class RaggedBatch:
+    """Ragged chain batch (layout in the module docstring)."""
+
+    draft_token_ids: torch.Tensor
+    cu_num_draft_tokens: torch.Tensor
+    draft_probs: torch.Tensor | None
+    target_probs: torch.Tensor
+
+
+@dataclass(frozen=True)
+class DenseBatch:
+    """Dense chain batch (FlashInfer style): ``draft_token_ids`` [B, L] (-1 past ``num_draft_tokens``),
+    ``draft_probs`` [B, L, V] or None, ``target_probs`` [B, L+1, V] (request b's bonus row at
+    index ``num_draft_tokens[b]``; padding rows are zero)."""
+
+    draft_token_ids: torch.Tensor
+    draft_probs: torch.Tensor | None
+    target_probs: torch.Tensor
+    num_draft_tokens: torch.Tensor
+
+
+# --------------------------------------------------------------------------- helpers
+def default_atol(dtype: torch.dtype) -> float:
+    """Tolerance on |row sum - 1|: 1e-6 (float64), 1e-4 (float32), 2e-2 (float16/bfloat16)."""
+    return {torch.float64: 1e-6, torch.float32: 1e-4}.get(dtype, 2e-2)
+
+
+def triton_usable(device: torch.device) -> bool:
+    """True when the Triton kernels can run on ``device`` (CUDA, or CPU under TRITON_INTERPRET=1)."""
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        return False
+    if device.type == "cuda":
+        return True
+    return device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _backend(backend: str, device: torch.device) -> str:
+    if backend not in ("auto", "triton", "torch"):
+        raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+    if backend == "auto":
+        return "triton" if triton_usable(device) else "torch"
+    if backend == "triton" and not triton_usable(device):
+        raise ValueError(f"backend='triton' needs a CUDA tensor or TRITON_INTERPRET=1, got device {device}")
+    return backend
+
+
+def _int_vector(x, name: str, device=None) -> torch.Tensor:
+    t = torch.as_tensor(x, device=device)
+    if t.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+    if t.numel() and (t.dtype.is_floating_point or t.dtype == torch.bool or t.is_complex()):
+        raise ValueError(f"{name} must have an integer dtype, got {t.dtype}")
+    return t.to(torch.int64)
+
+
+def _check_rows(x: torch.Tensor, name: str, shape, atol, rows_to_check=None) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _FLOATS:
+        raise ValueError(f"{name} must be float16/bfloat16/float32/float64, got {x.dtype}")
+    if tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
+    if x.numel() == 0:
+        return
+    a = x.to(torch.float64)
+    bad = ~torch.isfinite(a)
+    if bool(bad.any()):
+        r = int(bad.any(-1).nonzero()[0])
+        raise ValueError(f"{name}: row {r} has a NaN or infinite entry")
+    if bool((a < 0).any()):
+        r = int((a < 0).any(-1).nonzero()[0])
+        raise ValueError(f"{name}: row {r} has a negative entry")
+    tol = default_atol(x.dtype) if atol is None else atol
+    s = a.sum(-1)
+    off = (s - 1).abs() > tol
+    if rows_to_check is not None:
+        off = off & rows_to_check
+    if bool(off.any()):
+        r = int(off.nonzero()[0])
+        raise ValueError(f"{name}: row {r} sums to {float(s[r]):.9g}, not 1 (tolerance {tol:g})")
+
+
+def _check_unit(x, name: str, shape, device) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float64:
+        raise ValueError(f"{name} must be a float64 tensor (24-bit float32 uniforms bias P(u < a))")
+    if tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
+    if x.numel() and not bool(((x >= 0) & (x < 1)).all()):
+        raise ValueError(f"{name}: every entry must lie in [0, 1) (THEORY.md 11.3)")
+    return x.to(device).contiguous()
+
+
+def _check_residual(noise, B, V, device):
+    if noise.kind not in ref.NOISE_KINDS:
+        raise ValueError(f"noise kind must be one of {ref.NOISE_KINDS}, got {noise.kind!r}")
+    r = noise.residual
+    if noise.kind == "uniform":
+        return _check_unit(r, "noise.residual (uniform)", (B,), device)
+    if not isinstance(r, torch.Tensor) or r.dtype not in (torch.float32, torch.float64):
+        raise ValueError("noise.residual (exponential) must be a float32 or float64 tensor")
+    if tuple(r.shape) != (B, V):
+        raise ValueError(f"noise.residual (exponential) must have shape {(B, V)}, got {tuple(r.shape)}")
+    if r.numel() and not bool((torch.isfinite(r) & (r >= 0)).all()):
+        raise ValueError("noise.residual (exponential): entries must be finite and >= 0")
+    return r.to(device).contiguous()
+
+
+# --------------------------------------------------------------------------- noise
+def _generators(n: int, seeds, generator) -> list[torch.Generator]:
+    if seeds is None:
+        if generator is None:
+            raise ValueError("give per-request seeds or a torch.Generator")
+        seeds = torch.randint(0, 2 ** 62, (n,), generator=generator).tolist()
+    seeds = [int(s) for s in seeds]
+    if len(seeds) != n:
+        raise ValueError(f"need one seed per request: {n} requests, {len(seeds)} seeds")
+    return [torch.Generator().manual_seed(s) for s in seeds]
+
+
+def draw_chain_noise(num_draft_tokens: Sequence[int], V: int, seeds: Sequence[int] | None = None,
+                     generator: torch.Generator | None = None, kind: str = "exponential",
+                     device="cpu") -> ChainNoise:
+    """u, eta ~ U[0,1)^{L_b} (float64) and the residual noise (Exp(1)^V or U[0,1)) per request.
+
+    Request b's noise comes from its own generator seeded with ``seeds[b]`` (or a seed drawn from
+    ``generator``), so it does not depend on the rest of the batch (THEORY.md 11.2).
+    Example: ``draw_chain_noise([3, 1], 32000, seeds=[7, 8])``.
+    """
+    if kind not in ref.NOISE_KINDS:
+        raise ValueError(f"kind must be one of {ref.NOISE_KINDS}, got {kind!r}")
+    lens = [int(x) for x in num_draft_tokens]
+    if any(x < 0 for x in lens):
+        raise ValueError(f"num_draft_tokens must be >= 0, got {lens}")
+    u, e, r = [], [], []
+    for L, g in zip(lens, _generators(len(lens), seeds, generator)):
+        u.append(torch.rand(L, generator=g, dtype=torch.float64))
+        e.append(torch.rand(L, generator=g, dtype=torch.float64))
+        if kind == "exponential":
+            r.append(torch.empty(V, dtype=torch.float64).exponential_(generator=g))
+        else:
+            r.append(torch.rand(1, generator=g, dtype=torch.float64))
+    cat = lambda xs, shape: (torch.cat(xs) if xs else torch.zeros(shape, dtype=torch.float64)).to(device)
+    res = (torch.stack(r) if kind == "exponential" else torch.cat(r)) if r else \
+        torch.zeros((0, V) if kind == "exponential" else (0,), dtype=torch.float64)
+    return ChainNoise(cat(u, 0), cat(e, 0), res.to(device), kind)
+
+
+def draw_tree_noise(num_nodes: Sequence[int], V: int, seeds: Sequence[int] | None = None,
+                    generator: torch.Generator | None = None, kind: str = "exponential",
+                    device="cpu") -> TreeNoise:
+    """One coin per node and the residual noise per request, keyed by per-request seeds."""
+    n = draw_chain_noise(num_nodes, V, seeds, generator, kind, device)
+    return TreeNoise(n.uniforms, n.residual, kind)
+
+
+# --------------------------------------------------------------------------- chain
+def _validate_chain(ids, cu, q, p, noise, mode, atol):
+    if mode not in ref.MODES:
+        raise ValueError(f"mode must be one of {ref.MODES}, got {mode!r}")
+    if not isinstance(p, torch.Tensor) or p.ndim != 2:
+        raise ValueError("target_probs must be a 2-D tensor [N + B, V]")
+    device, V = p.device, p.shape[1]
+    if V < 2:
+        raise ValueError(f"vocabulary size must be >= 2, got {V}")
+    ids = _int_vector(ids, "draft_token_ids", device)
+    cu = _int_vector(cu, "cu_num_draft_tokens", device)
+    N, B = ids.numel(), cu.numel()
+    if B == 0:
+        raise ValueError("cu_num_draft_tokens is empty: need at least one request")
+    lens = torch.diff(cu, prepend=cu.new_zeros(1))
+    if bool((lens < 0).any()):
+        raise ValueError(f"cu_num_draft_tokens must be a non-decreasing inclusive cumsum starting >= 0, got {cu.tolist()}")
+    if int(cu[-1]) != N:
+        raise ValueError(f"cu_num_draft_tokens ends at {int(cu[-1])} but draft_token_ids has {N} entries")
+    _check_rows(p, "target_probs", (N + B, V), atol)
+    if q is not None:
+        _check_rows(q, "draft_probs", (N, V), atol)
+    bad = (ids < 0) | (ids >= V)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0])
+        b = int((cu <= i).sum())
+        raise ValueError(f"draft_token_ids[{i}] = {int(ids[i])} (request {b}) outside 0..{V - 1}")
+    if q is not None and mode != "greedy" and N:
+        qx = q.to(torch.float64).gather(1, ids[:, None])[:, 0]
+        if bool((qx <= 0).any()):
+            i = int((qx <= 0).nonzero()[0])
+            raise ValueError(f"draft_token_ids[{i}] = {int(ids[i])} has draft probability 0: "
+                             "it cannot have been drawn from draft_probs")
+    if not isinstance(noise, ChainNoise):
+        raise ValueError("noise must be a ChainNoise (see draw_chain_noise)")
+    u = _check_unit(noise.uniforms, "noise.uniforms", (N,), device)
+    e = _check_unit(noise.etas, "noise.etas", (N,), device)
+    r = _check_residual(noise, B, V, device)
+    return ids, cu, u, e, r, int(lens.max())
+
+
+def verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs,
+                 noise: ChainNoise, mode: str = "token", backend: str = "auto",
+                 atol: float | None = None, validate: bool = True) -> VerifyResult:
+    """Verify a ragged batch of draft chains (token, block or greedy rule; see module docstring).
+
+    ``backend``: ``"triton"`` (CUDA, or CPU with TRITON_INTERPRET=1), ``"torch"`` (the reference)
+    or ``"auto"``.  With ``validate`` every argument is checked first and bad input raises
+    ``ValueError``; inputs are never modified.
+    Example: ``verify_chain(ids, cu, None, p, draw_chain_noise(lens, V, seeds), mode="token")``.
+    """
+    p = target_probs
+    if validate:
+        ids, cu, u, e, r, Lmax = _validate_chain(draft_token_ids, cu_num_draft_tokens, draft_probs,
+                                                 p, noise, mode, atol)
+    else:
+        ids, cu = torch.as_tensor(draft_token_ids), torch.as_tensor(cu_num_draft_tokens)
+        u, e, r = noise.uniforms, noise.etas, noise.residual
+        Lmax = int(torch.diff(cu.to(torch.int64), prepend=cu.new_zeros(1, dtype=torch.int64)).max())
+    device = p.device
+    if _backend(backend, device) == "torch":
+        out, tau = ref.chain_reference(ids, cu, draft_probs, p, u, e, r, mode, noise.kind)
+        return VerifyResult(out, tau)
+    from .kernels import launch_chain
+    B = cu.numel()
+    out = torch.full((B, Lmax + 1), -1, dtype=torch.int32, device=device)
+    tau = torch.empty(B, dtype=torch.int32, device=device)
+    dummy = torch.zeros(1, dtype=torch.float64, device=device)
+    launch_chain(ids.to(torch.int32).contiguous(), cu.to(torch.int32).contiguous(),
+                 None if draft_probs is None else draft_probs.contiguous(), p.contiguous(),
+                 u if u.numel() else dummy, e if e.numel() else dummy, r.contiguous(), out, tau,
+                 mode, noise.kind)
+    return VerifyResult(out, tau)
+
+
+# --------------------------------------------------------------------------- dense adapter
+def ragged_to_dense(batch: RaggedBatch) -> DenseBatch:
+    """Ragged -> dense: pad drafts with -1 and probability rows with zeros (exact inverse of
+    :func:`dense_to_ragged`)."""
+    ids, cu, q, p = batch.draft_token_ids, batch.cu_num_draft_tokens, batch.draft_probs, batch.target_probs
+    cu64 = cu.to(torch.int64)
+    lens = torch.diff(cu64, prepend=cu64.new_zeros(1))
+    B, V = lens.numel(), p.shape[-1]
+    L = int(lens.max()) if B else 0
+    k = torch.arange(L + 1, device=p.device)
+    start = cu64 - lens
+    inside = k[None, :L] < lens[:, None]
+    flat = (start[:, None] + k[None, :L]).clamp(max=max(ids.numel() - 1, 0))
+    d_ids = torch.full((B, L), -1, dtype=ids.dtype, device=ids.device)
+    if ids.numel():
+        d_ids = torch.where(inside, ids[flat], d_ids)
+    rows_in = k[None, :] <= lens[:, None]
+    trow = (start + torch.arange(B, device=p.device))[:, None] + k[None, :]
+    d_p = torch.where(rows_in[..., None], p[trow.clamp(max=p.shape[0] - 1)], torch.zeros((), dtype=p.dtype))
+    d_q = None
+    if q is not None:
+        d_q = torch.zeros((B, L, V), dtype=q.dtype, device=q.device)
+        if q.shape[0]:
+            d_q = torch.where(inside[..., None], q[flat], d_q)
+    return DenseBatch(d_ids, d_q, d_p, lens)
+
+
+def dense_to_ragged(batch: DenseBatch) -> RaggedBatch:
+    """Dense -> ragged: keep request b's first L_b drafts and L_b + 1 target rows."""
+    ids, q, p, lens = batch.draft_token_ids, batch.draft_probs, batch.target_probs, batch.num_draft_tokens
+    lens = torch.as_tensor(lens, device=ids.device).to(torch.int64)
+    B, L = ids.shape
+    k = torch.arange(L + 1, device=ids.device)
+    inside = k[None, :L] < lens[:, None]
+    rows_in = k[None, :] <= lens[:, None]
+    return RaggedBatch(ids[inside], torch.cumsum(lens, 0).to(torch.int32),
+                       None if q is None else q[inside], p[rows_in])
+
+
+def verify_chain_dense(draft_token_ids, draft_probs, target_probs, noise: ChainNoise,
+                       num_draft_tokens=None, mode: str = "token", backend: str = "auto",
+                       atol: float | None = None) -> VerifyResult:
+    """Dense adapter: ``draft_token_ids`` [B, L], ``draft_probs`` [B, L, V] or None,
+    ``target_probs`` [B, L+1, V] (row L_b = bonus); ``num_draft_tokens`` [B] (default L for all).
+
+    Converted with :func:`dense_to_ragged` and verified by :func:`verify_chain` (``noise`` is in
+    the ragged layout, e.g. ``draw_chain_noise(num_draft_tokens, V, seeds)``).  Output [B, L+1].
+    """
+    ids = torch.as_tensor(draft_token_ids)
+    if ids.ndim != 2:
+        raise ValueError(f"draft_token_ids must be [B, L], got shape {tuple(ids.shape)}")
+    B, L = ids.shape
+    if not isinstance(target_probs, torch.Tensor) or target_probs.ndim != 3 or tuple(target_probs.shape[:2]) != (B, L + 1):
+        raise ValueError(f"target_probs must be [B, L+1, V] = [{B}, {L + 1}, V]")
+    if draft_probs is not None and tuple(draft_probs.shape) != (B, L, target_probs.shape[2]):
+        raise ValueError(f"draft_probs must be [B, L, V] = {(B, L, target_probs.shape[2])}, got {tuple(draft_probs.shape)}")
+    lens = torch.full((B,), L, dtype=torch.int64) if num_draft_tokens is None else _int_vector(num_draft_tokens, "num_draft_tokens")
+    if lens.numel() != B or bool(((lens < 0) | (lens > L)).any()):
+        raise ValueError(f"num_draft_tokens must have {B} entries in 0..{L}, got {lens.tolist()}")
+    rb = dense_to_ragged(DenseBatch(ids, draft_probs, target_probs, lens.to(ids.device)))
+    res = verify_chain(rb.draft_token_ids, rb.cu_num_draft_tokens, rb.draft_probs, rb.target_probs,
+                       noise, mode, backend, atol)
+    out = torch.full((B, L + 1), -1, dtype=torch.int32, device=res.output_token_ids.device)
+    out[:, :res.output_token_ids.shape[1]] = res.output_token_ids
+    return VerifyResult(out, res.num_accepted)
+
+
+# --------------------------------------------------------------------------- tree
+def _validate_tree(tokens, parent, cu, p, q, noise, atol):
+    if not isinstance(p, torch.Tensor) or p.ndim != 2:
+        raise ValueError("target_probs must be a 2-D tensor [M, V]")
+    device, V = p.device, p.shape[1]
+    if V < 2:
+        raise ValueError(f"vocabulary size must be >= 2, got {V}")
+    tok = _int_vector(tokens, "tokens", device)
+    par = _int_vector(parent, "parent", device)
+    cu = _int_vector(cu, "cu_num_nodes", device)
+    M, B = tok.numel(), cu.numel()
+    if par.numel() != M:
+        raise ValueError(f"parent has {par.numel()} entries, tokens has {M}")
+    if B == 0:
+        raise ValueError("cu_num_nodes is empty: need at least one request")
+    lens = torch.diff(cu, prepend=cu.new_zeros(1))
+    if bool((lens < 1).any()) or int(cu[-1]) != M:
+        raise ValueError(f"cu_num_nodes must be an increasing inclusive cumsum ending at {M} (every tree has a root), got {cu.tolist()}")
+    tl, pl = tok.tolist(), par.tolist()
+    start = (cu - lens).tolist()
+    internal = torch.zeros(M, dtype=torch.bool)
+    depth = [0] * M
+    for b in range(B):
+        s, n = start[b], int(lens[b])
+        if tl[s] != -1 or pl[s] != -1:
+            raise ValueError(f"tree {b}: node 0 must be the root (token -1, parent -1)")
+        for c in range(1, n):
+            if not 0 <= pl[s + c] < c:
+                raise ValueError(f"tree {b}: node {c} has parent {pl[s + c]}; parents must precede children")
+            if not 0 <= tl[s + c] < V:
+                raise ValueError(f"tree {b}: node {c} has token {tl[s + c]} outside 0..{V - 1}")
+            internal[s + pl[s + c]] = True
+            depth[s + c] = depth[s + pl[s + c]] + 1
+    _check_rows(p, "target_probs", (M, V), atol)
+    _check_rows(q, "draft_probs", (M, V), atol, rows_to_check=internal.to(device))
+    for b in range(B):
+        s, n = start[b], int(lens[b])
+        for c in range(1, n):
+            if float(q[s + pl[s + c], tl[s + c]]) <= 0:
+                raise ValueError(f"tree {b}: node {c} (token {tl[s + c]}) has draft probability 0 at its parent")
+    if not isinstance(noise, TreeNoise):
+        raise ValueError("noise must be a TreeNoise (see draw_tree_noise)")
+    u = _check_unit(noise.uniforms, "noise.uniforms", (M,), device)
+    r = _check_residual(noise, B, V, device)
+    return tok, par, cu, u, r, max(depth) if depth else 0
+
+
+def verify_tree(tokens, parent, cu_num_nodes, target_probs, draft_probs, noise: TreeNoise,
+                backend: str = "auto", atol: float | None = None) -> TreeResult:
+    """SpecInfer recursive rejection sampling on a ragged batch of draft trees (THEORY.md 6.1).
+
+    At node u with children c_1..c_k (node order): accept c_j iff U_{c_j} q_u(x) < R_{j-1}(x), else
+    R_j = norm((R_{j-1} - q_u)_+), R_0 = p_u; descend on acceptance; otherwise emit Y ~ R_k (a leaf
+    emits its bonus from p_u).  Layout: ``tokens``/``parent`` int[M] (node 0 of each tree is the root:
+    token -1, parent -1; local parent indices, parents first), ``cu_num_nodes`` int[B] inclusive,
+    ``target_probs``/``draft_probs`` [M, V] (q rows used at internal nodes only).
+    Example: ``verify_tree(tok, par, cu, p, q, draw_tree_noise(sizes, V, seeds))``.
+    """
+    tok, par, cu, u, r, D = _validate_tree(tokens, parent, cu_num_nodes, target_probs, draft_probs,
+                                           noise, atol)
+    device = target_probs.device
+    if _backend(backend, device) == "torch":
+        out, node, depth = ref.tree_reference(tok, par, cu, target_probs, draft_probs, u, r, noise.kind)
+        return TreeResult(out[:, :D + 1].contiguous(), node, depth)
+    from .kernels import launch_tree
+    B = cu.numel()
+    out = torch.full((B, D + 1), -1, dtype=torch.int32, device=device)
+    node = torch.empty(B, dtype=torch.int32, device=device)
+    depth = torch.empty(B, dtype=torch.int32, device=device)
+    launch_tree(tok.to(torch.int32).contiguous(), par.to(torch.int32).contiguous(),
+                cu.to(torch.int32).contiguous(), target_probs.contiguous(), draft_probs.contiguous(),
+                u, r, out, node, depth, noise.kind)
+    return TreeResult(out, node, depth)

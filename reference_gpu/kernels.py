@@ -1,0 +1,279 @@
+"""Triton verification kernels: one program per request, vocabulary in tiles of BLOCK_V.
+
+The semantics are those of :mod:`reference_gpu.reference` (read its docstring first), and the two
+agree bit for bit given the same inputs and noise: elementwise float64 arithmetic in a fixed
+order with FMA contraction disabled (``enable_fp_fusion=False``), reductions in 2^-60 fixed
+point on int64 (associative), argmax ties to the lowest id.  Inputs may be float32, float16 or
+bfloat16; every value is widened to float64 on load (so accumulation is at least fp32).
+
+Raw launchers trust their inputs (no validation, no allocation of noise); use
+:mod:`reference_gpu.api` for validated calls.  Ids < 0 or >= V are never accepted (their target
+mass is read as 0) and emitted tokens always lie in [0, V).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["chain_verify_kernel", "tree_verify_kernel", "launch_chain", "launch_tree",
+           "MODE_IDS", "NOISE_IDS", "default_block_v"]
+
+MODE_IDS = {"token": 0, "block": 1, "greedy": 2}
+NOISE_IDS = {"exponential": 0, "uniform": 1}
+_SCALE = 1152921504606846976.0          # 2^60, as reference.FIXED_SCALE
+_INV_SCALE = 8.673617379884035e-19      # 2^-60 (exact)
+
+
+def default_block_v(V: int) -> int:
+    """Tile width: the next power of two >= V, clipped to [16, 4096]."""
+    return max(16, min(4096, triton.next_power_of_2(V)))
+
+
+@triton.jit
+def _row_argmax(p_ptr, V, n_tiles_v, BLOCK_V: tl.constexpr):
+    """argmax_v p(v) over one row (lowest id on ties)."""
+    best = tl.full((), -1.0, tl.float64)
+    idx = tl.full((), 0, tl.int32)
+    for s in range(0, n_tiles_v, BLOCK_V):
+        offs = s + tl.arange(0, BLOCK_V)
+        x = tl.load(p_ptr + offs, mask=offs < V, other=-1.0).to(tl.float64)
+        mx = tl.max(x, 0)
+        am = (tl.argmax(x, 0) + s).to(tl.int32)
+        upd = mx > best
+        idx = tl.where(upd, am, idx)
+        best = tl.where(upd, mx, best)
+    return idx
+
+
+@triton.jit
+def _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q: tl.constexpr):
+    """(R, p) on one tile with R = (w p - C q)_+ (q one-hot at x_excl when HAS_Q is False;
+    q = 0 when the int flag q_ok is 0)."""
+    m = offs < V
+    qb = (offs * 0 + q_ok) != 0      # q_ok is an int scalar; widened to a block first
+    p = tl.load(p_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    if HAS_Q:
+        q = tl.load(q_ptr + offs, mask=m & qb, other=0.0).to(tl.float64)
+    else:
+        q = tl.where((offs == x_excl) & qb, 1.0, 0.0).to(tl.float64)
+    R = tl.maximum(w * p - C * q, 0.0)
+    return R, p
+
+
+@triton.jit
+def _mass(p_ptr, q_ptr, q_ok, x_excl, w, C, V, n_tiles_v, HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
+    """sum_v floor((w p - C q)_+ 2^60) as int64 (0 when n_tiles_v = 0)."""
+    acc = tl.zeros((), tl.int64)
+    for s in range(0, n_tiles_v, BLOCK_V):
+        offs = s + tl.arange(0, BLOCK_V)
+        R, p = _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q)
+        acc += tl.sum((R * 1152921504606846976.0).to(tl.int64), 0)
+    return acc
+
+
+@triton.jit
+def _draw(p_ptr, q_ptr, q_ok, x_excl, w, C, noise_ptr, u_res, V,
+          HAS_Q: tl.constexpr, NOISE: tl.constexpr, BLOCK_V: tl.constexpr):
+    """One token from R = (w p - C q)_+ (fallback p when R has no mass), THEORY.md 11.4."""
+    if NOISE == 0:  # exponential race: argmax R/E over both rows in one pass
+        bR = tl.full((), -1.0, tl.float64)
+        iR = tl.full((), 0, tl.int32)
+        bP = tl.full((), -1.0, tl.float64)
+        iP = tl.full((), 0, tl.int32)
+        for s in range(0, V, BLOCK_V):
+            offs = s + tl.arange(0, BLOCK_V)
+            m = offs < V
+            R, p = _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q)
+            E = tl.load(noise_ptr + offs, mask=m, other=1.0).to(tl.float64)
+            kR = tl.where(m, tl.where(R > 0, R / E, 0.0), -1.0)
+            kP = tl.where(m, tl.where(p > 0, p / E, 0.0), -1.0)
+            mR = tl.max(kR, 0)
+            aR = (tl.argmax(kR, 0) + s).to(tl.int32)
+            mP = tl.max(kP, 0)
+            aP = (tl.argmax(kP, 0) + s).to(tl.int32)
+            uR = mR > bR
+            iR = tl.where(uR, aR, iR)
+            bR = tl.where(uR, mR, bR)
+            uP = mP > bP
+            iP = tl.where(uP, aP, iP)
+            bP = tl.where(uP, mP, bP)
+        tok = tl.where(bR > 0, iR, iP)
+    else:  # inverse CDF on fixed-point masses
+        massR = _mass(p_ptr, q_ptr, q_ok, x_excl, w, C, V, V, HAS_Q, BLOCK_V)
+        massP = _mass(p_ptr, q_ptr, q_ok, x_excl, 1.0, 0.0, V, V, HAS_Q, BLOCK_V)
+        useR = massR > 0
+        mass = tl.where(useR, massR, massP)
+        thr = u_res * mass.to(tl.float64)
+        carry = tl.zeros((), tl.int64)
+        first = tl.full((), 0, tl.int32) + V
+        last = tl.full((), -1, tl.int32)
+        for s in range(0, V, BLOCK_V):
+            offs = s + tl.arange(0, BLOCK_V)
+            m = offs < V
+            R, p = _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q)
+            X = tl.where(useR, (R * 1152921504606846976.0).to(tl.int64),
+                         (p * 1152921504606846976.0).to(tl.int64))
+            X = tl.where(m, X, 0)
+            cs = tl.cumsum(X, 0) + carry
+            hit = m & (cs.to(tl.float64) > thr)
+            first = tl.minimum(first, tl.min(tl.where(hit, offs, V), 0))
+            last = tl.maximum(last, tl.max(tl.where(X > 0, offs, -1), 0))
+            carry += tl.sum(X, 0)
+        tok = tl.where(first < V, first, last).to(tl.int32)
+    return tok
+
+
+@triton.jit
+def chain_verify_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr,
+                        out_ptr, tau_ptr, V, out_stride,
+                        MODE: tl.constexpr, HAS_Q: tl.constexpr, NOISE: tl.constexpr,
+                        BLOCK_V: tl.constexpr):
+    """Chain verification of request ``program_id`` in the ragged layout (target rows [N+B, V])."""
+    b = tl.program_id(0)
+    end = tl.load(cu_ptr + b).to(tl.int64)
+    start = tl.load(cu_ptr + b - 1, mask=b > 0, other=0).to(tl.int64)
+    L = end - start
+    tbase = start + b                          # first target row of request b
+    tau = tl.zeros((), tl.int64)
+    go = tl.full((), 1, tl.int1)
+    w = tl.full((), 1.0, tl.float64)
+    w_tau = tl.full((), 1.0, tl.float64)
+    for k in range(0, L):
+        x = tl.load(ids_ptr + start + k)
+        valid = (x >= 0) & (x < V)
+        xs = tl.where(valid, x, 0).to(tl.int64)
+        px = tl.load(p_ptr + (tbase + k) * V + xs).to(tl.float64)
+        px = tl.where(valid, px, 0.0)
+        if HAS_Q:
+            qx = tl.load(q_ptr + (start + k) * V + xs).to(tl.float64)
+            qx = tl.where(valid, qx, 0.0)
+        else:
+            qx = tl.full((), 1.0, tl.float64)
+        if MODE == 0:
+            u = tl.load(u_ptr + start + k)
+            go = go & valid & (u * qx < px)
+            tau += go.to(tl.int64)
+        elif MODE == 2:
+            nt = tl.where(go, V, 0)
+            am = _row_argmax(p_ptr + (tbase + k) * V, V, nt, BLOCK_V)
+            go = go & valid & (x == am)
+            tau += go.to(tl.int64)
+        else:
+            safe_q = tl.where(qx > 0, qx, 1.0)
+            r = tl.minimum((w * px) / safe_q, 1.0)
+            w = tl.where(qx > 0, r, tl.where((px > 0) & (w > 0), 1.0, 0.0))
+            i = k + 1
+            mid = i < L
+            nt = tl.where(mid, V, 0)
+            x1 = tl.load(ids_ptr + start + i, mask=mid, other=-1)
+            Zi = _mass(p_ptr + (tbase + i) * V, q_ptr + (start + i) * V, mid.to(tl.int32), x1, w, 1.0,
+                       V, nt, HAS_Q, BLOCK_V)
+            Z = Zi.to(tl.float64) * 8.673617379884035e-19
+            den = (Z + 1.0) - w
+            hm = tl.where(den > 0, Z / tl.where(den > 0, den, 1.0), 1.0)
+            h = tl.where(mid, hm, w)
+            eta = tl.load(eta_ptr + start + k)
+            passed = eta < h
+            tau = tl.where(passed, i.to(tl.int64), tau)
+            w_tau = tl.where(passed, w, w_tau)
+    bonus = tau == L
+    row = tbase + tau
+    if MODE == 2:
+        y = _row_argmax(p_ptr + row * V, V, V, BLOCK_V)
+    else:
+        xn = tl.load(ids_ptr + start + tau, mask=tau < L, other=-1)
+        wr = tl.where(bonus, 1.0, w_tau)
+        Cq = tl.where(bonus, 0.0, 1.0)
+        if NOISE == 0:
+            y = _draw(p_ptr + row * V, q_ptr + (start + tau) * V, (tau < L).to(tl.int32), xn, wr, Cq,
+                      noise_ptr + b.to(tl.int64) * V, 0.0, V, HAS_Q, NOISE, BLOCK_V)
+        else:
+            ur = tl.load(noise_ptr + b)
+            y = _draw(p_ptr + row * V, q_ptr + (start + tau) * V, (tau < L).to(tl.int32), xn, wr, Cq,
+                      noise_ptr, ur, V, HAS_Q, NOISE, BLOCK_V)
+    obase = out_ptr + b.to(tl.int64) * out_stride
+    for k in range(0, tau):
+        tl.store(obase + k, tl.load(ids_ptr + start + k))
+    tl.store(obase + tau, y.to(tl.int32))
+    tl.store(tau_ptr + b, tau.to(tl.int32))
+
+
+@triton.jit
+def tree_verify_kernel(tok_ptr, par_ptr, cu_ptr, p_ptr, q_ptr, u_ptr, noise_ptr,
+                       out_ptr, node_ptr, depth_ptr, V, out_stride,
+                       NOISE: tl.constexpr, BLOCK_V: tl.constexpr):
+    """SpecInfer recursive rejection sampling (closed-form residual R_j = (p - C_j q)_+) for the
+    tree of request ``program_id``; nodes [start_b, cu[b]) with local parent indices."""
+    b = tl.program_id(0)
+    end = tl.load(cu_ptr + b).to(tl.int64)
+    start = tl.load(cu_ptr + b - 1, mask=b > 0, other=0).to(tl.int64)
+    n = end - start
+    obase = out_ptr + b.to(tl.int64) * out_stride
+    cur = tl.zeros((), tl.int64)
+    active = tl.full((), 1, tl.int1)
+    depth = tl.zeros((), tl.int64)
+    Cfin = tl.full((), 0.0, tl.float64)
+    for step in range(0, n):
+        prow = p_ptr + (start + cur) * V
+        qrow = q_ptr + (start + cur) * V
+        C = tl.full((), 0.0, tl.float64)
+        m = tl.full((), 1.0, tl.float64)
+        chosen = tl.full((), -1, tl.int64)
+        j = tl.zeros((), tl.int64)
+        nscan = tl.where(active, n, 0)
+        for c in range(1, nscan):
+            par = tl.load(par_ptr + start + c).to(tl.int64)
+            kid = (par == cur) & (chosen < 0)
+            need = kid & (j > 0)
+            Mi = _mass(prow, qrow, 1, -1, 1.0, C, V, tl.where(need, V, 0), True, BLOCK_V)
+            m = tl.where(need, Mi.to(tl.float64) * 8.673617379884035e-19, m)
+            x = tl.load(tok_ptr + start + c)
+            valid = (x >= 0) & (x < V)
+            xs = tl.where(valid, x, 0).to(tl.int64)
+            px = tl.load(prow + xs).to(tl.float64)
+            qx = tl.load(qrow + xs).to(tl.float64)
+            r = tl.maximum(px - C * qx, 0.0)
+            u = tl.load(u_ptr + start + c)
+            acc = kid & valid & ((u * qx) * m < r)
+            chosen = tl.where(acc, c, chosen)
+            C = tl.where(kid & (~acc), C + m, C)
+            j += kid.to(tl.int64)
+        down = active & (chosen >= 0)
+        tl.store(obase + depth, tl.load(tok_ptr + start + chosen, mask=down, other=-1), mask=down)
+        Cfin = tl.where(active & (chosen < 0), C, Cfin)
+        cur = tl.where(down, chosen, cur)
+        depth += down.to(tl.int64)
+        active = down
+    prow = p_ptr + (start + cur) * V
+    qrow = q_ptr + (start + cur) * V
+    if NOISE == 0:
+        y = _draw(prow, qrow, (Cfin > 0).to(tl.int32), -1, 1.0, Cfin, noise_ptr + b.to(tl.int64) * V, 0.0, V,
+                  True, NOISE, BLOCK_V)
+    else:
+        ur = tl.load(noise_ptr + b)
+        y = _draw(prow, qrow, (Cfin > 0).to(tl.int32), -1, 1.0, Cfin, noise_ptr, ur, V, True, NOISE, BLOCK_V)
+    tl.store(obase + depth, y.to(tl.int32))
+    tl.store(node_ptr + b, cur.to(tl.int32))
+    tl.store(depth_ptr + b, depth.to(tl.int32))
+
+
+def launch_chain(ids, cu, q, p, u, eta, noise, out, tau, mode, noise_kind, block_v=None):
+    """Launch :func:`chain_verify_kernel` on prepared, contiguous tensors (no checks)."""
+    B, V = cu.numel(), p.shape[-1]
+    if B == 0:
+        return
+    q_arg = q if q is not None else p
+    chain_verify_kernel[(B,)](ids, cu, q_arg, p, u, eta, noise, out, tau, V, out.stride(0),
+                              MODE=MODE_IDS[mode], HAS_Q=q is not None, NOISE=NOISE_IDS[noise_kind],
+                              BLOCK_V=block_v or default_block_v(V), enable_fp_fusion=False)
+
+
+def launch_tree(tokens, parent, cu, p, q, u, noise, out, node, depth, noise_kind, block_v=None):
+    """Launch :func:`tree_verify_kernel` on prepared, contiguous tensors (no checks)."""
+    B, V = cu.numel(), p.shape[-1]
+    if B == 0:
+        return
+    tree_verify_kernel[(B,)](tokens, parent, cu, p, q, u, noise, out, node, depth, V, out.stride(0),
+                             NOISE=NOISE_IDS[noise_kind], BLOCK_V=block_v or default_block_v(V),
+                             enable_fp_fusion=False)

@@ -1,0 +1,162 @@
+"""Acceptance certificates of deterministic relaxed rules (THEORY.md 10.2): closed forms vs cvxpy,
+falsification by Hypothesis inside the radius, negative controls just outside it."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from lp.lossy import acceptance_radius, acceptance_radius_numeric, divergence, margin_radius
+from specsim.verifiers.lossy import (additive_greedy, entropy_rule, multiplicative_greedy, strict_greedy,
+                                     top_m)
+
+KINDS = ("kl", "kl_reverse", "tv")
+B = [0.5, 0.3, 0.15, 0.05]
+
+
+def div(p, b, kind):
+    """Certificates are stated as Div(p || b): KL(p||b), KL(b||p), TV (lp.lossy.divergence(pi, ref))."""
+    return divergence(p, b, kind)
+
+
+# THEORY.md 12 "Acceptance certificates": KL(p||b) / KL(b||p) / TV
+ANCHORS = [(strict_greedy(), B, (0.025732, 0.025267, 0.1)),
+           (additive_greedy(0.05), B, (0.040076, 0.039319, 0.125)),
+           (multiplicative_greedy(0.5), B, (0.136724, 0.141695, 0.233333)),
+           (top_m(2), B, (0.107894, 0.100077, 0.183333)),
+           (strict_greedy(), [0.4, 0.35, 0.15, 0.1], (0.001670, 0.001668, 0.025))]
+
+
+@pytest.mark.parametrize("rule, b, want", ANCHORS, ids=lambda a: getattr(a, "kind", None))
+def test_anchors(rule, b, want):
+    for kind, w in zip(KINDS, want):
+        assert abs(acceptance_radius(rule, b, 0, kind) - w) < 1e-5, (rule, kind)
+
+
+def test_margin_anchors():
+    assert abs(margin_radius(0.2, "kl") - 0.020411) < 1e-6
+    assert abs(margin_radius(0.2, "kl_reverse") - 0.020136) < 1e-6
+    assert abs(margin_radius(0.5, "kl") - 0.143841) < 1e-6
+    assert abs(margin_radius(0.5, "kl_reverse") - 0.130812) < 1e-6
+
+
+@st.composite
+def references(draw, vmin=3, vmax=5):
+    V = draw(st.integers(vmin, vmax))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    b = rng.dirichlet(np.full(V, draw(st.sampled_from([0.5, 1.0, 3.0]))))
+    b = np.maximum(b, 1e-3)
+    return b / b.sum()
+
+
+rules = st.one_of(st.just(strict_greedy()), st.floats(0.0, 0.3).map(additive_greedy),
+                  st.floats(0.2, 1.0).map(multiplicative_greedy), st.integers(1, 2).map(top_m))
+
+
+@settings(max_examples=6)
+@given(references(), rules)
+def test_closed_form_matches_cvxpy(b, rule):
+    x = int(np.argmax(b))
+    for kind in KINDS:
+        exact = acceptance_radius(rule, b, x, kind)
+        num = acceptance_radius_numeric(rule, b, x, kind)
+        assert abs(exact - num.value) < 1e-5, (rule, kind, exact, num.value)
+
+
+def _toward(b, z, target, kind):
+    """p_t = (1 - t) b + t z with Div(p_t || b) = target (Div increases along the segment)."""
+    lo, hi = 0.0, 1.0
+    if div(z, b, kind) <= target:
+        return z
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if div((1 - mid) * b + mid * z, b, kind) <= target else (lo, mid)
+    return (1 - lo) * b + lo * z
+
+
+@settings(max_examples=30)
+@given(references(3, 6), st.one_of(rules, st.just(entropy_rule()), st.just(entropy_rule(0.3, 0.5))),
+       st.sampled_from(KINDS), st.integers(0, 2**32 - 1), st.floats(0.05, 0.999))
+def test_no_rejection_inside_the_radius(b, rule, kind, seed, u):
+    """Falsification: every p with Div(p || b) < D*(b, x) must accept x (argmax b)."""
+    x = int(np.argmax(b))
+    R = acceptance_radius(rule, b, x, kind)
+    if not np.isfinite(R) or R <= 0:
+        return
+    rng = np.random.default_rng(seed)
+    V = b.size
+    candidates = [np.eye(V)[y] for y in range(V) if y != x]  # straight at each competitor
+    candidates += [rng.dirichlet(np.full(V, c)) for c in (0.2, 1.0, 5.0) for _ in range(4)]
+    candidates.append(np.full(V, 1.0 / V))
+    for z in candidates:
+        p = _toward(b, z, u * R, kind)
+        assert div(p, b, kind) < R
+        assert rule.accepts(p, x), (rule, kind, p, R)
+    for _ in range(50):  # random perturbations filtered by the radius
+        p = b * np.exp(rng.normal(0, 0.5, V))
+        p /= p.sum()
+        if div(p, b, kind) < R:
+            assert rule.accepts(p, x)
+
+
+@settings(max_examples=6)
+@given(references(), rules)
+def test_negative_control_just_outside(b, rule):
+    """The optimal rejecting p found by the check is rejected once pushed 0.1% further from b."""
+    x = int(np.argmax(b))
+    for kind in KINDS:
+        R = acceptance_radius(rule, b, x, kind)
+        num = acceptance_radius_numeric(rule, b, x, kind)
+        if R <= 0:
+            assert not rule.accepts(b, x)
+            continue
+        p = np.clip(1.001 * num.p_reject - 0.001 * b, 0, None)
+        p /= p.sum()
+        assert not rule.accepts(p, x), (rule, kind)
+        assert div(p, b, kind) < R * 1.01 + 1e-6
+
+
+@settings(max_examples=30)
+@given(references(3, 8), st.integers(1, 3))
+def test_margin_bounds_hold(b, m):
+    top = np.sort(b)[::-1]
+    x = int(np.argmax(b))
+    gap = top[0] - top[1]
+    for kind in KINDS:
+        assert margin_radius(gap, kind) <= acceptance_radius(strict_greedy(), b, x, kind) + 1e-12
+        if m < b.size:
+            assert margin_radius(gap, kind, m) <= acceptance_radius(top_m(m), b, x, kind) + 1e-12
+
+
+@pytest.mark.parametrize("b", [B, [0.7, 0.1, 0.1, 0.05, 0.05], [0.35, 0.3, 0.2, 0.15]])
+def test_entropy_lower_bound_below_search(b):
+    """The entropy rule's certificate is a lower bound: no rejecting point found below it."""
+    rule = entropy_rule()
+    for kind in KINDS:
+        lower = acceptance_radius(rule, b, 0, kind)
+        found = acceptance_radius_numeric(rule, b, 0, kind, restarts=8)
+        assert found.p_reject is not None and not rule.accepts(found.p_reject, 0)
+        assert lower <= found.value + 1e-7
+
+
+def test_rejected_at_reference_gives_zero():
+    b = [0.3, 0.5, 0.2]
+    for rule in (strict_greedy(), multiplicative_greedy(0.9), top_m(1)):
+        for kind in KINDS:
+            assert acceptance_radius(rule, b, 0, kind) == 0.0
+    assert acceptance_radius(top_m(3), b, 0, "kl") == np.inf  # only 2 competitors: never rejected
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="x="):
+        acceptance_radius(strict_greedy(), B, 7)
+    with pytest.raises(ValueError, match="divergence"):
+        acceptance_radius(strict_greedy(), B, 0, "hellinger")
+    with pytest.raises(ValueError):
+        acceptance_radius("greedy", B, 0)
+    with pytest.raises(ValueError):
+        additive_greedy(1.0)
+    with pytest.raises(ValueError):
+        multiplicative_greedy(0.0)
+    with pytest.raises(ValueError):
+        top_m(0)
+    with pytest.raises(ValueError, match="margin"):
+        margin_radius(1.5)

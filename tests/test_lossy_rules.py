@@ -1,0 +1,214 @@
+"""Lossy single-token rules: closed forms vs the generic chain lift, the exact engine, samplers."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.stats import chi2
+
+from specsim import check_lossless, output_law, random_model, token
+from specsim.verifiers.lossy import (LOSSY_RULES, cactus, consultant_standin, ensemble, fuzzy, kl,
+                                     lenience, margin_standin, mentored, single_token_chain, topk_accept,
+                                     tv, typical)
+
+E1_P = np.array([0.05, 0.15, 0.25, 0.55])
+E1_Q = np.array([0.55, 0.25, 0.15, 0.05])
+
+
+def all_rules():
+    return [typical(), typical(0.2, 0.5, residual="truncated"), lenience(0.7), topk_accept(2),
+            fuzzy(0.3, "kl"), fuzzy(0.3, "kl_reversed"), fuzzy(0.2, "tv"), fuzzy(0.1, "js"),
+            fuzzy(0.1, "js_released"), cactus(0.05), cactus(0.3), mentored(0.6), ensemble(0.75),
+            ensemble(0.4, "geometric"), margin_standin(0.5), consultant_standin(0.15)]
+
+
+@st.composite
+def pairs(draw, vmin=3, vmax=6):
+    """(p, q) over V >= 3 tokens, Dirichlet rows with occasional zeros, one-hots and ties."""
+    V = draw(st.integers(vmin, vmax))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    conc = draw(st.sampled_from([0.2, 1.0, 5.0]))
+
+    def row():
+        r = rng.dirichlet(np.full(V, conc))
+        shape = draw(st.sampled_from(["plain", "zeros", "onehot", "tie"]))
+        if shape == "zeros":
+            r[rng.random(V) < 0.3] = 0.0
+            if r.sum() == 0:
+                r[0] = 1.0
+        elif shape == "onehot":
+            r = np.eye(V)[rng.integers(V)]
+        elif shape == "tie":
+            r[1] = r[0]
+        return r / r.sum()
+    return row(), row()
+
+
+def lifted(v, p, q):
+    """out and beta from the chain verifier's exact law at L = 1: sum_x q(x) * outcomes."""
+    V = p.size
+    out, beta = np.zeros(V), 0.0
+    prow = np.stack([p, np.full(V, 1.0 / V)])
+    for x in np.flatnonzero(q > 0):
+        for o in v((int(x),), prow, q[None, :]):
+            if o.accepted == 1:
+                out[x] += q[x] * o.prob
+                beta += q[x] * o.prob
+            else:
+                out += q[x] * o.prob * o.next_dist
+    return out, beta
+
+
+@settings(max_examples=25)
+@given(pairs())
+def test_closed_forms_match_generic_lift(pq):
+    p, q = pq
+    for v in all_rules():
+        out, beta = lifted(v, p, q)
+        np.testing.assert_allclose(v.out(p, q), out, atol=1e-12, err_msg=v.name)
+        assert abs(v.beta(p, q) - beta) < 1e-12, v.name
+        assert abs(out.sum() - 1) < 1e-12
+
+
+@settings(max_examples=10)
+@given(st.integers(0, 10_000))
+def test_engine_first_token_law_is_closed_form(seed):
+    """Chains through the exact engine on prefix-dependent models: first emitted token ~ out(p_0, q_0)."""
+    T, D = random_model(3, seed), random_model(3, seed + 1, concentration=0.5)
+    for v in (cactus(0.1), typical(), mentored(0.5), margin_standin(0.3)):
+        law = output_law(v, T, D, L=2)
+        V = 3
+        first = law.emitted[1] + law.emitted[2].reshape(V, V).sum(1) + law.emitted[3].reshape(V, V * V).sum(1)
+        np.testing.assert_allclose(first, v.out(T(()), D(())), atol=1e-12, err_msg=v.name)
+
+
+@pytest.mark.parametrize("v", [lenience(1.0), cactus(0.0), mentored(1.0), ensemble(1.0),
+                               ensemble(1.0, "geometric")], ids=lambda v: f"{v.name}{v.rule.params}")
+def test_lossless_limits_equal_token_and_pass(v):
+    """Positive controls: the rules' SpS limits are lossless and have token's outcome lists."""
+    T, D = random_model(3, 7), random_model(3, 8)
+    cert = check_lossless(v, T, D, L=2)
+    assert cert.lossless, str(cert)
+    ref = check_lossless(token, T, D, L=2)
+    assert abs(cert.expected_accepted - ref.expected_accepted) < 1e-12
+
+
+@pytest.mark.parametrize("v", all_rules(), ids=lambda v: f"{v.name}{v.rule.params}")
+def test_lossy_rules_are_flagged(v):
+    """Negative controls: the exact engine flags every lossy rule on some prefix-dependent pair."""
+    flagged = any(not check_lossless(v, random_model(3, s, concentration=c), random_model(3, s + 50, concentration=c),
+                                     L=2).lossless for s in range(3) for c in (0.3, 5.0))
+    assert flagged
+    assert v.lossless is False
+
+
+def test_e1_anchors():
+    """THEORY.md 12, rules on E1 (and the margin stand-in pair)."""
+    c = cactus(0.05)
+    np.testing.assert_allclose(c.out(E1_P, E1_Q), [0.118920, 0.25, 0.215114, 0.415965], atol=1e-6)
+    assert abs(c.beta(E1_P, E1_Q) - 0.568920) < 1e-6
+    assert abs(kl(c.out(E1_P, E1_Q), E1_P) - 0.082227) < 1e-6
+    le = lenience(0.8)
+    np.testing.assert_allclose(le.out(E1_P, E1_Q), [0.0625, 0.1875, 0.241667, 0.508333], atol=1e-6)
+    assert abs(le.beta(E1_P, E1_Q) - 0.45) < 1e-12
+    assert abs(kl(le.out(E1_P, E1_Q), E1_P) - 0.007546) < 1e-6
+    ty = typical()
+    np.testing.assert_allclose(ty.out(E1_P, E1_Q), [0, 0.25, 0.15, 0.6], atol=1e-12)
+    assert abs(ty.beta(E1_P, E1_Q) - 0.45) < 1e-12
+    assert abs(kl(ty.out(E1_P, E1_Q), E1_P) - 0.103289) < 1e-6
+    en = ensemble(0.75)  # draft weight 0.25
+    assert abs(en.beta(E1_P, E1_Q) - 0.55) < 1e-12
+    assert abs(kl(en.out(E1_P, E1_Q), E1_P) - 0.112926) < 1e-6
+    pm, qm = np.array([0.4, 0.35, 0.15, 0.1]), np.array([0.2, 0.6, 0.1, 0.1])
+    ms = margin_standin(0.8)
+    np.testing.assert_allclose(ms.out(pm, qm), [0.28, 0.67, 0.03, 0.02], atol=1e-12)
+    assert abs(ms.beta(pm, qm) - 0.8) < 1e-12
+    assert abs(kl(ms.out(pm, qm), pm) - 0.254720) < 1e-6
+
+
+@settings(max_examples=25)
+@given(pairs(), st.floats(0.05, 1.0), st.floats(0.0, 1.5))
+def test_exact_consequences(pq, l, T):
+    """THEORY.md 10.1's only exact consequences of parameters, and the ensemble's TV identity."""
+    p, q = pq
+    out = lenience(l).out(p, q)
+    pos = p > 0
+    assert np.all(out[~pos] == 0) and np.max(out[pos] / p[pos]) <= 1 / l + 1e-9
+    assert kl(fuzzy(T, "kl").out(p, q), p) <= T + 1e-12
+    assert tv(fuzzy(T / 2, "tv").out(p, q), p) <= T / 2 + 1e-12
+    w = min(l, 1.0)
+    assert abs(tv(ensemble(w).out(p, q), p) - (1 - w) * tv(p, q)) < 1e-12
+
+
+def _chi2_stat(counts, probs):
+    live = probs > 0
+    assert counts[~live].sum() == 0
+    e = counts.sum() * probs[live]
+    return float(((counts[live] - e) ** 2 / e).sum()), int(live.sum()) - 1
+
+
+@pytest.mark.parametrize("v", [cactus(0.1), typical(0.2, 0.5), mentored(0.5), topk_accept(2)],
+                         ids=lambda v: v.name)
+def test_sampler_matches_law(v):
+    """Statistical tier (samplers cannot be enumerated): Pearson chi^2 of (tau, token) frequencies.
+
+    False-alarm rate 1e-6 per test (chi^2 upper quantile).  Power: with N = 20000 draws the
+    negative control (the same samples against token-level SpS's law, which differs by TV >= 0.05
+    on these rows) has noncentrality >= N * 2 * TV^2 ~ 100 and is rejected with probability ~1.
+    """
+    rng = np.random.default_rng(0)
+    V, L = 4, 2
+    T, D = random_model(V, 3), random_model(V, 4, concentration=0.4)
+    def rows(draft):
+        return (np.stack([T(draft[:i]) for i in range(L + 1)]), np.stack([D(draft[:i]) for i in range(L)]))
+
+    def cells(outs):
+        probs = np.zeros((L + 1) * V)
+        for o in outs:
+            probs[o.accepted * V:(o.accepted + 1) * V] += o.prob * o.next_dist
+        return probs
+
+    # the draft whose outcome law has the most cells (a non-degenerate test)
+    draft = max(((a, b) for a in range(V) for b in range(V)),
+                key=lambda d: np.count_nonzero(cells(v(d, *rows(d))) > 1e-3))
+    p, q = rows(draft)
+
+    N = 20000
+    counts = np.zeros((L + 1) * V)
+    for _ in range(N):
+        k, y = v.sample(draft, p, q, rng=rng)
+        counts[k * V + y] += 1
+    stat, df = _chi2_stat(counts, cells(v(draft, p, q)))
+    assert stat < chi2.isf(1e-6, df)
+    alt = cells(token(draft, p, q))
+    if 0.5 * np.abs(alt - cells(v(draft, p, q))).sum() > 0.05 and np.all(counts[alt <= 0] == 0):
+        stat_alt, df_alt = _chi2_stat(counts, alt)
+        assert stat_alt > chi2.isf(1e-6, df_alt)
+
+
+@pytest.mark.parametrize("factory, kwargs", [
+    (typical, dict(epsilon=0)), (typical, dict(delta=-1)), (typical, dict(residual="mode")),
+    (lenience, dict(l=0)), (lenience, dict(l=1.2)), (topk_accept, dict(k=0)), (topk_accept, dict(k=1.5)),
+    (fuzzy, dict(T=-0.1)), (fuzzy, dict(T=0.1, divergence="hellinger")), (cactus, dict(delta=-0.01)),
+    (cactus, dict(delta=float("nan"))), (mentored, dict(alpha=0)), (mentored, dict(alpha=1.5)),
+    (ensemble, dict(w=1.1)), (ensemble, dict(w=0.5, kind="harmonic")), (margin_standin, dict(theta=0)),
+    (consultant_standin, dict(tau=2.0))])
+def test_bad_parameters_raise(factory, kwargs):
+    with pytest.raises(ValueError):
+        factory(**kwargs)
+
+
+def test_bad_rows_raise():
+    v = cactus(0.1)
+    with pytest.raises(ValueError, match="p"):
+        v.out([0.5, 0.6, -0.1], [0.2, 0.3, 0.5])
+    with pytest.raises(ValueError, match="tokens"):
+        v.out([0.5, 0.5], [0.2, 0.3, 0.5])
+    with pytest.raises(ValueError):
+        single_token_chain("not a rule")
+    with pytest.raises(ValueError, match="draft probability"):
+        v((0,), np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]), np.array([[0.0, 0.5, 0.5]]))
+
+
+def test_registry_complete():
+    assert set(LOSSY_RULES) == {"typical", "lenience", "topk_accept", "fuzzy", "cactus", "mentored",
+                                "ensemble", "margin_standin", "consultant_standin"}
+    assert "stand-in" in margin_standin(0.8).rule.label and "assumption" in consultant_standin(0.1).rule.label
