@@ -79,9 +79,22 @@ def bounds(args) -> int:
     return 0
 
 
+def _param(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--param expects NAME=VALUE, got {text!r}")
+    for cast in (int, float):
+        try:
+            return key, cast(value)
+        except ValueError:
+            pass
+    return key, value
+
+
 def lossy(args) -> int:
     from lp.lossy import lossy_report
-    print(lossy_report(rule_name=args.rule, budget=args.budget))
+    params = dict(_param(t) for t in args.param)
+    print(lossy_report(rule_name=args.rule, budget=args.budget, **params))
     return 0
 
 
@@ -102,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=bounds)
     lo = sub.add_parser("lossy", help="certificate table of a lossy rule and the optimal frontier")
     lo.add_argument("--rule", default="typical")
-    lo.add_argument("--budget", type=float, default=None)
+    lo.add_argument("--budget", type=float, default=None, help="divergence budget for the frontier sweep")
+    lo.add_argument("--param", nargs="*", default=[], metavar="NAME=VALUE",
+                    help="rule parameters, e.g. --param epsilon=0.09 delta=0.3")
     lo.set_defaults(func=lossy)
     return ap
 
