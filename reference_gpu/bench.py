@@ -14,6 +14,7 @@ Options: ``--quick`` (fewer sizes), ``--modes token,block``.
 from __future__ import annotations
 
 import argparse
+import sys
 import platform
 import time
 
@@ -94,7 +95,10 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--modes", default="token,block")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--json", default=None, metavar="PATH",
+                    help="also write the rows as JSON (read by paper_figs/fig_kernel_bandwidth.py)")
     args = ap.parse_args(argv)
+    rows = []
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     dtype = getattr(torch, args.dtype)
@@ -116,6 +120,7 @@ def main(argv=None):
             for L in Ls:
                 for B in Bs:
                     r = bench_case(B, L, V, mode, device, dtype, reps)
+                    rows.append(r)
                     k = r.get("kernel_s")
                     f = lambda x: f"{x * 1e6:10.1f}" if x is not None else f"{'-':>10}"
                     ratio = lambda x: f"{x / k:8.2f}x" if (x is not None and k) else f"{'-':>9}"
@@ -125,6 +130,14 @@ def main(argv=None):
                           f"{f(r.get('hf_s'))} {ratio(r.get('hf_s'))}", flush=True)
     print("# byte model: token B(2Vs+8V), block B(2LVs+8V); hf = transformers _speculative_sampling "
           "(one request per call, softmax from logits included)")
+    if args.json:
+        import json
+        payload = {"device": name, "cuda": cuda, "peak_gbs": bw / 1e9 if bw else None,
+                   "command": "python -m reference_gpu.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+                   "dtype": args.dtype, "rows": rows}
+        with open(args.json, "w") as fh:
+            json.dump(payload, fh, indent=1, default=float)
+        print(f"# rows written to {args.json}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ if [ "$has_cuda" = "1" ]; then
   # GPU tier: bit-exact parity at real V plus the full kernel suite compiled for the GPU
   timeout 300 python -m pytest -q -x tests/test_reference_gpu_props.py tests/test_reference_gpu_kernels.py \
     tests/test_reference_gpu_exact.py tests/test_reference_gpu_stats.py -p no:cacheprovider
-  timeout 150 python -m reference_gpu.bench --quick
+  timeout 150 python -m reference_gpu.bench --quick --json reference_gpu/bench_results.json
 else
   timeout 400 python -m pytest -q -x tests/test_reference_gpu_props.py -p no:cacheprovider
   timeout 60 python -m reference_gpu.bench --modes token

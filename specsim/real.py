@@ -613,7 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {path.parent}: {len(ds)} positions x {1 + len(ds.drafts)} rows, {size} bytes")
         return 0
     ds = load_dataset(args.path or committed_dataset())
-    from . import real_tables
+    from lp import real_tables  # optional: needs the lp package
     if args.cmd == "info":
         m = ds.manifest
         print(f"{ds.path}: {len(ds)} positions, V = {ds.V}, drafts {list(ds.drafts)}, tail {m['tail']:g}, "

@@ -227,7 +227,7 @@ def test_cache_dir(monkeypatch, tmp_path):
 def test_tables_on_synthetic_pairs(tmp_path):
     pytest.importorskip("lp.coupling")
     pytest.importorskip("lp.lossy")
-    from specsim import real_tables as rt
+    from lp import real_tables as rt
     pairs = _synthetic_pairs(V=6, seed=5)
     ds = real.load_dataset(_write(tmp_path, pairs, V=6))
     acc = {r.draft: r for r in rt.acceptance_table(ds)}

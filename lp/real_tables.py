@@ -1,0 +1,226 @@
+"""Tables on real next-token distributions: acceptance, optimal multi-draft acceptance, lossy rules.
+
+Per position (target p, draft q, full vocabulary) and averaged over positions:
+
+- single-draft acceptance alpha = sum_v min(p_v, q_v) = 1 - TV(p, q) (Leviathan et al., arXiv 2211.17192);
+- optimal K-draft acceptance alpha*_K = min_H [p(H) + 1 - Q_sub(H)] with i.i.d. drafts
+  (Q_sub = q(H)^K) and without replacement ("Towards Optimal Multi-draft Speculative Decoding",
+  arXiv 2502.18779), from :func:`lp.coupling.multidraft_bound`;
+- lossy rules: exact output law, acceptance beta, KL(out||p), TV(out, p) and the gap to the
+  acceptance-vs-divergence frontier beta*(D(out, p)) - beta (THEORY.md 9, 10.1), from
+  :func:`lp.lossy.certify`; and the frontier itself beta*(eps) from :func:`lp.lossy.frontier`.
+
+Sources are a :class:`specsim.real.RealDataset` or a list of :class:`specsim.real.Pair`. ``lp`` is
+imported lazily (it needs cvxpy only for its LP solvers, not for the closed forms used here).  It lives in
+``lp`` because ``specsim`` never imports ``lp``.
+
+Example::
+
+    from specsim import real
+    from lp import real_tables
+    ds = real.load_dataset(real.committed_dataset())
+    print(real_tables.format_rows(real_tables.acceptance_table(ds)))
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specsim._validate import check_int
+
+__all__ = ["AcceptanceRow", "MultidraftRow", "FrontierRow", "LossyRow", "DEFAULT_RULES", "acceptance_table",
+           "multidraft_table", "frontier_table", "lossy_table", "format_rows"]
+
+#: Lossy rules of the default table: (name in specsim.verifiers.lossy.LOSSY_RULES, parameters).
+DEFAULT_RULES = (("lenience", {"l": 0.8}), ("mentored", {"alpha": 0.8}), ("typical", {}),
+                 ("ensemble", {"w": 0.75}), ("cactus", {"delta": 0.05}), ("topk_accept", {"k": 5}))
+
+
+@dataclass(frozen=True)
+class AcceptanceRow:
+    """alpha = sum min(p, q) over the positions of one draft: mean, quartiles, extremes."""
+    draft: str
+    n: int
+    mean: float
+    min: float
+    q25: float
+    median: float
+    q75: float
+    max: float
+
+
+@dataclass(frozen=True)
+class MultidraftRow:
+    """Mean optimal K-draft acceptance, i.i.d. drafts and without replacement (nan if not computed)."""
+    draft: str
+    K: int
+    n: int
+    iid: float
+    without_replacement: float
+
+
+@dataclass(frozen=True)
+class FrontierRow:
+    """Mean frontier beta*(eps) for one draft and budget eps, in three divergences D(pi, p)."""
+    draft: str
+    eps: float
+    n: int
+    tv: float
+    kl: float
+    kl_reverse: float
+
+
+@dataclass(frozen=True)
+class LossyRow:
+    """Means over positions of a lossy rule's certificate: beta, KL(out||p), TV(out, p), frontier gaps.
+
+    ``n_inf`` counts positions with KL(out||p) = inf (its mean is then inf); ``max_gap_kl`` is the
+    largest frontier gap at equal KL(out||p).
+    """
+    draft: str
+    rule: str
+    n: int
+    beta: float
+    kl_out_p: float
+    tv: float
+    gap_kl: float
+    gap_tv: float
+    max_gap_kl: float
+    n_inf: int
+
+
+def _by_draft(source, drafts: Sequence[str] | None = None) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    if hasattr(source, "pairs") and hasattr(source, "drafts"):
+        names = tuple(source.drafts)
+        get = lambda d: list(source.pairs(d))  # noqa: E731
+    else:
+        source = list(source)
+        if not source:
+            raise ValueError("no pairs given")
+        names = tuple(source[0].q)
+        for n, pr in enumerate(source):
+            if tuple(pr.q) != names:
+                raise ValueError(f"pair {n} has drafts {tuple(pr.q)}, expected {names}")
+        get = lambda d: [(pr.p, pr.q[d]) for pr in source]  # noqa: E731
+    if drafts is not None:
+        unknown = [d for d in drafts if d not in names]
+        if unknown:
+            raise ValueError(f"unknown drafts {unknown}; available: {names}")
+        names = tuple(drafts)
+    return {d: get(d) for d in names}
+
+
+def _progress(it, desc, progress):
+    from tqdm.auto import tqdm
+    return tqdm(it, desc=desc, disable=None if progress is None else not progress, leave=False)
+
+
+def acceptance_table(source, drafts: Sequence[str] | None = None) -> list[AcceptanceRow]:
+    """alpha = sum_v min(p_v, q_v) per position, summarised per draft.
+
+    Example::
+
+        acceptance_table(ds)[0].mean
+    """
+    rows = []
+    for d, prs in _by_draft(source, drafts).items():
+        a = np.array([np.minimum(p, q).sum() for p, q in prs])
+        qs = np.quantile(a, [0.25, 0.5, 0.75])
+        rows.append(AcceptanceRow(d, a.size, float(a.mean()), float(a.min()), *map(float, qs), float(a.max())))
+    return rows
+
+
+def multidraft_table(source, K: Iterable[int] = range(1, 9), drafts: Sequence[str] | None = None,
+                     without_replacement_max_K: int | None = None, progress: bool | None = None) -> list[MultidraftRow]:
+    """Mean over positions of alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (``lp.coupling.multidraft_bound``).
+
+    i.i.d. drafts cost O(V log V) per position; without replacement needs a quadrature for K >= 3
+    (about 3 s per position at V = 49,152 on one core), so ``without_replacement_max_K`` can cap it
+    (larger K gets nan).
+
+    Example::
+
+        multidraft_table(ds, K=[1, 2])
+    """
+    from .coupling import multidraft_bound
+    Ks = [check_int(k, "K", 1) for k in K]
+    if not Ks:
+        raise ValueError("K: give at least one number of drafts")
+    cap = max(Ks) if without_replacement_max_K is None else check_int(without_replacement_max_K, "without_replacement_max_K", 0)
+    rows = []
+    for d, prs in _by_draft(source, drafts).items():
+        for k in _progress(Ks, f"multidraft {d}", progress):
+            iid = np.mean([multidraft_bound(p, q, k, replacement=True).value for p, q in prs])
+            wor = np.mean([multidraft_bound(p, q, k, replacement=False).value for p, q in prs]) if k <= cap else math.nan
+            rows.append(MultidraftRow(d, k, len(prs), float(iid), float(wor)))
+    return rows
+
+
+def frontier_table(source, eps: Iterable[float] = (0.0, 0.01, 0.05, 0.1, 0.5),
+                   drafts: Sequence[str] | None = None) -> list[FrontierRow]:
+    """Mean beta*(eps) = max_pi sum min(q, pi) s.t. D(pi, p) <= eps (``lp.lossy.frontier``), D in TV, KL(pi||p), KL(p||pi).
+
+    Example::
+
+        frontier_table(ds, eps=[0.05])
+    """
+    from .lossy import frontier
+    budgets = [float(e) for e in eps]
+    if any(not (e >= 0) for e in budgets):
+        raise ValueError(f"eps: budgets must be >= 0, got {budgets}")
+    rows = []
+    for d, prs in _by_draft(source, drafts).items():
+        for e in budgets:
+            vals = {kind: float(np.mean([frontier(p, q, e, kind).beta for p, q in prs]))
+                    for kind in ("tv", "kl", "kl_reverse")}
+            rows.append(FrontierRow(d, e, len(prs), vals["tv"], vals["kl"], vals["kl_reverse"]))
+    return rows
+
+
+def lossy_table(source, rules: Sequence[tuple[str, Mapping]] = DEFAULT_RULES,
+                drafts: Sequence[str] | None = None) -> list[LossyRow]:
+    """Exact certificates of lossy rules at every position (``lp.lossy.certify``), averaged per (draft, rule).
+
+    ``rules`` are (name, parameters) with names from ``specsim.verifiers.lossy.LOSSY_RULES``.
+
+    Example::
+
+        lossy_table(ds, rules=[("lenience", {"l": 0.8})])
+    """
+    from .lossy import certify
+    from specsim.verifiers.lossy import LOSSY_RULES
+    made = []
+    for name, params in rules:
+        if name not in LOSSY_RULES:
+            raise ValueError(f"unknown lossy rule {name!r}; known: {sorted(LOSSY_RULES)}")
+        made.append((name + "(" + ", ".join(f"{k}={v}" for k, v in dict(params).items()) + ")",
+                     LOSSY_RULES[name](**dict(params))))
+    rows = []
+    for d, prs in _by_draft(source, drafts).items():
+        for label, rule in made:
+            cs = [certify(rule, p, q) for p, q in prs]
+            kl = np.array([c.kl_out_p for c in cs])
+            gaps = np.array([c.gap_kl for c in cs])
+            rows.append(LossyRow(d, label, len(cs), float(np.mean([c.beta for c in cs])), float(kl.mean()),
+                                 float(np.mean([c.tv for c in cs])), float(gaps.mean()),
+                                 float(np.mean([c.gap_tv for c in cs])), float(gaps.max()),
+                                 int(np.isinf(kl).sum())))
+    return rows
+
+
+def format_rows(rows: Sequence, digits: int = 4) -> str:
+    """A Markdown table of result dataclasses (one column per field, floats to ``digits`` places)."""
+    rows = list(rows)
+    if not rows:
+        return "(no rows)"
+    names = [f.name for f in dataclasses.fields(rows[0])]
+
+    def cell(v):
+        return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    lines += ["| " + " | ".join(cell(getattr(r, n)) for n in names) + " |" for r in rows]
+    return "\n".join(lines)
