@@ -51,7 +51,7 @@ def find_results():
             return path, data
     bench = ROOT / "reference_gpu" / "bench.py"
     why = ("reference_gpu/bench.py does not exist yet" if not bench.is_file() else
-           "no GPU benchmark results saved (reference_gpu/bench.py prints a table but writes no JSON)")
+           "no GPU benchmark results saved")
     return None, (f"{why}; looked for {', '.join(RESULT_FILES)} (run the benchmark on a GPU machine and "
                   f"save its JSON there)")
 
