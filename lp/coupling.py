@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from specsim._validate import as_distribution, check_int
+from specsim._validate import as_distribution, as_pair, check_int
 
 __all__ = ["Coupling", "maximal_coupling", "draft_set_law", "MultidraftSolution", "multidraft_lp",
            "MultidraftBound", "multidraft_bound", "multidraft_bound_bruteforce", "union_bound",
@@ -66,14 +66,7 @@ def solve_lp(problem, solver: str | None = None) -> str:
     raise RuntimeError("LP not solved to optimality (" + "; ".join(tried) + ")")
 
 
-def _pair(p, q) -> tuple[np.ndarray, np.ndarray]:
-    p = as_distribution(p, "p (target)")
-    q = as_distribution(q, "q (draft)")
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same vocabulary size, got {p.size} and {q.size}")
-    if p.size < 2:
-        raise ValueError(f"vocabulary size must be >= 2, got {p.size}")
-    return p, q
+_pair = as_pair
 
 
 # --------------------------------------------------------------------------- maximal coupling

@@ -38,6 +38,17 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float = SU
     return arr
 
 
+def as_pair(p, q, atol: float = SUM_ATOL) -> tuple[np.ndarray, np.ndarray]:
+    """A (target, draft) pair of probability vectors over the same V >= 2 tokens, else ``ValueError``."""
+    p = as_distribution(p, "p (target)", atol)
+    q = as_distribution(q, "q (draft)", atol)
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same vocabulary size, got {p.size} and {q.size} tokens")
+    if p.size < 2:
+        raise ValueError(f"vocabulary size must be >= 2, got {p.size}")
+    return p, q
+
+
 def check_int(value, name: str, minimum: int) -> int:
     """An integer argument at least ``minimum``, else ``ValueError``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

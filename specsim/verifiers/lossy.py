@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 from scipy.special import rel_entr
 
-from .._validate import as_distribution, check_int, normalize
+from .._validate import as_distribution, as_pair, check_int, normalize
 from .base import Verifier
 from .chain import _draw, _outcomes
 
@@ -53,14 +53,7 @@ def _entropy(p: np.ndarray, eps: float = 0.0) -> float:
     return float(-np.sum(p[pos] * np.log(p[pos] + eps)))
 
 
-def _pair(p, q) -> tuple[np.ndarray, np.ndarray]:
-    p = as_distribution(p, "p (target row)")
-    q = as_distribution(q, "q (draft row)")
-    if p.size != q.size:
-        raise ValueError(f"p has {p.size} tokens but q has {q.size}")
-    if p.size < 2:
-        raise ValueError("vocabulary size must be >= 2")
-    return p, q
+_pair = as_pair
 
 
 def _pos_part(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
