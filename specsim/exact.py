@@ -23,8 +23,8 @@ from .drafts import DraftProcess, DraftTree, chain
 from .models import Model
 from .verifiers.base import OUTCOME_ATOL, Outcome, check_outcomes, verifier_kind
 
-__all__ = ["OutputLaw", "Certificate", "output_law", "check_lossless", "expected_accepted",
-           "outcomes_on_tree"]
+__all__ = ["OutputLaw", "Certificate", "output_law", "completed_law", "check_lossless",
+           "expected_accepted", "outcomes_on_tree"]
 
 #: Default tolerance on max |C(z) - P(z)| for a lossless verdict (float64 enumeration error is ~1e-15).
 LOSSLESS_ATOL = 1e-9
@@ -249,8 +249,13 @@ def _accumulate_nodewise(rule, drafting, target: Model, draft: Model, L: int, em
     return evaluations
 
 
-def _completion(law: OutputLaw, target: Model) -> tuple[np.ndarray, np.ndarray]:
-    """C(z) and P(z) over V^{L+1} by the recursion A_{m+1} = A_m * p(.|z^{1:m}) + O_{m+1}."""
+def completed_law(law: OutputLaw, target: Model) -> tuple[np.ndarray, np.ndarray]:
+    """The completed law C(z) and the target law P(z) over z in V^{L+1} (flat, base-V codes).
+
+    C(z) = sum_k O(z^{1:k}) P(z^{k+1:L+1} | z^{1:k}), by the recursion
+    A_{m+1} = A_m * p(.|z^{1:m}) + O_{m+1}; ``target`` must be conditioned on the same context as
+    ``law`` (``target.shifted(context)``).
+    """
     ptab = target.table(law.L)
     A = law.emitted[1].copy()
     P = ptab[0][0].copy()
@@ -273,7 +278,7 @@ def check_lossless(verifier, target: Model, draft: Model, L: int, drafting: Draf
     """
     drafting = drafting or chain()
     law = output_law(verifier, target, draft, L, drafting, context, progress)
-    C, P = _completion(law, target.shifted(context))
+    C, P = completed_law(law, target.shifted(context))
     err = np.abs(C - P)
     worst = int(np.argmax(err))
     z = []

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 import specsim as s
-from specsim.exact import _completion
+from specsim.exact import completed_law
 from specsim.testing.mutants import CHAIN_MUTANTS, LOSSLESS_CONTROLS
 from specsim.verifiers.chain import CHAIN_VERIFIERS, block_weights
 
@@ -42,7 +42,7 @@ def test_block_toy_table():
 
 
 def _first_two(law, target):
-    C, P = _completion(law, target)
+    C, P = completed_law(law, target)
     return C.reshape(4, 2).sum(axis=1), P.reshape(4, 2).sum(axis=1)
 
 

@@ -1,0 +1,118 @@
+"""Adapters that put other implementations in the shape :func:`check_sampler` expects.
+
+Chain sampling layout: ``sample_fn(draft_tokens, p, q, rng) -> (accepted, token)`` with ``p``
+[L+1, V] (row k = target(.|x^{1:k}), row L = bonus row), ``q`` [L, V] and ``rng`` a
+``numpy.random.Generator`` (THEORY.md 1).  torch and transformers are imported only when an
+adapter is called.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .sampler import BatchSampler
+
+__all__ = ["from_verifier", "torch_batch_sampler", "transformers_sampler", "find_transformers_speculative_sampling"]
+
+
+def from_verifier(verifier):
+    """``sample_fn`` running ``verifier.sample`` (its own sampler, or a draw from its exact law).
+
+    >>> check_sampler(from_verifier(block), random_model(3, 0), random_model(3, 1), L=2)
+    """
+    def sample_fn(draft, p, q, rng):
+        return verifier.sample(draft, p, q, rng=rng)
+
+    sample_fn.name = getattr(verifier, "name", "verifier")
+    return sample_fn
+
+
+def _torch_dtype(dtype):
+    import torch
+
+    return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+
+
+def torch_batch_sampler(fn, dtype="float32", device="cpu", chunk: int = 4096, name: str | None = None) -> BatchSampler:
+    """Wrap a dense torch batch sampler (FlashInfer-style layout, THEORY.md 11.1) for :func:`check_sampler`.
+
+    ``fn(draft_token_ids: int64[B, L], draft_probs: [B, L, V], target_probs: [B, L+1, V],
+    generator: torch.Generator) -> (accepted: int[B], tokens: int[B])`` where ``accepted`` = tau
+    (draft tokens kept) and ``tokens`` the emitted correction / bonus token.  The generator is
+    seeded from the check's numpy ``rng``, so runs are reproducible.
+
+    >>> res = check_sampler(torch_batch_sampler(my_kernel), target, draft, L=3, n=100_000)
+    """
+    def run(drafts, p, q, rng):
+        import torch
+
+        dt = _torch_dtype(dtype)
+        g = torch.Generator(device=device)
+        g.manual_seed(int(rng.integers(2 ** 62)))
+        a, t = fn(torch.as_tensor(drafts, device=device),
+                  torch.as_tensor(q, dtype=dt, device=device),
+                  torch.as_tensor(p, dtype=dt, device=device), g)
+        return a.detach().cpu().numpy(), t.detach().cpu().numpy()
+
+    return BatchSampler(run, chunk, name or getattr(fn, "__name__", "torch batch sampler"))
+
+
+def find_transformers_speculative_sampling():
+    """transformers' speculative sampling function (``transformers.generation.utils._speculative_sampling``
+    in 4.x / 5.x), or ``None`` when transformers or the function is missing."""
+    try:
+        from transformers.generation import utils
+    except Exception:  # noqa: BLE001 - transformers absent or broken
+        return None
+    return getattr(utils, "_speculative_sampling", None)
+
+
+def transformers_sampler(dtype="float32", assistant_ensemble_weight: float | None = None):
+    """``sample_fn`` calling transformers' ``_speculative_sampling`` (Leviathan et al., arXiv 2211.17192, Alg. 1).
+
+    Each call builds logits log p (``new_logits`` [1, L+1, V]) and log q (``candidate_logits``
+    [1, L, V]) in ``dtype`` and passes everything by keyword; torch's global generator (the
+    function draws with ``torch.rand_like`` / ``torch.multinomial``) is seeded from ``rng`` on the
+    first call.  Creating the adapter sets torch to one intra-op thread (the tensors are tiny and
+    thread start-up dominated, ~100x slower on a loaded 2-core machine); it returns
+    ``(n_matches, last emitted token)``.  ``assistant_ensemble_weight`` is forwarded when set
+    (the static-ensemble option of transformers >= 5, lossy by design).
+
+    >>> res = check_sampler(transformers_sampler(), random_model(3, 0), random_model(3, 1), L=2)
+    """
+    fn = find_transformers_speculative_sampling()
+    if fn is None:
+        raise ValueError("transformers with generation.utils._speculative_sampling is not installed")
+    import inspect
+
+    import torch
+
+    params = inspect.signature(fn).parameters
+    torch.set_num_threads(1)
+    if assistant_ensemble_weight is not None and "assistant_ensemble_weight" not in params:
+        raise ValueError("this transformers version has no assistant_ensemble_weight argument")
+    dt = _torch_dtype(dtype)
+    seeded = []
+
+    def sample_fn(draft, p, q, rng):
+        L = len(draft)
+        if not seeded:  # once: torch.manual_seed is slow, and later draws continue the stream
+            torch.manual_seed(int(rng.integers(2 ** 62)))
+            seeded.append(True)
+        with np.errstate(divide="ignore"):
+            lp, lq = np.log(p), np.log(q)
+        kw = dict(candidate_input_ids=torch.tensor([list(draft)], dtype=torch.long),
+                  candidate_logits=torch.as_tensor(lq[None], dtype=dt),
+                  candidate_length=L,
+                  new_logits=torch.as_tensor(lp[None], dtype=dt))
+        if assistant_ensemble_weight is not None:
+            kw["assistant_ensemble_weight"] = assistant_ensemble_weight
+        tokens, n_matches = fn(**kw)
+        n = int(n_matches)
+        emitted = tokens[0].tolist()
+        if len(emitted) != n + 1 or tuple(emitted[:n]) != tuple(draft[:n]):
+            raise ValueError(f"_speculative_sampling returned {emitted} with n_matches = {n} for draft {draft}")
+        return n, int(emitted[-1])
+
+    sample_fn.name = "transformers._speculative_sampling" + (
+        f"(assistant_ensemble_weight={assistant_ensemble_weight})" if assistant_ensemble_weight is not None else "")
+    return sample_fn

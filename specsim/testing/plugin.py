@@ -1,0 +1,53 @@
+"""pytest plugin (``pytest11`` entry point ``specsim``): fixtures for checking your own verifier.
+
+A complete test file::
+
+    from mypkg import my_verifier
+
+    def test_my_verifier_is_lossless(lossless_check):
+        lossless_check(my_verifier)
+
+``lossless_check`` is :func:`specsim.testing.assert_lossless` (same keyword arguments; the
+default number of examples comes from ``--specsim-examples``); ``sampler_check`` is
+:func:`specsim.testing.check_sampler` and fails the test with its report when the sampler is
+rejected.  This module imports only pytest at collection time: specsim.testing (numpy, scipy,
+hypothesis) is imported when a fixture is used, never cvxpy, torch or triton.
+"""
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("specsim", "specsim distribution-preservation checks")
+    group.addoption("--specsim-examples", type=int, default=None,
+                    help="Hypothesis examples per lossless_check call (default: assert_lossless's 60)")
+
+
+@pytest.fixture
+def lossless_check(request):
+    """``lossless_check(verifier, **kw)``: exact property-based certification (assert_lossless)."""
+    from specsim.testing import assert_lossless
+
+    n = request.config.getoption("--specsim-examples", default=None)
+
+    def check(verifier, **kw):
+        if n is not None:
+            kw.setdefault("max_examples", n)
+        assert_lossless(verifier, **kw)
+
+    return check
+
+
+@pytest.fixture
+def sampler_check():
+    """``sampler_check(sample_fn, target, draft, L, **kw)``: statistical check; fails with the report."""
+    from specsim.testing import check_sampler
+
+    def check(sample_fn, target, draft, L, **kw):
+        res = check_sampler(sample_fn, target, draft, L, **kw)
+        if not res.passed:
+            pytest.fail(str(res), pytrace=False)
+        return res
+
+    return check

@@ -1,0 +1,91 @@
+"""assert_lossless: lossless rules pass, lossy rules and misbehaving verifiers fail with a clear,
+shrunk counterexample (negative and positive controls)."""
+import numpy as np
+import pytest
+
+from specsim.testing import LossyVerifierError, assert_lossless
+from specsim.verifiers import block, hsd_capped, hsd_released, onehot, token
+from specsim.verifiers.base import Outcome, chain_verifier
+
+
+@pytest.mark.parametrize("v", [token, block, onehot, hsd_capped], ids=lambda v: v.name)
+def test_lossless_verifiers_pass(v):
+    assert_lossless(v, max_examples=30)
+
+
+def test_plain_function_verifier_passes():
+    def my_token(draft, p, q):  # a user's verifier: plain callable in the chain protocol
+        return token.law(draft, p, q)
+
+    assert_lossless(my_token, max_examples=15)
+
+
+def test_released_hsd_is_caught_with_a_small_readable_counterexample():
+    with pytest.raises(LossyVerifierError) as info:
+        assert_lossless(hsd_released, max_examples=60, derandomize=True)
+    err = info.value
+    msg = str(err)
+    for part in ("hsd_released is not lossless", "V = 3", "completed sequence z", "C(z) =", "target P(z)",
+                 "p0 =", "q0 =", "p2 ="):
+        assert part in msg
+    cert = err.certificate
+    assert not cert.lossless and cert.V == 3 and cert.L == 2  # the joint law of tokens 1-2 is wrong (THEORY 7)
+    assert err.case.L == 2 and cert.max_abs_error > 1e-6
+
+
+def _law_with(fault):
+    @chain_verifier("faulty", lossless=False)
+    def law(draft, p, q):
+        return fault(draft, p, q)
+    return law
+
+
+def test_verifier_that_raises_is_reported_with_its_input():
+    def boom(draft, p, q):
+        if len(draft) >= 2:
+            raise RuntimeError("index out of range in my kernel")
+        return token.law(draft, p, q)
+
+    with pytest.raises(LossyVerifierError, match=r"raised RuntimeError: index out of range") as info:
+        assert_lossless(_law_with(boom), max_examples=30)
+    assert "draft (" in str(info.value) and "p0 =" in str(info.value)
+    assert info.value.certificate is None and info.value.case.L == 2  # shrunk to the smallest L that raises
+
+
+def test_probabilities_not_summing_to_one_are_reported():
+    def leaky(draft, p, q):
+        return [Outcome(o.prob * 0.9, o.accepted, o.next_dist) for o in token.law(draft, p, q)]
+
+    with pytest.raises(LossyVerifierError, match="invalid outcome list.*sum to"):
+        assert_lossless(_law_with(leaky), max_examples=10)
+
+
+def test_outcome_beyond_the_draft_is_reported():
+    def overreach(draft, p, q):
+        return [Outcome(1.0, len(draft) + 1, p[-1])]
+
+    with pytest.raises(LossyVerifierError, match="outside 0..1"):  # shrunk to L = 1
+        assert_lossless(_law_with(overreach), max_examples=10)
+
+
+def test_bad_distribution_row_is_reported():
+    def nan_row(draft, p, q):
+        return [Outcome(1.0, 0, np.full(p.shape[1], np.nan))]
+
+    with pytest.raises(LossyVerifierError, match="not a probability vector"):
+        assert_lossless(_law_with(nan_row), max_examples=5)
+
+
+def test_explicit_arguments_and_bad_input():
+    from hypothesis import strategies as st
+    assert_lossless(block, V=5, L=st.just(2), depth=1, max_examples=5)
+    with pytest.raises(ValueError, match="V >= 2"):
+        assert_lossless(block, V=1, max_examples=2)
+
+
+def test_tree_verifiers_use_applicable_processes():
+    tree = pytest.importorskip("specsim.verifiers.tree")
+    assert_lossless(tree.specinfer, max_examples=15)  # only i.i.d. processes: no false alarm
+    assert_lossless(tree.sequoia, max_examples=15)    # only without-replacement processes
+    with pytest.raises(LossyVerifierError, match="gbv_capped is not lossless"):
+        assert_lossless(tree.gbv_capped, max_examples=30, derandomize=True, shrink=False)

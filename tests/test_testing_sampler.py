@@ -1,0 +1,161 @@
+"""check_sampler (statistical, stated false-alarm rate and power) and check_sampler_exact (injected
+uniforms integrated exactly), with lossless and faulty samplers."""
+import numpy as np
+import pytest
+from scipy import stats
+
+from specsim.exact import check_lossless
+from specsim.models import random_model
+from specsim.testing import (BatchSampler, check_sampler, check_sampler_exact, completed_law, detection_threshold,
+                             from_verifier, samples_to_detect)
+from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.verifiers import block, hsd_released, token
+
+TARGET, DRAFT = random_model(3, 0, 0.5), random_model(3, 1, 0.5)
+
+
+def _inverse_cdf(row, u):
+    c = np.cumsum(row)
+    return int(min(np.searchsorted(c, u * c[-1], side="right"), np.flatnonzero(row > 0)[-1]))
+
+
+def _token_batch(drafts, p, q, rng, residual="correct"):
+    """Vectorised token-level speculative sampling (Leviathan et al.), numpy."""
+    B, L = drafts.shape
+    idx = np.arange(B)
+    a = np.empty((B, L))
+    for i in range(L):
+        a[:, i] = p[idx, i, drafts[:, i]] / q[idx, i, drafts[:, i]]
+    fail = rng.random((B, L)) >= a
+    tau = np.where(fail.any(axis=1), fail.argmax(axis=1), L)
+    rows = p[idx, tau].copy()
+    rej = tau < L
+    if residual == "correct":
+        r = np.maximum(p[idx, tau][rej] - q[idx, np.minimum(tau, L - 1)][rej], 0)
+        rows[rej] = r / r.sum(axis=1, keepdims=True)
+    c = np.cumsum(rows, axis=1)
+    tok = np.minimum((c <= rng.random(B)[:, None] * c[:, -1:]).sum(axis=1), p.shape[2] - 1)
+    return tau, tok
+
+
+def test_lossless_samplers_pass():
+    res = check_sampler(from_verifier(token), TARGET, DRAFT, 2, n=6000)
+    assert res.passed and res.impossible == 0 and len(res.subtests) == 4
+    assert "PASS" in str(res) and "false-alarm rate 0.001" in str(res)
+    assert check_sampler(BatchSampler(_token_batch), random_model(4, 5), random_model(4, 6), 3, n=40000).passed
+
+
+def test_false_alarm_rate_is_as_stated():
+    # 60 independent calls at alpha = 0.05 on a lossless sampler: rejections ~ Binomial(60, <= 0.05);
+    # P(X >= 10) < 1e-3, so this assertion itself has a false-alarm rate below 1e-3.
+    rejected = sum(not check_sampler(BatchSampler(_token_batch), TARGET, DRAFT, 2, n=3000, alpha=0.05,
+                                     seed=s).passed for s in range(60))
+    assert rejected < 10
+    assert stats.binom.sf(9, 60, 0.05) < 1e-3
+
+
+def test_power_at_the_predicted_sample_size():
+    # hsd_released on this instance: the exact completed law C gives the n at which the test has 99% power
+    C, P = completed_law(hsd_released, TARGET, DRAFT, 2)
+    n = samples_to_detect(C, P, 3, 2)
+    assert 100 < n < 1e6
+    res = check_sampler(from_verifier(hsd_released), TARGET, DRAFT, 2, n=int(n))
+    assert not res.passed and any(t.rejected for t in res.subtests)  # fails with probability <= ~1%
+
+
+def test_detectable_tv_follows_from_the_noncentral_chi_square():
+    res = check_sampler(BatchSampler(_token_batch), TARGET, DRAFT, 2, n=10000)
+    joint = res.subtests[0]
+    lam = detection_threshold(joint.df, joint.level, 0.99)
+    crit = stats.chi2.isf(joint.level, joint.df)
+    assert stats.ncx2.sf(crit, joint.df, lam) == pytest.approx(0.99, abs=1e-6)
+    assert res.detectable_tv == pytest.approx(np.sqrt(lam / (4 * 10000)) + joint.pooled_mass)
+    # chi2(C||P) >= 4 TV^2: a law at TV = detectable_tv (unpooled) has non-centrality >= lambda*
+    assert 4 * 10000 * (res.detectable_tv - joint.pooled_mass) ** 2 >= lam * (1 - 1e-9)
+
+
+def test_wrong_residual_batch_sampler_is_flagged():
+    bad = BatchSampler(lambda d, p, q, rng: _token_batch(d, p, q, rng, residual="from_target"))
+    res = check_sampler(bad, TARGET, DRAFT, 2, n=5000)
+    assert not res.passed and "FAIL" in str(res)
+
+
+def test_invalid_and_impossible_outputs():
+    res = check_sampler(lambda d, p, q, rng: (len(d) + 1, 0), TARGET, DRAFT, 2, n=50)
+    assert not res.passed and "outside 0..2" in res.invalid
+
+    def raises(d, p, q, rng):
+        raise IndexError("boom")
+
+    res = check_sampler(raises, TARGET, DRAFT, 2, n=50)
+    assert not res.passed and "IndexError: boom" in res.invalid
+
+    def zero_prob_token(d, p, q, rng):
+        return 0, int(np.argmin(p[0]))  # emits a token with target probability 0
+
+    t = random_model(3, 3).shifted(())
+    from specsim.models import top_k
+    res = check_sampler(zero_prob_token, top_k(t, 2), DRAFT, 1, n=200)
+    assert not res.passed and res.impossible == 200
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="alpha"):
+        check_sampler(from_verifier(token), TARGET, DRAFT, 2, alpha=0)
+    with pytest.raises(ValueError, match="L must be"):
+        check_sampler(from_verifier(token), TARGET, DRAFT, 0)
+    with pytest.raises(ValueError, match="same V"):
+        check_sampler(from_verifier(token), TARGET, random_model(4, 1), 1)
+
+
+# ------------------------------------------------------------------- exact mode (injected uniforms)
+def _token_u(draft, p, q, u):
+    """Token-level SpS with uniforms u[0..L-1] for the tests and u[L] for the emitted token."""
+    for i, t in enumerate(draft):
+        if not u[i] * q[i, t] < p[i, t]:
+            r = np.maximum(p[i] - q[i], 0)
+            return i, _inverse_cdf(r / r.sum(), u[-1])
+    return len(draft), _inverse_cdf(p[-1], u[-1])
+
+
+def _token_u_reused(draft, p, q, u):
+    """The classic bug: the uniform that rejected x_i also samples the residual."""
+    for i, t in enumerate(draft):
+        a = min(1.0, p[i, t] / q[i, t])
+        if not u[i] < a:
+            r = np.maximum(p[i] - q[i], 0)
+            return i, _inverse_cdf(r / r.sum(), u[i])
+    return len(draft), _inverse_cdf(p[-1], u[-1])
+
+
+def _block_u(draft, p, q, u):
+    from specsim.verifiers.chain import block_weights
+    w, h, res = block_weights(draft, p, q)
+    L = len(draft)
+    passing = [i for i in range(1, L + 1) if u[i - 1] < h[i]]
+    tau = passing[-1] if passing else 0
+    return tau, _inverse_cdf(p[L] if tau == L else res[tau], u[-1])
+
+
+@pytest.mark.parametrize("fn", [_token_u, _block_u])
+def test_exact_mode_certifies_lossless_samplers(fn):
+    for L in (1, 2):
+        cert = check_sampler_exact(fn, TARGET, DRAFT, L)
+        assert cert.lossless and cert.max_abs_error < 1e-9
+    # and it reproduces the exact law of the rule it implements
+    law = check_lossless(token if fn is _token_u else block, TARGET, DRAFT, 2)
+    assert cert.expected_accepted == pytest.approx(law.expected_accepted, abs=1e-9)
+
+
+def test_exact_mode_flags_reused_uniform_with_the_mutant_law():
+    cert = check_sampler_exact(_token_u_reused, TARGET, DRAFT, 2)
+    assert not cert.lossless
+    # two independent computations of the same fault agree: grid integration vs the analytic mutant law
+    ref = check_lossless(CHAIN_MUTANTS["reused_uniform"], TARGET, DRAFT, 2)
+    assert cert.max_abs_error == pytest.approx(ref.max_abs_error, abs=1e-9)
+    assert cert.worst_sequence == ref.worst_sequence
+
+
+def test_exact_mode_reports_bad_output():
+    with pytest.raises(ValueError, match="returned"):
+        check_sampler_exact(lambda d, p, q, u: (5, 0), TARGET, DRAFT, 1)
