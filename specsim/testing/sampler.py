@@ -267,10 +267,10 @@ def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000
 # ----------------------------------------------------------------------------- design of experiments
 def completed_law(verifier, target: Model, draft: Model, L: int, drafting=None, context=()):
     """(C, P): the exact completed law C(z) and the target law P(z) over V^{L+1} (flat, base-V codes)."""
-    from ..exact import completed_law
+    from .. import exact
 
     law = output_law(verifier, target, draft, L, drafting or chain(), context)
-    return completed_law(law, target.shifted(context))
+    return exact.completed_law(law, target.shifted(context))
 
 
 def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float = 1e-3,
