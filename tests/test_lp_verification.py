@@ -1,6 +1,5 @@
 """The information-agnostic verification LP: equals block verification on chains, certifies lossy
 rules, yields a verifier the exact engine certifies, and works for tree draft processes."""
-import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -11,51 +10,13 @@ from hypothesis import given, settings, strategies as st
 from lp.coupling import multidraft_bound
 from lp.verification import tree_key, verification_lp
 from specsim import DraftTree, Outcome, block, check_lossless, chain, expected_accepted, hsd_released, iid, random_model
+from specsim.drafts import fixed_shape, iid_paths, swor_tree
 from specsim.verifiers.base import Verifier
+from specsim.verifiers.tree import verifiers_for
 
 TOY_P, TOY_Q = [1 / 3, 2 / 3], [2 / 3, 1 / 3]
 #: THEORY.md 12, R2/R3: block verification (= LP optimum) on the toy for L = 1..4.
 TOY_BV = [Fraction(2, 3), Fraction(11, 9), Fraction(5, 3), Fraction(166, 81)]
-
-
-@dataclass(frozen=True)
-class IIDPaths:
-    """Test-only draft process: K i.i.d. draft paths of length L, merged into a trie.
-
-    Enumerates all V^{KL} ordered path tuples (tiny V, K, L only); the trie's ``draws`` list each
-    node's child tokens in drafting order with repeats.
-    """
-
-    K: int
-    name: str = "iid_paths_test"
-
-    def enumerate(self, target, draft, L):
-        V = target.V
-        for paths in itertools.product(itertools.product(range(V), repeat=L), repeat=self.K):
-            prob = 1.0
-            for path in paths:
-                for i in range(L):
-                    prob *= draft(path[:i])[path[i]]
-            if prob == 0:
-                continue
-            nodes = {(): 0}
-            tokens, parent, draws = [-1], [-1], [[]]
-            for path in paths:
-                for i in range(1, L + 1):
-                    pre = path[:i]
-                    draws[nodes[pre[:-1]]].append(pre[-1])
-                    if pre not in nodes:
-                        nodes[pre] = len(tokens)
-                        tokens.append(pre[-1])
-                        parent.append(nodes[pre[:-1]])
-                        draws.append([])
-            inv = {i: s for s, i in nodes.items()}
-            p = np.array([target(inv[i]) for i in range(len(tokens))])
-            q = np.array([draft(inv[i]) if len(inv[i]) < L else np.zeros(V) for i in range(len(tokens))])
-            yield prob, DraftTree(tuple(tokens), tuple(parent), p, q, tuple(tuple(d) for d in draws), False)
-
-    def sample(self, target, draft, L, rng):  # pragma: no cover - not used by the LP
-        raise NotImplementedError
 
 
 # --------------------------------------------------------------------------- chains: LP = BV
@@ -121,19 +82,34 @@ def test_lp_verifier_passes_exact_check_and_mutant_fails(V, L):
 @pytest.mark.parametrize("V,K", [(3, 2), (3, 3), (4, 2)])
 def test_tree_lp_at_depth_one_is_the_multidraft_optimum(V, K):
     target, draft = random_model(V, 7 * V + K), random_model(V, 3 * V + K, 0.5)
-    sol = verification_lp(target, draft, 1, drafting=IIDPaths(K))
+    sol = verification_lp(target, draft, 1, drafting=iid_paths(K))
     assert abs(sol.value - multidraft_bound(target(()), draft(()), K).value) < 1e-8
     assert sol.n_drafts < V ** K                                 # orderings merged
-    assert check_lossless(sol.verifier, target, draft, 1, drafting=IIDPaths(K)).lossless
+    assert check_lossless(sol.verifier, target, draft, 1, drafting=iid_paths(K)).lossless
 
 
 def test_tree_lp_two_paths_beats_one_and_is_lossless():
     target, draft = random_model(3, 8), random_model(3, 9)
-    two = verification_lp(target, draft, 2, drafting=IIDPaths(2))
+    two = verification_lp(target, draft, 2, drafting=iid_paths(2))
     one = verification_lp(target, draft, 2)
     assert two.value >= one.value - 1e-9                         # a verifier may ignore the second path
-    cert = check_lossless(two.verifier, target, draft, 2, drafting=IIDPaths(2))
+    cert = check_lossless(two.verifier, target, draft, 2, drafting=iid_paths(2))
     assert cert.lossless and abs(cert.expected_accepted - two.value) < 1e-9
+
+
+@pytest.mark.parametrize("process", [iid_paths(2), swor_tree(2), fixed_shape((2, 1), replacement=False)],
+                         ids=lambda p: p.name)
+def test_every_lossless_tree_verifier_is_at_most_the_tree_lp(process):
+    """The tree LP bounds every lossless verifier on the same draft process; lossy ones may exceed it."""
+    target, draft = random_model(3, 31, 0.7), random_model(3, 32, 0.7)
+    bound = verification_lp(target, draft, 2, drafting=process).value
+    checked = 0
+    for v in verifiers_for(process):
+        cert = check_lossless(v, target, draft, 2, drafting=process)
+        if cert.lossless:
+            assert cert.expected_accepted <= bound + 1e-7, (v.name, cert.expected_accepted, bound)
+            checked += 1
+    assert checked >= 3
 
 
 def test_tree_key_ignores_node_numbering():
