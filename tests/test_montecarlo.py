@@ -32,3 +32,16 @@ def test_estimate_validates():
     t = s.iid([0.5, 0.5])
     with pytest.raises(ValueError, match="n must be"):
         estimate(s.token, t, t, 2, n=1)
+
+
+@pytest.mark.parametrize("name,spec", [("specinfer", "iid:2"), ("sequoia", "swor:2"), ("traversal", "swor:2")])
+def test_estimate_on_tree_processes_agrees_with_exact(name, spec):
+    from specsim.drafts import parse_drafting
+    from specsim.verifiers.tree import TREE_VERIFIERS
+    v = TREE_VERIFIERS[name][0]
+    t, d = s.random_model(3, 4, concentration=0.7), s.random_model(3, 5, concentration=0.7)
+    drafting = parse_drafting(spec)
+    e = estimate(v, t, d, 2, n=4000, drafting=drafting, rng=np.random.default_rng(7))
+    exact = s.expected_accepted(v, t, d, 2, drafting)
+    assert abs(e.expected_accepted - exact) < 5.3 * e.expected_accepted_se
+    assert e.completion_pvalue > 1e-6
