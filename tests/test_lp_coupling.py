@@ -233,3 +233,96 @@ def test_spectr_rho_is_smallest_valid():
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+# --------------------------------------------------------------------------- fast without-replacement quadrature
+def _reference_quadrature(qs, lam, K, ks, step=0.25):
+    """The pre-optimisation implementation of Q_sub(H_k) (kept as an oracle): the positive e_j
+    recursion over every token up to the largest prefix on the full log-t grid, O(G max(ks) K)."""
+    import math
+    kmax = int(ks.max())
+    q = qs[:kmax]
+    t_lo = (1e-16 * math.factorial(K)) ** (1.0 / K)
+    t_hi = 40.0 / float(lam[ks].min())
+    t = np.exp(np.arange(np.log(t_lo), np.log(t_hi) + step, step))[:, None]
+    qt = q[None, :] * t
+    sure = qt > 36.0
+    o = np.where(sure, 0.0, np.expm1(np.minimum(qt, 36.0)))
+    n_sure = np.concatenate([np.zeros((t.size, 1), dtype=np.int64), np.cumsum(sure, axis=1)], axis=1)[:, ks]
+    mass = np.concatenate([np.zeros((t.size, 1)), np.cumsum(np.where(sure, 0.0, qt), axis=1)], axis=1)[:, ks]
+    e = np.ones((t.size, kmax + 1))
+    low = np.zeros((t.size, ks.size))
+    for j in range(K):
+        with np.errstate(divide="ignore"):
+            low += np.where(n_sure <= K - 1 - j, np.exp(np.log(e[:, ks]) - mass), 0.0)
+        if j < K - 1:
+            work = o * e[:, :kmax]
+            e[:, 0] = 0.0
+            np.cumsum(work, axis=1, out=e[:, 1:])
+    lt = lam[ks][None, :] * t
+    return np.clip((step * lt * np.exp(-lt) * np.clip(1.0 - low, 0.0, 1.0)).sum(axis=0), 0.0, 1.0)
+
+
+def _sorted_prefixes(p, q):
+    from lp.coupling import _prefix_order
+    order = _prefix_order(p, q)
+    qs = q[order]
+    Qc = np.concatenate(([0.0], np.cumsum(qs)))
+    lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
+    return order, qs, Qc, lam
+
+
+#: (exact top masses, cluster gap): the default, and settings that force the moment path, the
+#: block joins between clusters and the large-t fallback on tiny instances.
+FAST_PATH_SETTINGS = ((256, 2048), (0, 0), (1, 0), (2, 1), (0, 2048))
+
+
+@settings(max_examples=20, deadline=None)
+@given(pairs(5, 8), st.integers(3, 5))
+def test_fast_quadrature_matches_exact_enumeration(pq, K):
+    """Q_sub(H_k) on every prefix vs the exact set law, and the bound vs brute force, to 1e-10."""
+    import lp.coupling as C
+    p, q = pq
+    if K >= np.count_nonzero(q):
+        K = max(np.count_nonzero(q) - 1, 1)
+    if K < 3:
+        return
+    order, qs, Qc, lam = _sorted_prefixes(p, q)
+    ks = np.flatnonzero((lam[:-1] > 0) & (Qc[:-1] > 0))
+    sets, probs = draft_set_law(q, K, replacement=False)
+    exact = np.array([sum(pr for S, pr in zip(sets, probs) if set(S) <= set(order[:k].tolist())) for k in ks])
+    saved = C._EXACT_TOP, C._CLUSTER_GAP
+    try:
+        for top, gap in FAST_PATH_SETTINGS:
+            C._EXACT_TOP, C._CLUSTER_GAP = top, gap
+            assert np.max(np.abs(_wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25) - exact)) < 1e-10
+            sub = ks[::2]                                        # scattered candidates
+            assert np.max(np.abs(_wor_subset_quadrature(qs, Qc, lam, K, sub, 0.25) - exact[::2])) < 1e-10
+            assert abs(multidraft_bound(p, q, K, False).value
+                       - multidraft_bound_bruteforce(p, q, K, False).value) < 1e-10
+    finally:
+        C._EXACT_TOP, C._CLUSTER_GAP = saved
+
+
+def test_fast_quadrature_matches_previous_implementation():
+    """V = 3000 LLM-like pair, K = 4, 8: every prefix and the bound vs the O(G V K) oracle, to 1e-10."""
+    import lp.coupling as C
+    from lp.bench import llm_like_pair
+    p, q = llm_like_pair(3000, seed=4)
+    order, qs, Qc, lam = _sorted_prefixes(p, q)
+    ks = np.flatnonzero((lam > 0) & (Qc > 0))
+    Pc = np.concatenate(([0.0], np.cumsum(p[order])))
+    for K in (4, 8):
+        ref = _reference_quadrature(qs, lam, K, ks)
+        Qsub = (lam <= 0).astype(float)                          # 1 once H holds all of supp q
+        Qsub[ks] = ref                                           # (0 while q(H) = 0)
+        assert abs(multidraft_bound(p, q, K, False).value - np.min(Pc + 1.0 - Qsub)) < 1e-10
+        saved = C._CLUSTER_GAP
+        try:
+            for gap in (2048, 64):                               # one cluster; many clusters
+                C._CLUSTER_GAP = gap
+                assert np.max(np.abs(_wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25) - ref)) < 1e-10
+                sub = ks[::97]
+                assert np.max(np.abs(_wor_subset_quadrature(qs, Qc, lam, K, sub, 0.25) - ref[::97])) < 1e-10
+        finally:
+            C._CLUSTER_GAP = saved
