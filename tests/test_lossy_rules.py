@@ -212,3 +212,38 @@ def test_registry_complete():
     assert set(LOSSY_RULES) == {"typical", "lenience", "topk_accept", "fuzzy", "cactus", "mentored",
                                 "ensemble", "margin_standin", "consultant_standin"}
     assert "stand-in" in margin_standin(0.8).rule.label and "assumption" in consultant_standin(0.1).rule.label
+
+
+def test_clip_family_sharing_is_scoped_to_the_same_arrays():
+    """ClipFamily.of reuses a family only inside ``shared()`` and only for the very same arrays."""
+    from specsim.verifiers.lossy import ClipFamily
+
+    p, q = E1_P.copy(), E1_Q.copy()
+    fam = ClipFamily(p, q)
+    assert ClipFamily.of(p, q) is not fam
+    with fam.shared():
+        assert ClipFamily.of(p, q) is fam
+        assert ClipFamily.of(p.copy(), q) is not fam and ClipFamily.of(q, p) is not fam
+        np.testing.assert_allclose(mentored(0.6).rule.closed_out(p, q), fam.pi(1 / 0.6), atol=0)
+    assert ClipFamily.of(p, q) is not fam
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-3, 0.01, 0.05])
+def test_cactus_closed_form_many_rejected_tokens(delta):
+    """Cactus's O(V log V) form (bincounts over the shared ratio order) against the O(V^2) sum over
+    drafted tokens at V = 60: draft = target times log-normal noise, so several drafted tokens are
+    rejectable (q_n > h_n) and ratios q/p lie between the c_n; plus tied ratios and exact zeros."""
+    V = 60
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        p = rng.dirichlet(np.ones(V))
+        q = p * np.exp(rng.standard_normal(V))
+        if seed % 2:
+            q[:10] = 1.5 * p[:10]  # tied ratios
+            p[rng.integers(V, size=2)] = 0.0
+            q[rng.integers(V, size=2)] = 0.0
+        p, q = p / p.sum(), q / q.sum()
+        v = cactus(delta)
+        out, ref = v.out(p, q), v.rule.lifted_out(p, q)
+        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-13, err_msg=f"seed {seed}")
+        assert abs(out.sum() - 1) < 1e-12

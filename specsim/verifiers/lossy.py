@@ -21,6 +21,8 @@ solver for b(a) in sum_v clip(q_v, b p_v, a p_v) = 1 shared by :func:`mentored` 
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -39,18 +41,50 @@ __all__ = ["SingleTokenRule", "LossyVerifier", "single_token_chain", "typical", 
 
 # --------------------------------------------------------------------------- divergences
 def kl(a: np.ndarray, b: np.ndarray) -> float:
-    """KL(a || b) = sum_v a_v log(a_v / b_v) in nats; +inf if a_v > 0 = b_v somewhere (0 log 0 = 0)."""
-    return float(max(rel_entr(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)).sum(), 0.0))
+    """KL(a || b) = sum_v a_v log(a_v / b_v) in nats; +inf if a_v > 0 = b_v somewhere (0 log 0 = 0).
+
+    Two nonnegative vectors of one shape take a vectorised path (one log over the support of a;
+    ``scipy.special.rel_entr`` costs ~15x more at V ~ 1e5); anything else (negative or NaN
+    entries, broadcasting) goes through ``rel_entr``, whose conventions both paths share.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.ndim == 1 and a.shape == b.shape and a.size:
+        amin, bmin = a.min(), b.min()
+        if amin >= 0.0 and bmin >= 0.0:
+            if amin == 0.0:
+                pos = a > 0.0
+                a, b = a[pos], b[pos]
+                if a.size == 0:
+                    return 0.0
+                bmin = b.min()
+            if bmin <= 0.0:
+                return np.inf
+            with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+                lr = np.divide(a, b)
+                np.log(lr, out=lr)
+                val = np.dot(a, lr)
+                if not np.isfinite(val):  # a / b over- or underflowed (subnormal entries)
+                    bad = ~np.isfinite(lr)
+                    lr[bad] = np.log(a[bad]) - np.log(b[bad])
+                    val = np.dot(a, lr)
+            return float(max(val, 0.0))
+    return float(max(rel_entr(a, b).sum(), 0.0))
 
 
 def tv(a: np.ndarray, b: np.ndarray) -> float:
     """TV(a, b) = (1/2) sum_v |a_v - b_v|."""
-    return float(0.5 * np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)).sum())
+    d = np.subtract(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    return float(0.5 * np.abs(d, out=d).sum())
 
 
 def _entropy(p: np.ndarray, eps: float = 0.0) -> float:
-    pos = p > 0
-    return float(-np.sum(p[pos] * np.log(p[pos] + eps)))
+    if p.min() <= 0:
+        p = p[p > 0]
+    t = p + eps
+    np.log(t, out=t)
+    t *= p
+    return float(-t.sum())
 
 
 _pair = as_pair
@@ -333,7 +367,8 @@ def cactus(delta: float) -> LossyVerifier:
     out(y) = min(q_y, h^(y)_y) + sum_n q_n (1 - a(n)) R_n(y);  beta = sum_n min(q_n, h^(n)_n).
     delta >= 0 (delta = 0 is speculative sampling).  delta is a per-token second-order proxy, NOT a
     bound on KL(out || p) (THEORY.md 9.3): certify out exactly with :func:`lp.lossy.certify`.
-    The closed form here is O(V log V): sorted breakpoints q_v/p_v and sorted c_n.
+    The closed form here is O(V log V): one sort of the breakpoints q_v/p_v (shared with
+    :class:`ClipFamily`, so a certificate sorts once).
     """
     delta = _param("delta", delta, 0.0, np.inf, hi_open=True)
 
@@ -350,58 +385,117 @@ def cactus(delta: float) -> LossyVerifier:
         h, c = _cactus_h(p, delta)
         acc = np.minimum(q, h)
         rho = q - acc  # rejection mass of drafted n
-        # F(c) = sum_v (c p_v - q_v)_+ by sorted ratios r_v = q_v / p_v (p_v = 0 contributes 0)
-        pos = p > 0
-        r = np.full(p.size, np.inf)
-        r[pos] = q[pos] / p[pos]
-        order = np.argsort(r, kind="stable")
-        rs = r[order]
-        Pc = np.concatenate(([0.0], np.cumsum(p[order])))
-        Qc = np.concatenate(([0.0], np.cumsum(q[order])))
-        j = np.searchsorted(rs, c, side="left")
-        Z = c * Pc[j] - Qc[j] - np.maximum(c * p - q, 0.0)
-        Z = np.maximum(Z, rho)  # Z_n = sum (q - h^(n))_+ >= rho_n; guards rounding
-        with np.errstate(divide="ignore", invalid="ignore"):
-            w = np.where(rho > 0, rho / Z, 0.0)
-        # G(y) = sum_n w_n (c_n p_y - q_y)_+ = p_y sum_{c_n > r_y} w_n c_n - q_y sum_{c_n > r_y} w_n
-        oc = np.argsort(c, kind="stable")
-        cs = c[oc]
-        Wc = np.concatenate((np.cumsum((w * c)[oc][::-1])[::-1], [0.0]))
-        W = np.concatenate((np.cumsum(w[oc][::-1])[::-1], [0.0]))
-        k = np.searchsorted(cs, r, side="right")
-        G = np.where(pos, np.maximum(p * Wc[k] - q * W[k], 0.0), 0.0)
-        G -= w * np.maximum(c * p - q, 0.0)  # the sum runs over n != y
-        return acc + np.maximum(G, 0.0)
+        # Only drafted n with rho_n > 0 are ever rejected (often a handful at LLM vocabularies).
+        # Z_n = sum_{v != n} (c_n p_v - q_v)_+ by the ratio order r_v = q_v / p_v (p_v > 0) of
+        # ClipFamily: with j_n = #{r < c_n}, sum_v (c_n p_v - q_v)_+ = c_n P_j - Q_j.
+        act = np.flatnonzero(rho > 0)
+        fam = ClipFamily.of(p, q)
+        ca, ra = c[act], rho[act]
+        j = np.searchsorted(fam.r, ca, side="left")
+        own = np.maximum(ca * p[act] - q[act], 0.0)
+        Z = ca * fam.Pc[j] - fam.Qc[j] - own
+        w = ra / np.maximum(Z, ra)  # Z_n = sum (q - h^(n))_+ >= rho_n; guards rounding
+        # G(y) = sum_n w_n (c_n p_y - q_y)_+ = p_y sum_{c_n > r_y} w_n c_n - q_y sum_{c_n > r_y} w_n.
+        # c_n > r_y iff j_n > i for y at ratio rank i (ties in r never split: no c_n lies between
+        # equal r), so both sums are suffix sums of bincounts over j: no second sort.
+        m = fam.r.size
+        Wc = np.cumsum(np.bincount(j, weights=w * ca, minlength=m + 1)[::-1])[::-1]
+        W = np.cumsum(np.bincount(j, weights=w, minlength=m + 1)[::-1])[::-1]
+        G = np.zeros(p.size)
+        G[fam.idx] = np.maximum(fam.ps * Wc[1:] - fam.qs * W[1:], 0.0)  # p_v = 0: G_v = 0
+        G[act] -= w * own  # the sum runs over n != y
+        np.maximum(G, 0.0, out=G)
+        G += acc
+        return G
 
     return _make("cactus", decide, out, beta, dict(delta=delta))
 
 
 # --------------------------------------------------------------------------- clip family (9.2)
+def _cumsum0(x: np.ndarray) -> np.ndarray:
+    """(0, x_0, x_0 + x_1, ...): the running sum with a leading zero, in one array."""
+    res = np.empty(x.size + 1)
+    res[0] = 0.0
+    np.cumsum(x, out=res[1:])
+    return res
+
+
+_SHARED_FAMILY: ContextVar = ContextVar("specsim_clip_family", default=None)
+
+
 class ClipFamily:
     """pi(a) = clip(q, b(a) p, a p) with b(a) solving sum_v clip(q_v, b p_v, a p_v) = 1 (THEORY.md 9.2).
 
     Sorting the breakpoints r_v = q_v / p_v once (p_v > 0) makes b(a) an O(log V) search: with
     prefix sums P_j, Q_j of p and q in ratio order, sum clip = b P_lo + (Q_hi - Q_lo) + a (1 - P_hi)
-    where lo = #{r < b}, hi = #{r <= a}.  Tokens with p_v = 0 get pi_v = 0.
+    where lo = #{r < b}, hi = #{r <= a}.  Tokens with p_v = 0 get pi_v = 0.  The sort is the
+    only O(V log V) step of a certificate: ``with fam.shared():`` lets rule closed forms that need
+    it (mentored, Cactus) reuse ``fam`` through :meth:`of` instead of sorting again.
 
     >>> fam = ClipFamily(p, q); b = fam.b(1.7); pi = fam.pi(1.7)
     """
 
     def __init__(self, p: np.ndarray, q: np.ndarray):
         self.p, self.q = p, q
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.inf)
-        order = np.argsort(r)[: int(np.count_nonzero(p > 0))]  # p = 0 sorts last and is dropped
+        pos = p > 0
+        m = int(np.count_nonzero(pos))
+        if m == p.size:
+            with np.errstate(over="ignore"):  # reported below as a ValueError
+                r = q / p
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.where(pos, q / np.where(pos, p, 1.0), np.inf)
+        order = np.argsort(r)[:m]  # p = 0 sorts last and is dropped
         self.idx = order
-        self.r, self.ps, self.qs = r[order], p[order], q[order]
-        self.Pc = np.concatenate(([0.0], np.cumsum(self.ps)))
-        self.Qc = np.concatenate(([0.0], np.cumsum(self.qs)))
+        # Every O(V) step writes into as few fresh arrays as possible: at V ~ 1e5 a new array's
+        # first touch (page faults) costs as much as the arithmetic.  q/p is elementwise, so
+        # qs/ps equals r[order] bit for bit.
+        self.ps, self.qs = np.take(p, order), np.take(q, order)
+        with np.errstate(over="ignore"):
+            self.r = np.divide(self.qs, self.ps)
+        if m and not np.isfinite(self.r[-1]):  # p_v subnormal under draft mass: q/p overflows
+            v = int(order[-1])
+            raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
+                             "ratio is not representable; set such p entries to 0 or floor them")
+        self.Pc, self.Qc = _cumsum0(self.ps), _cumsum0(self.qs)
         self.Ptot = self.Pc[-1]
         #: suffix sums of p in ratio order (a * p-mass above a must not come from 1 - prefix)
-        self.Psuf = np.concatenate((np.cumsum(self.ps[::-1])[::-1], [0.0]))
+        self.Psuf = _cumsum0(self.ps[::-1])[::-1]
         # G_j = r_j P_j - Q_j is nondecreasing in j: sum clip at b = r_j, minus its a-part
-        self.G = self.r * self.Pc[:-1] - self.Qc[:-1]
+        self.G = np.multiply(self.r, self.Pc[:-1])
+        self.G -= self.Qc[:-1]
         self.a_max = float(self.r[-1]) if self.r.size else 1.0
+        #: tokens with q = 0 < p: the first n0 in ratio order (r = 0)
+        self.n0 = int(np.searchsorted(self.r, 0.0, "right"))
+        self._logr = None
+
+    @property
+    def logr(self) -> np.ndarray:
+        """log r in ratio order, 0 (not -inf) on the first n0 tokens (r = 0); computed once."""
+        if self._logr is None:
+            with np.errstate(divide="ignore"):
+                self._logr = np.log(self.r)
+            self._logr[:self.n0] = 0.0
+        return self._logr
+
+    @classmethod
+    def of(cls, p: np.ndarray, q: np.ndarray) -> "ClipFamily":
+        """The family of (p, q): the one :meth:`shared` is scoping when it was built from these very
+        arrays (identity, not equality), else a new one.  Lets a certificate sort q/p once for the
+        rule's closed form (mentored, Cactus) and both KL frontiers."""
+        fam = _SHARED_FAMILY.get()
+        if fam is not None and fam.p is p and fam.q is q:
+            return fam
+        return cls(p, q)
+
+    @contextmanager
+    def shared(self):
+        """``with fam.shared():`` makes :meth:`of` return ``fam`` for its own (p, q) in this block."""
+        token = _SHARED_FAMILY.set(self)
+        try:
+            yield self
+        finally:
+            _SHARED_FAMILY.reset(token)
 
     def segments(self, a: float, b: float) -> tuple[int, int]:
         """(lo, hi) = (#{r < b}, #{r <= a}) in ratio order."""
@@ -421,7 +515,9 @@ class ClipFamily:
     def pi(self, a: float, b: float | None = None) -> np.ndarray:
         """pi(a) = clip(q, b p, a p) (pi_v = 0 where p_v = 0)."""
         b = self.b(a) if b is None else b
-        return np.clip(self.q, b * self.p, a * self.p)
+        res = np.multiply(self.p, b)  # clip(q, b p, a p) = min(max(q, b p), a p) as b <= a
+        np.maximum(res, self.q, out=res)
+        return np.minimum(res, np.multiply(self.p, a, out=np.empty_like(res)), out=res)
 
 
 # --------------------------------------------------------------------------- 8.6 mentored
@@ -439,11 +535,11 @@ def mentored(alpha: float) -> LossyVerifier:
     a = 1.0 / alpha
 
     def decide(p, q, x):
-        b = ClipFamily(p, q).b(a)
+        b = ClipFamily.of(p, q).b(a)
         return (min(1.0, p[x] * a / q[x]) if q[x] > 0 else float(p[x] > 0)), _pos_part(b * p - q, p)
 
     def out(p, q):
-        return ClipFamily(p, q).pi(a)
+        return ClipFamily.of(p, q).pi(a)
 
     def beta(p, q):
         return np.minimum(q, a * p).sum()
@@ -472,6 +568,13 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
         if w in (0.0, 1.0):
             return (q if w == 0.0 else p).copy()
         both = (p > 0) & (q > 0)
+        if both.all():  # the same arithmetic, without the masks
+            g = np.log(p)
+            g *= w
+            lq = np.log(q)
+            lq *= 1.0 - w
+            g += lq
+            return normalize(np.exp(g, out=g), p)
         g = np.zeros(p.size)
         g[both] = np.exp(w * np.log(p[both]) + (1.0 - w) * np.log(q[both]))
         return normalize(g, p)
@@ -488,7 +591,13 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
 
 # --------------------------------------------------------------------------- 8.8 / 8.9 stand-ins
 def _top2(p: np.ndarray) -> np.ndarray:
-    return np.argsort(-p, kind="stable")[:2]
+    """The two largest entries of p, ties to the lowest id (= np.argsort(-p, kind="stable")[:2]), O(V)."""
+    i = int(np.argmax(p))
+    if p.size < 2:
+        return np.array([i])
+    rest = p.copy()
+    rest[i] = -np.inf
+    return np.array([i, int(np.argmax(rest))])
 
 
 def margin_standin(theta: float) -> LossyVerifier:
