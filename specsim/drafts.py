@@ -20,7 +20,8 @@ from ._validate import as_distribution, check_int
 from .models import Model
 
 __all__ = ["DraftTree", "DraftProcess", "Chain", "chain", "TreeProcess", "iid_paths", "swor_tree",
-           "fixed_shape", "topk_tree", "delayed_expansion", "parse_drafting", "draft_laws"]
+           "fixed_shape", "topk_tree", "delayed_expansion", "greedy_drafts", "parse_drafting",
+           "draft_laws"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,8 +206,10 @@ def chain() -> Chain:
 #:          before they are drawn); ``swor`` the draws are distinct and drawn by successive
 #:          sampling without replacement from q(.|node); ``paths`` the tree is K i.i.d. full
 #:          paths of length L merged into a trie; ``chain`` a single path drawn from q;
-#:          ``deterministic`` the tree is a fixed function of the rows (no draft randomness).
-DRAFT_LAWS = ("iid", "swor", "paths", "chain", "deterministic")
+#:          ``deterministic`` the tree is a fixed function of the rows (no draft randomness);
+#:          ``greedy`` the draws are the widths[d] - 1 most likely tokens of q and then one token
+#:          drawn from q outside them, in that order (Hu et al.'s greedy draft law).
+DRAFT_LAWS = ("iid", "swor", "paths", "chain", "deterministic", "greedy")
 
 
 def draft_laws(drafting) -> frozenset[str]:
@@ -242,6 +245,31 @@ def _options_topk(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]
     return [(tuple(int(t) for t in order[:n] if row[t] > 0), 1.0)]
 
 
+def _greedy_hub(row: np.ndarray, n: int) -> tuple[tuple[int, ...], float]:
+    # the n - 1 most likely tokens of q (ties to the lowest id) and the mass they leave
+    order = np.lexsort((np.arange(row.size), -row))
+    hub = tuple(int(t) for t in order[: n - 1] if row[t] > 0)
+    return hub, float(1.0 - row[list(hub)].sum()) if hub else 1.0
+
+
+def _options_greedy(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]]:
+    # Hu et al.'s greedy draft set: the top n-1 tokens of q, then one draw from q outside them
+    hub, rest = _greedy_hub(row, n)
+    if rest <= 1e-15:
+        return [(hub, 1.0)]
+    others = [int(t) for t in np.flatnonzero(row > 0) if int(t) not in hub]
+    return [(hub + (x,), float(row[x] / rest)) for x in others]
+
+
+def _sample_greedy(row, n, rng):
+    hub, rest = _greedy_hub(row, n)
+    if rest <= 1e-15:
+        return [(hub, 1.0)]
+    tail = row.copy()
+    tail[list(hub)] = 0.0
+    return [(hub + (int(rng.choice(row.size, p=tail / tail.sum())),), 1.0)]
+
+
 def _sample_iid(row, n, rng):
     return [(tuple(int(t) for t in rng.choice(row.size, size=n, p=row)), 1.0)]
 
@@ -255,7 +283,7 @@ def _sample_swor(row, n, rng):
     return [(tuple(xs), 1.0)]
 
 
-_ENUMERATE = {"iid": _options_iid, "swor": _options_swor, "topk": _options_topk}
+_ENUMERATE = {"iid": _options_iid, "swor": _options_swor, "topk": _options_topk, "greedy": _options_greedy}
 
 
 @dataclass(frozen=True)
@@ -273,6 +301,8 @@ class TreeProcess:
       (SpecInfer's residual sequence) see it.
     - ``"swor"``: min(widths[d], |supp q|) distinct children by successive sampling
       (Sequoia, arXiv 2402.12374): P(x_1..x_k) = prod_j q(x_j) / (1 - sum_{i<j} q(x_i)).
+    - ``"greedy"``: the widths[d] - 1 most likely tokens of q, then one draw from q outside them
+      (Hu et al., arXiv 2502.18779); with width 1 it is a single draw from q.
     - ``"topk"``: the widths[d] most likely tokens of q (ties to the lowest id), probability 1
       (EAGLE-style static trees).
 
@@ -303,6 +333,8 @@ class TreeProcess:
         """Children laws guaranteed at every node (see :func:`draft_laws`)."""
         if self.mode == "topk":
             return frozenset({"deterministic"})
+        if self.mode == "greedy":
+            return frozenset({"greedy"})
         if all(k == 1 for k in self.widths):
             return frozenset({"iid", "swor", "paths", "chain"})
         if self.mode == "swor":
@@ -368,7 +400,7 @@ class TreeProcess:
         if self.mode == "topk":
             options = _options_topk
         else:
-            draw = _sample_iid if self.mode == "iid" else _sample_swor
+            draw = {"iid": _sample_iid, "swor": _sample_swor, "greedy": _sample_greedy}[self.mode]
             options = lambda row, n: draw(row, n, rng)  # noqa: E731
         return next(iter(self._grow(target, draft, L, options)))[1]
 
@@ -412,6 +444,16 @@ def delayed_expansion(d: int, K: int, replacement: bool = True) -> TreeProcess:
                        f"delayed({d},{K}{'' if replacement else ',swor'})")
 
 
+def greedy_drafts(K: int) -> TreeProcess:
+    """Hu et al.'s greedy multi-draft law ("Towards Optimal Multi-draft Speculative Decoding",
+    arXiv 2502.18779; SpecHub, arXiv 2411.05289, at K = 2): the root's children are the K - 1 most
+    likely tokens of q (deterministic) plus one token drawn from q restricted to the rest; every
+    child continues as a chain drawn from q.  ``draws[root]`` lists the K - 1 greedy tokens first
+    and the sampled one last.  Q(all drafts in H) = 1[G in H] q(H minus G) / (1 - q(G)) (THEORY.md 6.6)."""
+    check_int(K, "K", 1)
+    return TreeProcess((K,), "greedy", f"greedy_drafts({K})")
+
+
 def parse_drafting(spec: str):
     """Draft process from a CLI string.
 
@@ -422,7 +464,8 @@ def parse_drafting(spec: str):
     >>> parse_drafting("iid:2").name
     'iid_paths(2)'
     """
-    grammar = "chain | iid:K | swor:K | binary:D | fixed:w1,w2,...[:swor] | topk:w1,... | delayed:d,K[:swor]"
+    grammar = ("chain | iid:K | swor:K | greedy:K | binary:D | fixed:w1,w2,...[:swor] | topk:w1,... | "
+               "delayed:d,K[:swor]")
     if not isinstance(spec, str):
         raise ValueError(f"drafting spec must be a string ({grammar}), got {spec!r}")
     parts = spec.strip().lower().split(":")
@@ -438,6 +481,8 @@ def parse_drafting(spec: str):
             return iid_paths(nums[0])
         if kind == "swor" and len(args) == 1 and len(nums) == 1:
             return swor_tree(nums[0])
+        if kind == "greedy" and len(args) == 1 and len(nums) == 1:
+            return greedy_drafts(nums[0])
         if kind == "binary" and len(args) == 1 and len(nums) == 1 and nums[0] >= 1:
             return TreeProcess((2,) * nums[0], "swor", f"binary({nums[0]})")
         if kind == "fixed":

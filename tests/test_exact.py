@@ -98,10 +98,11 @@ def test_batched_law_validated():
 
 
 def _nodewise_cases():
-    from specsim.drafts import delayed_expansion, draft_laws, fixed_shape, iid_paths, swor_tree, topk_tree
+    from specsim.drafts import (delayed_expansion, draft_laws, fixed_shape, greedy_drafts, iid_paths, swor_tree,
+                                topk_tree)
     from specsim.verifiers.tree import TREE_VERIFIERS, _applies
     procs = [iid_paths(2), swor_tree(2), fixed_shape((2, 2)), fixed_shape((2, 2), replacement=False),
-             topk_tree((2, 2)), delayed_expansion(1, 2)]
+             topk_tree((2, 2)), delayed_expansion(1, 2), greedy_drafts(2), greedy_drafts(3)]
     for name, (v, needs) in TREE_VERIFIERS.items():
         if v.node_rule is None:
             continue

@@ -27,7 +27,7 @@ from .base import Outcome, Verifier
 from .chain import CHAIN_VERIFIERS, block
 
 __all__ = ["specinfer", "specinfer_first_path", "sequoia", "traversal", "deterministic_children",
-           "spectr", "khisti", "gbv", "gbv_capped", "TREE_VERIFIERS", "verifiers_for",
+           "spectr", "khisti", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
            "multidraft_acceptance", "kseq_rho", "khisti_selection_law", "tree_paths"]
 
 # A node rule: (tree, node) -> ({child token: probability of descending}, stop probability, stop row)
@@ -297,6 +297,40 @@ def _khisti_law(tree):
     return _nodewise(tree, _khisti_rule)
 
 
+# --------------------------------------------------------------------------- greedy draft law (Hu et al.)
+def _greedy_multidraft_rule(tree, u):
+    p, q, draws = tree.p[u], tree.q[u], tree.draws[u]
+    hub, x = draws[:-1], draws[-1]
+    rest = q.copy()
+    rest[list(hub)] = 0.0
+    rest = normalize(rest, q)
+    a = _accept_prob(p[x], rest[x])
+    R = normalize(np.maximum(p - rest, 0.0), p)
+    descend: dict[int, float] = defaultdict(float)
+    descend[x] += a
+    for g in hub:
+        descend[g] += (1.0 - a) * R[g]
+    row = R.copy()
+    row[list(hub)] = 0.0
+    return descend, (1.0 - a) * max(0.0, 1.0 - float(R[list(hub)].sum())), normalize(row, p)
+
+
+def _greedy_multidraft_law(tree):
+    """Verification for Hu et al.'s greedy draft law ("Towards Optimal Multi-draft Speculative
+    Decoding", arXiv 2502.18779; SpecHub, arXiv 2411.05289, at K = 2), node-wise.
+
+    At a node whose draws are the K - 1 most likely tokens G of q followed by one token x drawn
+    from q' = q restricted to V minus G: speculative sampling of x against p with q'
+    (accept with min(1, p(x)/q'(x)), else Y ~ norm((p - q')_+)); a residual sample landing in G
+    is a drafted child, so verification descends into it; otherwise Y is emitted.  Token law
+    q' a + (1 - beta) residual = p, so lossless; acceptance
+    p(G) + sum_{x not in G} min(p_x, q_x / (1 - q(G))), the optimum for this draft law.  Needs
+    ``greedy_drafts(K)`` (a single draw per node is ordinary speculative sampling).  SpecHub's
+    code also force-accepts when p(hub) > 1 - 1e-3 (biased); that shortcut is not reproduced.
+    """
+    return _nodewise(tree, _greedy_multidraft_rule)
+
+
 # --------------------------------------------------------------------------- traversal
 def _traversal_law(tree, *, parent_update="odds", recompute=True):
     """Traversal verification (Weng et al., arXiv 2505.12398), THEORY.md 6.3 reconstruction.
@@ -532,6 +566,8 @@ spectr = _tv("spectr", _spectr_law, _spectr_law.__doc__, node_rule=_spectr_rule)
 khisti = _tv("khisti", _khisti_law, _khisti_law.__doc__, node_rule=_khisti_rule)
 gbv = _tv("gbv", _gbv_plain, _gbv_law.__doc__)
 gbv_capped = _tv("gbv_capped", _gbv_capped, _gbv_capped.__doc__, lossless=False)
+greedy_multidraft = _tv("greedy_multidraft", _greedy_multidraft_law, _greedy_multidraft_law.__doc__,
+                        node_rule=_greedy_multidraft_rule)
 
 #: name -> (verifier, children laws it needs; "any" = every process).  See ``draft_laws``.
 TREE_VERIFIERS: dict[str, tuple[Verifier, frozenset[str]]] = {
@@ -544,6 +580,7 @@ TREE_VERIFIERS: dict[str, tuple[Verifier, frozenset[str]]] = {
     "khisti": (khisti, frozenset({"iid"})),
     "gbv": (gbv, frozenset({"paths"})),
     "gbv_capped": (gbv_capped, frozenset({"paths"})),
+    "greedy_multidraft": (greedy_multidraft, frozenset({"greedy"})),
 }
 
 

@@ -1,0 +1,75 @@
+"""Hu et al.'s greedy draft law and its verifier: lossless, and optimal for that law at one position."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import specsim as s
+from specsim.drafts import greedy_drafts, parse_drafting
+from specsim.verifiers.base import Verifier
+from specsim.verifiers.tree import _nodewise, _rrs, greedy_multidraft, verifiers_for
+
+
+def _pair(V, seed, conc=1.0):
+    return s.random_model(V, seed, concentration=conc), s.random_model(V, seed + 500, concentration=conc)
+
+
+@settings(max_examples=15)
+@given(V=st.integers(3, 4), K=st.integers(1, 3), L=st.integers(1, 3), seed=st.integers(0, 5000),
+       conc=st.sampled_from([0.3, 1.0, 4.0]))
+def test_lossless_on_context_dependent_pairs(V, K, L, seed, conc):
+    t, d = _pair(V, seed, conc)
+    assert s.check_lossless(greedy_multidraft, t, d, L, greedy_drafts(K)).lossless
+
+
+def _closed_form(p, q, K):
+    G = np.lexsort((np.arange(q.size), -q))[: K - 1]
+    rest = 1.0 - q[G].sum()
+    others = np.setdiff1d(np.arange(q.size), G)
+    return p[G].sum() + np.minimum(p[others], q[others] / rest).sum()
+
+
+def _dual_bound(p, q, K):
+    """min_H p(H) + 1 - Q(all drafts in H), Q = 1[G in H] q(H minus G) / (1 - q(G)) (THEORY.md 6.6)."""
+    V = p.size
+    G = set(np.lexsort((np.arange(V), -q))[: K - 1].tolist())
+    best = np.inf
+    for mask in range(1 << V):
+        H = {v for v in range(V) if mask >> v & 1}
+        Qsub = q[list(H - G)].sum() / (1.0 - q[list(G)].sum()) if G <= H else 0.0
+        best = min(best, p[list(H)].sum() + 1.0 - Qsub)
+    return best
+
+
+@pytest.mark.parametrize("V,K,seed", [(4, 2, 3), (5, 2, 4), (5, 3, 5), (6, 4, 6)])
+def test_acceptance_equals_closed_form_lp_and_dual(V, K, seed):
+    rng = np.random.default_rng(seed)
+    p, q = rng.dirichlet(np.full(V, 0.7)), rng.dirichlet(np.full(V, 0.7))
+    exact = s.expected_accepted(greedy_multidraft, s.iid(p), s.iid(q), 1, greedy_drafts(K))
+    assert exact == pytest.approx(_closed_form(p, q, K), abs=1e-12)
+    assert exact == pytest.approx(_dual_bound(p, q, K), abs=1e-12)
+    verification_lp = pytest.importorskip("lp.verification").verification_lp
+    assert verification_lp(s.iid(p), s.iid(q), 1, greedy_drafts(K)).value == pytest.approx(exact, abs=1e-8)
+
+
+def test_using_q_instead_of_the_restricted_draft_law_is_flagged():
+    """Negative control: testing the sampled draft against q (not q restricted off the hub)."""
+    def rule(tree, u):
+        hub, x = tree.draws[u][:-1], tree.draws[u][-1]
+        descend, stop, row = _rrs(tree.p[u], tree.q[u], (x,))
+        return descend, stop, row
+    faulty = Verifier("greedy_against_q", lambda tree: _nodewise(tree, rule), "tree", lossless=False)
+    t, d = _pair(4, 9, 0.7)
+    assert not s.check_lossless(faulty, t, d, 2, greedy_drafts(2)).lossless
+    assert s.check_lossless(greedy_multidraft, t, d, 2, greedy_drafts(2)).lossless
+
+
+def test_process_parsing_and_applicability():
+    proc = parse_drafting("greedy:3")
+    assert proc.name == "greedy_drafts(3)"
+    names = [v.name for v in verifiers_for(proc)]
+    assert "greedy_multidraft" in names and "specinfer" not in names
+    t, d = _pair(4, 2)
+    items = list(proc.enumerate(t, d, 2))
+    assert sum(pr for pr, _ in items) == pytest.approx(1.0)
+    root_draws = {tree.draws[0][:2] for _, tree in items}
+    assert len(root_draws) == 1  # the two greedy tokens are fixed, only the last draw varies
