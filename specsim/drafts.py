@@ -231,10 +231,11 @@ def _options_swor(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]
     support = np.flatnonzero(row > 0).tolist()
     out = []
     for xs in itertools.permutations(support, min(n, len(support))):
-        pr, used = 1.0, 0.0
+        pr, left = 1.0, set(support)
         for x in xs:
-            pr *= row[x] / (1.0 - used)
-            used += row[x]
+            # the mass still available, summed directly: 1 - used cancels when it is tiny
+            pr *= row[x] / sum(row[v] for v in left)
+            left.discard(x)
         out.append((xs, pr))
     return out
 
