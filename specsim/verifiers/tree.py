@@ -23,12 +23,13 @@ import numpy as np
 
 from .._validate import as_distribution, check_int, normalize
 from ..drafts import DraftTree, draft_laws, iid_paths, swor_tree
+from ..models import Model
 from .base import Outcome, Verifier
 from .chain import CHAIN_VERIFIERS, block
 
 __all__ = ["specinfer", "specinfer_first_path", "sequoia", "traversal", "deterministic_children",
            "spectr", "khisti", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
-           "multidraft_acceptance", "kseq_rho", "khisti_selection_law", "tree_paths"]
+           "multidraft_acceptance", "kseq_rho", "khisti_selection_law", "tree_paths", "gbv_path_model"]
 
 # A node rule: (tree, node) -> ({child token: probability of descending}, stop probability, stop row)
 NodeRule = Callable[[DraftTree, int], tuple[dict, float, np.ndarray]]
@@ -436,6 +437,52 @@ def _gbv_key(p, q, capped):
     return np.minimum(s, 1.0) if capped else s
 
 
+def _power_gap(hi, gap, K):
+    """hi^K - (hi - gap)^K in the stable form hi^K (-expm1(K log1p(-gap/hi)))."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(hi > 0, hi ** K * -np.expm1(K * np.log1p(-np.minimum(gap / np.where(hi > 0, hi, 1.0), 1.0))),
+                        0.0)
+
+
+def _gbv_step(p, q, t, A, Qv, K, capped=False, mismatch=False):
+    """Skewed row qt(.|v) at a node v of the selected path and (A, Q) of its child v.t (THEORY.md 6.7)."""
+    ids = np.arange(p.size)
+    order = np.lexsort((ids, _gbv_key(p, q, capped)) if mismatch else (-ids, _gbv_key(p, q, capped)))
+    qs = q[order]
+    Fc = np.cumsum(qs)
+    row = np.empty(p.size)
+    row[order] = _power_gap(A + Qv * Fc, Qv * qs, K)
+    row /= _power_gap(np.array(A + Qv), np.array(Qv), K)
+    pos = int(np.flatnonzero(order == t)[0])
+    return row, A + Qv * (Fc[pos] - qs[pos]), Qv * q[t]
+
+
+def gbv_path_model(draft: Model, K: int, capped: bool = False, target: Model | None = None) -> Model:
+    """The law of the path GBV selects from K i.i.d. draft paths, as a draft model (THEORY.md 6.7).
+
+    qt(t|v) = [(A_v + Q(v) F_v(t))^K - (A_v + Q(v) F_v(t-))^K] / [(A_v + Q(v))^K - A_v^K] along the
+    prefix v.  GBV on ``iid_paths(K)`` is block verification on a single path drawn from this model,
+    so ``check_lossless(block, target, gbv_path_model(draft, K, target=target), L)`` gives GBV's
+    exact law through the vectorised chain engine (tests compare it with the tree enumeration).
+    The token order needs the target rows: pass ``target``.
+    """
+    if target is None:
+        raise ValueError("gbv_path_model needs the target model (the selection order uses p/q)")
+    if target.V != draft.V:
+        raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
+    check_int(K, "K", 1)
+
+    def row(prefix):
+        A, Qv = 0.0, 1.0
+        for i, t in enumerate(prefix):
+            _, A, Qv = _gbv_step(target(prefix[:i]), draft(prefix[:i]), t, A, Qv, K, capped)
+        if Qv <= 0:  # unreachable prefix: any valid row
+            return draft(prefix)
+        return _gbv_step(target(prefix), draft(prefix), 0, A, Qv, K, capped)[0]
+
+    return Model(row, draft.V, f"gbv_path({draft.name}, K={K})")
+
+
 def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
     """Greedy multi-path block verification (Thomas & Pal, arXiv 2602.16961; THEORY.md 6.7).
 
@@ -452,7 +499,6 @@ def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
     tree_paths(tree)  # validates the K-path structure
     K = len(tree.draws[0])
     V = tree.V
-    ids = np.arange(V)
     node, path = 0, [0]
     while tree.children[node]:
         s = tree.q[node] if select_by_q else _gbv_key(tree.p[node], tree.q[node], capped)
@@ -461,26 +507,9 @@ def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
     L = len(path) - 1
     qt = np.empty((L, V))
     A, Qv = 0.0, 1.0
-
-    def power_gap(hi, gap):  # hi^K - (hi - gap)^K, stable
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(hi > 0, hi ** K * -np.expm1(K * np.log1p(-np.minimum(gap / np.where(hi > 0, hi, 1.0), 1.0))), 0.0)
-        return r
-
     for i in range(L):
         v, t = path[i], tree.tokens[path[i + 1]]
-        p, q = tree.p[v], tree.q[v]
-        s = _gbv_key(p, q, capped)
-        order = np.lexsort((ids, s) if mismatch else (-ids, s))  # ascending rank
-        qs = q[order]
-        Fc = np.cumsum(qs)
-        hi = A + Qv * Fc
-        row = np.empty(V)
-        row[order] = power_gap(hi, Qv * qs)
-        qt[i] = row / power_gap(np.array(A + Qv), np.array(Qv))
-        pos = int(np.flatnonzero(order == t)[0])
-        A += Qv * (Fc[pos] - qs[pos])
-        Qv *= q[t]
+        qt[i], A, Qv = _gbv_step(tree.p[v], tree.q[v], t, A, Qv, K, capped, mismatch)
     draft = tuple(tree.tokens[c] for c in path[1:])
     P = np.stack([tree.p[c] for c in path])
     return [Outcome(o.prob, path[o.accepted], o.next_dist) for o in block.law(draft, P, qt)]
