@@ -250,10 +250,21 @@ class MultidraftBound:
 
 
 def _prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Tokens sorted by ascending p/q (q = 0 last: such tokens only cost p(H))."""
+    """Tokens sorted by ascending p/q (q = 0 last: such tokens only cost p(H)).
+
+    p/q is +inf where q = 0 < p and NaN where p = q = 0; argsort puts NaN after +inf, and tokens
+    with p = q = 0 change neither p(H) nor q(H), so their place does not matter.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
-        key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
-    return np.argsort(key)
+        return np.argsort(p / q)
+
+
+def _cumsum0(x: np.ndarray) -> np.ndarray:
+    """[0, x_0, x_0 + x_1, ...] without an intermediate array."""
+    out = np.empty(x.size + 1)
+    out[0] = 0.0
+    np.cumsum(x, out=out[1:])
+    return out
 
 
 def _wor_subset_k2(qs: np.ndarray, Qc: np.ndarray) -> np.ndarray:
@@ -513,11 +524,12 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25)
     p, q = _pair(p, q)
     k_eff = _check_K(q, K, replacement)
     order = _prefix_order(p, q)
-    ps, qs = p[order], q[order]
-    Pc = np.concatenate(([0.0], np.cumsum(ps)))
-    Qc = np.concatenate(([0.0], np.cumsum(qs)))
+    ps, qs = np.take(p, order), np.take(q, order)
+    Pc, Qc = _cumsum0(ps), _cumsum0(qs)
     if replacement or k_eff == 1:
-        Qsub = np.minimum(Qc, 1.0) ** k_eff
+        Qsub = np.minimum(Qc, 1.0, out=np.empty_like(Qc))
+        if k_eff > 1:
+            np.power(Qsub, k_eff, out=Qsub)
     else:
         lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))   # q(V minus H_k), accurate when small
         Q2 = _wor_subset_k2(qs, Qc)
@@ -548,12 +560,13 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25)
                 Qsub[cand] = _wor_subset_quadrature(qs, Qc, lam, k_eff, cand, step)
             # any other prefix has objective >= optimistic > best_upper + 1e-12 >= the objective
             # of the prefix attaining best_upper (itself a candidate), so it cannot win
-    obj = Pc + 1.0 - Qsub
+    obj = Pc - Qsub                                              # objective minus 1
     k = int(np.argmin(obj))
     mask = np.zeros(p.size, dtype=bool)
     mask[order[:k]] = True
     H = np.flatnonzero(mask)                                     # sorted ids in O(V)
-    return MultidraftBound(float(np.clip(obj[k], 0.0, 1.0)), H, int(K), bool(replacement),
+    obj_k = float(obj[k]) + 1.0
+    return MultidraftBound(min(max(obj_k, 0.0), 1.0), H, int(K), bool(replacement),
                            float(Pc[k]), float(Qsub[k]), "prefix")
 
 
