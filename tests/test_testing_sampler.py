@@ -159,3 +159,28 @@ def test_exact_mode_flags_reused_uniform_with_the_mutant_law():
 def test_exact_mode_reports_bad_output():
     with pytest.raises(ValueError, match="returned"):
         check_sampler_exact(lambda d, p, q, u: (5, 0), TARGET, DRAFT, 1)
+
+
+def test_check_sampler_on_tree_samplers():
+    """Tree layout: SpecInfer's own sampler passes; a stale-residual sampler is caught.
+
+    False-alarm rate alpha = 1e-3 per call; the faulty sampler's completed-law TV on this pair is
+    computed exactly first, and n is chosen so the call has power >= 0.99 against it."""
+    import numpy as np
+    from specsim import random_model
+    from specsim.drafts import iid_paths
+    from specsim.testing import check_sampler
+    from specsim.testing.tree_mutants import MUTANTS
+    from specsim.verifiers.tree import specinfer
+    t, d = random_model(3, 11, concentration=0.6), random_model(3, 12, concentration=0.6)
+    ok = check_sampler(lambda tree, rng: specinfer.sample(tree, rng=rng), t, d, 2, n=6000,
+                       drafting=iid_paths(2), seed=1)
+    assert ok.passed, ok
+    name = next(k for k in MUTANTS if "stale" in k)
+    mutant = MUTANTS[name].verifier
+    from specsim.testing.sampler import completed_law, samples_to_detect
+    C, P = completed_law(mutant, t, d, 2, drafting=iid_paths(2))
+    assert samples_to_detect(C, P, 3, 2) <= 6000  # power >= 0.99 at this n
+    bad = check_sampler(lambda tree, rng: mutant.sample(tree, rng=rng), t, d, 2, n=6000,
+                        drafting=iid_paths(2), seed=2)
+    assert not bad.passed

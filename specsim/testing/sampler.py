@@ -161,7 +161,7 @@ def _codes(z: np.ndarray, V: int) -> np.ndarray:
 
 def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000, alpha: float = 1e-3,
                   seed: int = 0, context=(), power: float = 0.99, min_expected: float = 5.0,
-                  name: str | None = None) -> SamplerCheck:
+                  name: str | None = None, drafting=None) -> SamplerCheck:
     """Statistical losslessness test of a sampling-only implementation at one context.
 
     H0: C(z) = P(z) for all z in V^{L+1} (THEORY.md 2), where C is the law of the emitted block
@@ -175,7 +175,9 @@ def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000
     Parameters: ``sample_fn(draft_tokens, p, q, rng) -> (accepted, token)`` in the chain layout
     (``p`` [L+1, V], ``q`` [L, V]; ``rng`` a numpy Generator it may use) or a
     :class:`BatchSampler`; ``target``, ``draft`` models; ``L``; ``n`` iterations; ``alpha``;
-    ``seed``; ``context``; ``power``.
+    ``seed``; ``context``; ``power``.  With ``drafting`` (a tree draft process such as
+    ``iid_paths(2)``) the implementation is a tree sampler ``sample_fn(tree, rng) -> (node,
+    token)`` on trees drawn by that process, and the emitted string is path(node) + token.
 
     >>> from specsim.verifiers import token
     >>> res = check_sampler(lambda d, p, q, rng: token.sample(d, p, q, rng=rng),
@@ -199,19 +201,7 @@ def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000
     rng = np.random.default_rng(seed)
     ptab, qtab = target.table(L), draft.table(L - 1)
 
-    # drafts x ~ Q and their rows
-    x = np.zeros((n, L), dtype=np.int64)
-    code = np.zeros(n, dtype=np.int64)
-    P_rows = np.empty((n, L + 1, V))
-    Q_rows = np.empty((n, L, V))
-    for i in range(L):
-        Q_rows[:, i] = qtab[i][code]
-        P_rows[:, i] = ptab[i][code]
-        x[:, i] = _draw(Q_rows[:, i], rng)
-        code = code * V + x[:, i]
-    P_rows[:, L] = ptab[L][code]
-
-    # run the implementation
+    x = np.zeros((n, L), dtype=np.int64)  # drafts; for trees, the accepted path (padded)
     acc = np.empty(n, dtype=np.int64)
     tok = np.empty(n, dtype=np.int64)
     m = L + 2
@@ -220,7 +210,31 @@ def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000
     def fail(msg):
         return SamplerCheck(False, n, V, L, alpha, power, 1.0, 0, (), msg, name)
 
-    if isinstance(sample_fn, BatchSampler):
+    tree_mode = drafting is not None and getattr(drafting, "name", "") != "chain"
+    if not tree_mode:  # drafts x ~ Q and their rows
+        code = np.zeros(n, dtype=np.int64)
+        P_rows = np.empty((n, L + 1, V))
+        Q_rows = np.empty((n, L, V))
+        for i in range(L):
+            Q_rows[:, i] = qtab[i][code]
+            P_rows[:, i] = ptab[i][code]
+            x[:, i] = _draw(Q_rows[:, i], rng)
+            code = code * V + x[:, i]
+        P_rows[:, L] = ptab[L][code]
+
+    if tree_mode:
+        for j in range(n):
+            tree = drafting.sample(target, draft, L, rng)
+            try:
+                node, t = sample_fn(tree, rng)
+            except Exception as exc:  # noqa: BLE001 - report, do not crash the suite
+                return fail(f"raised {type(exc).__name__}: {exc} on draft tree {tree.tokens}, parents {tree.parent}")
+            if not (0 <= int(node) < tree.num_nodes and 0 <= int(t) < V):
+                return fail(f"(node, token) = ({node}, {t}) outside the tree of {tree.num_nodes} nodes x 0..{V - 1}")
+            path = tree.path(int(node))
+            x[j, :len(path)] = path
+            acc[j], tok[j] = len(path), int(t)
+    elif isinstance(sample_fn, BatchSampler):
         for s in range(0, n, sample_fn.chunk):
             a, t = sample_fn.fn(x[s:s + sample_fn.chunk], P_rows[s:s + sample_fn.chunk],
                                 Q_rows[s:s + sample_fn.chunk], rng)
