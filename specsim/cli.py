@@ -76,7 +76,7 @@ def compare(args) -> int:
 
 def bounds(args) -> int:
     from lp.tables import bounds_report
-    print(bounds_report(K=tuple(args.K), V=args.V, seed=args.seed))
+    print(bounds_report(p=args.p, q=args.q, K=tuple(args.K), V=args.V, seed=args.seed))
     return 0
 
 
@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--K", type=int, nargs="+", default=[1, 2, 4])
     b.add_argument("--V", type=int, default=8)
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--p", type=float, nargs="+", default=None, help="target distribution (with --q)")
+    b.add_argument("--q", type=float, nargs="+", default=None, help="draft distribution (with --p)")
     b.set_defaults(func=bounds)
     lo = sub.add_parser("lossy", help="certificate table of a lossy rule and the optimal frontier")
     lo.add_argument("--rule", default="typical")
