@@ -55,12 +55,18 @@ class AcceptanceRow:
 
 @dataclass(frozen=True)
 class MultidraftRow:
-    """Mean optimal K-draft acceptance, i.i.d. drafts and without replacement (nan if not computed)."""
+    """Mean optimal K-draft acceptance (i.i.d. drafts and without replacement; nan if not computed)
+    and the mean acceptance of SpecInfer RRS and SpecTr K-SEQ with K i.i.d. drafts, with their mean
+    gap to the i.i.d. optimum in percent, 100 (alpha* - alpha) / alpha*."""
     draft: str
     K: int
     n: int
     iid: float
     without_replacement: float
+    specinfer: float
+    specinfer_gap_pct: float
+    spectr: float
+    spectr_gap_pct: float
 
 
 @dataclass(frozen=True)
@@ -136,17 +142,19 @@ def acceptance_table(source, drafts: Sequence[str] | None = None) -> list[Accept
 
 def multidraft_table(source, K: Iterable[int] = range(1, 9), drafts: Sequence[str] | None = None,
                      without_replacement_max_K: int | None = None, progress: bool | None = None) -> list[MultidraftRow]:
-    """Mean over positions of alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (``lp.coupling.multidraft_bound``).
+    """Mean over positions of alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (``lp.coupling.multidraft_bound``),
+    next to SpecInfer RRS and SpecTr K-SEQ (closed forms in ``lp.tables``) and their gap to it.
 
     i.i.d. drafts cost O(V log V) per position; without replacement needs a quadrature for K >= 3
-    (about 3 s per position at V = 49,152 on one core), so ``without_replacement_max_K`` can cap it
-    (larger K gets nan).
+    (~0.3 s per position on the committed SmolLM2 rows at V = 49,152), so ``without_replacement_max_K`` can cap it (larger K
+    gets nan).
 
     Example::
 
         multidraft_table(ds, K=[1, 2])
     """
     from .coupling import multidraft_bound
+    from .tables import specinfer_acceptance, spectr_acceptance
     Ks = [check_int(k, "K", 1) for k in K]
     if not Ks:
         raise ValueError("K: give at least one number of drafts")
@@ -154,9 +162,13 @@ def multidraft_table(source, K: Iterable[int] = range(1, 9), drafts: Sequence[st
     rows = []
     for d, prs in _by_draft(source, drafts).items():
         for k in _progress(Ks, f"multidraft {d}", progress):
-            iid = np.mean([multidraft_bound(p, q, k, replacement=True).value for p, q in prs])
+            opt = np.array([multidraft_bound(p, q, k, replacement=True).value for p, q in prs])
             wor = np.mean([multidraft_bound(p, q, k, replacement=False).value for p, q in prs]) if k <= cap else math.nan
-            rows.append(MultidraftRow(d, k, len(prs), float(iid), float(wor)))
+            rrs = np.array([specinfer_acceptance(p, q, k) for p, q in prs])
+            seq = np.array([spectr_acceptance(p, q, k) for p, q in prs])
+            gap = lambda a: float(np.mean(100.0 * (opt - a) / np.where(opt > 0, opt, 1.0)))  # noqa: E731
+            rows.append(MultidraftRow(d, k, len(prs), float(opt.mean()), float(wor), float(rrs.mean()), gap(rrs),
+                                      float(seq.mean()), gap(seq)))
     return rows
 
 

@@ -242,6 +242,10 @@ def test_tables_on_synthetic_pairs(tmp_path):
     for a, b in zip(md, md[1:]):
         assert b.iid >= a.iid - 1e-12 and b.without_replacement >= a.without_replacement - 1e-9
     assert all(r.without_replacement >= r.iid - 1e-9 for r in md)               # THEORY 6.6
+    for r in md:  # verifiers never beat the optimum for their draft law; K = 1 they all equal it
+        assert r.specinfer <= r.iid + 1e-9 and r.spectr <= r.iid + 1e-9
+        assert r.specinfer_gap_pct >= -1e-6 and r.spectr_gap_pct >= -1e-6
+    assert md[0].specinfer_gap_pct == pytest.approx(0.0, abs=1e-6)
     capped = rt.multidraft_table(pairs, K=[1, 3], drafts=["topk:2"], without_replacement_max_K=1)
     assert math.isnan(capped[1].without_replacement) and not math.isnan(capped[0].without_replacement)
     fr = rt.frontier_table(ds, eps=[0.0, 0.05], drafts=["temperature:0.5"])
