@@ -31,8 +31,8 @@ from specsim.verifiers.base import Verifier
 from specsim.verifiers.lossy import (LOSSY_RULES, AcceptanceRule, ClipFamily, LossyVerifier,
                                      SingleTokenRule, kl, single_token_chain, tv)
 
-__all__ = ["DIVERGENCES", "divergence", "FrontierPoint", "FrontierCurve", "frontier",
-           "frontier_cvxpy", "frontier_curve", "LossyCertificate", "certify", "SequenceCertificate",
+__all__ = ["DIVERGENCES", "divergence", "FrontierPoint", "FrontierCurve", "frontier", "frontier_cvxpy",
+           "frontier_curve_cvxpy", "frontier_curve", "LossyCertificate", "certify", "SequenceCertificate",
            "certify_sequence", "acceptance_radius", "RadiusCheck", "acceptance_radius_numeric",
            "margin_radius", "lossy_report", "E1_P", "E1_Q"]
 
@@ -243,22 +243,13 @@ def frontier_curve(p, q, budgets, divergence: str = "tv") -> FrontierCurve:
                          np.array([t.b for t in pts]))
 
 
-def frontier_cvxpy(p, q, budget: float, divergence: str = "tv", solver=("CLARABEL", "SCS")) -> FrontierPoint:
-    """The frontier's convex program solved by cvxpy (independent check of :func:`frontier`).
-
-    maximise sum(minimum(q, pi)) s.t. sum(pi) = 1, pi >= 0 and ``0.5*norm1(pi - p) <= eps`` (TV, an
-    LP), ``sum(rel_entr(pi, p)) <= eps`` (KL(pi||p), pi = 0 where p = 0) or ``sum(rel_entr(p, pi))
-    <= eps`` (KL(p||pi)); exponential cones.  ``solver``: a cvxpy solver name or a sequence tried in
-    order until one succeeds (default Clarabel, then SCS); the one used is in ``FrontierPoint.solver``.
-    ``a``/``b`` are reported as max/min of pi/p over p > 0.
-    """
+def _frontier_program(p: np.ndarray, q: np.ndarray, kind: str):
+    """The frontier's convex program, built once with the budget as a ``cp.Parameter``."""
     import cvxpy as cp
 
-    p, q = _pair(p, q)
-    kind = _kind(divergence)
-    eps = _budget(budget)
     pos = p > 0
     pi = cp.Variable(p.size, nonneg=True)
+    eps = cp.Parameter(nonneg=True)
     cons = [cp.sum(pi) == 1]
     if kind == "tv":
         cons.append(0.5 * cp.norm1(pi - p) <= eps)
@@ -270,7 +261,14 @@ def frontier_cvxpy(p, q, budget: float, divergence: str = "tv", solver=("CLARABE
             cons.append(cp.sum(cp.rel_entr(pi[ip], p[ip])) <= eps)
         else:
             cons.append(cp.sum(cp.rel_entr(p[ip], pi[ip])) <= eps)
-    prob = cp.Problem(cp.Maximize(cp.sum(cp.minimum(q, pi))), cons)
+    return cp.Problem(cp.Maximize(cp.sum(cp.minimum(q, pi))), cons), pi, eps
+
+
+def _solve_frontier(program, p, kind, budget, solver) -> FrontierPoint:
+    import cvxpy as cp
+
+    prob, pi, eps = program
+    eps.value = budget
     status = []
     for name in ([solver] if isinstance(solver, str) else list(solver)):
         try:
@@ -285,9 +283,33 @@ def frontier_cvxpy(p, q, budget: float, divergence: str = "tv", solver=("CLARABE
         raise ValueError("cvxpy could not solve the frontier program: " + "; ".join(status))
     x = np.clip(np.asarray(pi.value, dtype=np.float64), 0.0, None)
     x /= x.sum()
+    pos = p > 0
     ratio = x[pos] / p[pos]
-    return FrontierPoint(kind, eps, float(prob.value), x, float(ratio.max()), float(ratio.min()),
+    return FrontierPoint(kind, budget, float(prob.value), x, float(ratio.max()), float(ratio.min()),
                          divergence_(x, p, kind), solver=name)
+
+
+def frontier_cvxpy(p, q, budget: float, divergence: str = "tv", solver=("CLARABEL", "SCS")) -> FrontierPoint:
+    """The frontier's convex program solved by cvxpy (independent check of :func:`frontier`).
+
+    maximise sum(minimum(q, pi)) s.t. sum(pi) = 1, pi >= 0 and ``0.5*norm1(pi - p) <= eps`` (TV, an
+    LP), ``sum(rel_entr(pi, p)) <= eps`` (KL(pi||p), pi = 0 where p = 0) or ``sum(rel_entr(p, pi))
+    <= eps`` (KL(p||pi)); exponential cones.  ``solver``: a cvxpy solver name or a sequence tried in
+    order until one succeeds (default Clarabel, then SCS); the one used is in ``FrontierPoint.solver``.
+    ``a``/``b`` are reported as max/min of pi/p over p > 0.  For several budgets use
+    :func:`frontier_curve_cvxpy`, which builds the program once and re-solves it.
+    """
+    p, q = _pair(p, q)
+    kind = _kind(divergence)
+    return _solve_frontier(_frontier_program(p, q, kind), p, kind, _budget(budget), solver)
+
+
+def frontier_curve_cvxpy(p, q, budgets, divergence: str = "tv", solver=("CLARABEL", "SCS")) -> list[FrontierPoint]:
+    """:func:`frontier_cvxpy` at every budget: one program with eps a ``cp.Parameter``, re-solved."""
+    p, q = _pair(p, q)
+    kind = _kind(divergence)
+    program = _frontier_program(p, q, kind)
+    return [_solve_frontier(program, p, kind, _budget(e), solver) for e in np.atleast_1d(budgets)]
 
 
 # --------------------------------------------------------------------------- single-token certificate

@@ -336,3 +336,13 @@ def test_overflowing_likelihood_ratio_is_a_clear_error():
     for div in ("kl", "kl_reverse"):
         with pytest.raises(ValueError, match="overflows"):
             frontier(p, q, 0.1, div)
+
+
+def test_cvxpy_curve_reuses_one_parametrised_program():
+    """frontier_curve_cvxpy (one program, eps a cp.Parameter) matches the closed form on E1."""
+    from lp.lossy import frontier_curve_cvxpy
+    budgets = [0.02, 0.05, 0.2]
+    for div in ("tv", "kl_reverse"):
+        pts = frontier_curve_cvxpy(E1_P, E1_Q, budgets, div)
+        closed = frontier_curve(E1_P, E1_Q, budgets, div).beta
+        assert np.allclose([pt.beta for pt in pts], closed, atol=1e-5)
