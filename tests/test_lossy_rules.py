@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.stats import chi2
 
 from specsim import check_lossless, output_law, random_model, token
-from specsim.verifiers.lossy import (LOSSY_RULES, cactus, consultant_standin, ensemble, fuzzy, kl,
+from specsim.verifiers.lossy import (LOSSY_RULES, cactus, cascade, consultant_standin, ensemble, fuzzy, kl,
                                      lenience, margin_standin, mentored, single_token_chain, topk_accept,
                                      tv, typical)
 
@@ -17,7 +17,8 @@ def all_rules():
     return [typical(), typical(0.2, 0.5, residual="truncated"), lenience(0.7), topk_accept(2),
             fuzzy(0.3, "kl"), fuzzy(0.3, "kl_reversed"), fuzzy(0.2, "tv"), fuzzy(0.1, "js"),
             fuzzy(0.1, "js_released"), cactus(0.05), cactus(0.3), mentored(0.6), ensemble(0.75),
-            ensemble(0.4, "geometric"), margin_standin(0.5), consultant_standin(0.15)]
+            ensemble(0.4, "geometric"), margin_standin(0.5), consultant_standin(0.15), cascade(0.3),
+            cascade(0.0)]
 
 
 @st.composite
@@ -210,7 +211,7 @@ def test_bad_rows_raise():
 
 def test_registry_complete():
     assert set(LOSSY_RULES) == {"typical", "lenience", "topk_accept", "fuzzy", "cactus", "mentored",
-                                "ensemble", "margin_standin", "consultant_standin"}
+                                "ensemble", "cascade", "margin_standin", "consultant_standin"}
     assert "stand-in" in margin_standin(0.8).rule.label and "assumption" in consultant_standin(0.1).rule.label
 
 
@@ -247,3 +248,12 @@ def test_cactus_closed_form_many_rejected_tokens(delta):
         out, ref = v.out(p, q), v.rule.lifted_out(p, q)
         np.testing.assert_allclose(out, ref, rtol=0, atol=1e-13, err_msg=f"seed {seed}")
         assert abs(out.sum() - 1) < 1e-12
+
+
+def test_cascade_defers_only_when_the_draft_is_less_confident():
+    """out = p when max q < max p - alpha TV (then beta = 1 - TV), else out = q (beta = 1)."""
+    p, q = np.array([0.7, 0.2, 0.1]), np.array([0.4, 0.35, 0.25])   # TV = 0.3
+    assert np.allclose(cascade(0.5).rule.out(p, q), p) and cascade(0.5).rule.beta(p, q) == pytest.approx(0.7)
+    assert np.allclose(cascade(1.1).rule.out(p, q), q) and cascade(1.1).rule.beta(p, q) == 1.0  # 0.4 >= 0.7 - 0.33
+    with pytest.raises(ValueError, match="alpha"):
+        cascade(-0.1)

@@ -35,7 +35,7 @@ from .chain import _draw, _outcomes
 
 __all__ = ["SingleTokenRule", "LossyVerifier", "single_token_chain", "typical", "lenience",
            "topk_accept", "fuzzy", "cactus", "mentored", "ensemble", "margin_standin",
-           "consultant_standin", "LOSSY_RULES", "ClipFamily", "kl", "tv", "AcceptanceRule",
+           "consultant_standin", "cascade", "LOSSY_RULES", "ClipFamily", "kl", "tv", "AcceptanceRule",
            "strict_greedy", "additive_greedy", "multiplicative_greedy", "top_m", "entropy_rule"]
 
 
@@ -589,6 +589,37 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
     return _make("ensemble", decide, lambda p, q: nu(p, q), beta, dict(w=w, kind=kind))
 
 
+# --------------------------------------------------------------------------- 8.10 speculative cascades
+def cascade(alpha: float) -> LossyVerifier:
+    """Speculative cascades with the "OPT" deferral rule (Narasimhan et al., "Faster Cascades via
+    Speculative Decoding", arXiv 2405.19261).  THEORY.md 8.10 states this rule from memory: re-check it
+    against the paper before attributing numbers to it.
+
+    r = 1[max q < max p - alpha TV(p, q)] (defer to the target when the draft is not confident
+    enough); speculative sampling against pi = (1 - r) q + r p: a(x) = min(1, pi(x)/q(x)), residual
+    norm((pi - q)_+).  out = pi (q when r = 0, p when r = 1); beta = 1 if r = 0, else 1 - TV(p, q);
+    KL(out || p) = (1 - r) KL(q || p), which the deferral does not bound.
+    >>> cascade(0.5).out(p, q)
+    """
+    alpha = _param("alpha", alpha, 0.0, np.inf)
+
+    def defer(p, q) -> bool:
+        return bool(q.max() < p.max() - alpha * 0.5 * np.abs(p - q).sum())
+
+    def decide(p, q, x):
+        if not defer(p, q):
+            return 1.0, q.copy()  # pi = q: every drafted token is kept, the residual is never used
+        return (min(1.0, p[x] / q[x]) if q[x] > 0 else float(p[x] > 0)), _pos_part(p - q, p)
+
+    def out(p, q):
+        return (p if defer(p, q) else q).copy()
+
+    def beta(p, q):
+        return float(np.minimum(p, q).sum()) if defer(p, q) else 1.0
+
+    return _make("cascade", decide, out, beta, dict(alpha=alpha), label="details from memory (THEORY.md 8.10)")
+
+
 # --------------------------------------------------------------------------- 8.8 / 8.9 stand-ins
 def _top2(p: np.ndarray) -> np.ndarray:
     """The two largest entries of p, ties to the lowest id (= np.argsort(-p, kind="stable")[:2]), O(V)."""
@@ -663,7 +694,7 @@ def consultant_standin(tau: float) -> LossyVerifier:
 #: Factories by name (CLI / report), in table order.
 LOSSY_RULES: dict[str, Callable[..., LossyVerifier]] = {
     f.__name__: f for f in (typical, lenience, topk_accept, fuzzy, cactus, mentored, ensemble,
-                            margin_standin, consultant_standin)}
+                            cascade, margin_standin, consultant_standin)}
 
 
 # --------------------------------------------------------------------------- deterministic rules (10.2)
