@@ -1,4 +1,4 @@
-"""Maximal coupling and optimal multi-draft acceptance (THEORY.md 3 and 6.6).
+"""Maximal coupling and optimal multi-draft acceptance (docs/theory.md §3 and 6.6).
 
 Single draft: the best acceptance of any lossless token-level verifier is the maximal-coupling
 value sum_v min(p_v, q_v) = 1 - TV(p, q).  K drafts: the optimum is the optimal-transport value
@@ -195,7 +195,7 @@ class MultidraftSolution:
 
 
 def multidraft_lp(p, q, K: int, replacement: bool = True, solver: str | None = None) -> MultidraftSolution:
-    """Optimal multi-draft acceptance by the flow-form OT primal (THEORY.md 6.6).
+    """Optimal multi-draft acceptance by the flow-form OT primal (docs/theory.md §6.6).
 
     max sum_{S, y in S} f(S, y)  s.t.  f >= 0,  sum_{y in S} f(S, y) <= Q(S),  sum_{S ni y} f(S, y) <= p(y),
     with Q(S) from :func:`draft_set_law` (i.i.d. drafts or successive sampling without replacement).
@@ -494,7 +494,7 @@ def _wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: i
 
 
 def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25) -> MultidraftBound:
-    """Exact optimal multi-draft acceptance by the dual over sorted prefixes (THEORY.md 6.6).
+    """Exact optimal multi-draft acceptance by the dual over sorted prefixes (docs/theory.md §6.6).
 
     alpha* = min_{H subset of V} [p(H) + 1 - Q_sub(H)], minimised over the V + 1 prefixes of the
     tokens sorted by ascending p/q.  With replacement Q_sub(H) = q(H)^K and the prefix rule is
@@ -605,7 +605,7 @@ def union_bound(p, q, K: int) -> float:
     """sum_y min(p_y, 1 - (1 - q_y)^K): the per-token formula for K i.i.d. drafts.
 
     An upper bound on the optimum (union bound), equal to it for V = 2 or K = 1, strictly larger
-    in general (THEORY.md 6.6 caution; p = (0, 1/2, 1/2), q = (0.8, 0.1, 0.1), K = 2: 0.38 vs 0.36).
+    in general (docs/theory.md §6.6 caution; p = (0, 1/2, 1/2), q = (0.8, 0.1, 0.1), K = 2: 0.38 vs 0.36).
     """
     p, q = _pair(p, q)
     K = check_int(K, "K", 1)

@@ -1,6 +1,6 @@
 """Lossy verification: exact certificates, the acceptance-vs-divergence frontier, acceptance radii.
 
-Frontier (THEORY.md 9).  A verifier with output law pi accepts at most sum_v min(q_v, pi_v)
+Frontier (docs/theory.md §9).  A verifier with output law pi accepts at most sum_v min(q_v, pi_v)
 (maximal coupling), and speculative sampling against pi attains it, so
 
     beta*(eps) = max_{pi in simplex} sum_v min(q_v, pi_v)   s.t.   D(pi, p) <= eps.
@@ -10,7 +10,7 @@ ratio clip pi* = clip(q, b p, a p), b <= 1 <= a (Algorithm 9.2), found here by a
 whose every step is O(log V) after one O(V log V) sort.  :func:`frontier_cvxpy` solves the same
 convex program with an exponential-cone solver as an independent check.
 
-Certificates (THEORY.md 10).  :func:`certify` gives a single-token rule's exact output law and its
+Certificates (docs/theory.md §10).  :func:`certify` gives a single-token rule's exact output law and its
 divergences from p, each with its direction, and the frontier gap at the rule's own divergence;
 :func:`certify_sequence` gives the exact law of the first n emitted tokens over several iterations
 (by the exact engine) and the per-token upper bounds; :func:`acceptance_radius` gives, for the
@@ -39,7 +39,7 @@ __all__ = ["DIVERGENCES", "divergence", "FrontierPoint", "FrontierCurve", "front
 #: Frontier divergences: D(pi, p) with pi the output law and p the target.
 DIVERGENCES = {"tv": "TV(pi, p)", "kl": "KL(pi || p)", "kl_reverse": "KL(p || pi)"}
 
-#: THEORY.md 12's example E1 (the default pair of the report).
+#: docs/theory.md §12's example E1 (the default pair of the report).
 E1_P = np.array([0.05, 0.15, 0.25, 0.55])
 E1_Q = np.array([0.55, 0.25, 0.15, 0.05])
 
@@ -200,7 +200,7 @@ def _frontier_tv(p, q, eps) -> FrontierPoint:
 
 
 def frontier(p, q, budget: float, divergence: str = "tv") -> FrontierPoint:
-    """beta*(eps) = max_pi sum min(q, pi) s.t. D(pi, p) <= eps (THEORY.md 9; F1 = maximal coupling).
+    """beta*(eps) = max_pi sum min(q, pi) s.t. D(pi, p) <= eps (docs/theory.md §9; F1 = maximal coupling).
 
     ``"tv"``: beta* = min(1, 1 - TV(p, q) + eps) (closed form, any pi between p and q at TV eps).
     ``"kl"`` (KL(pi||p)) and ``"kl_reverse"`` (KL(p||pi)): Algorithm 9.2, pi* = clip(q, b(a) p, a p)
@@ -324,7 +324,7 @@ def _rule_of(rule) -> SingleTokenRule:
 
 @dataclass(frozen=True)
 class LossyCertificate:
-    """Exact one-token certificate of a lossy rule at (p, q) (THEORY.md 10.1).
+    """Exact one-token certificate of a lossy rule at (p, q) (docs/theory.md §10.1).
 
     ``out`` is the exact output law; ``kl_out_p`` = KL(out||p), ``kl_p_out`` = KL(p||out) (inf when
     supports differ, explained in ``infinite``), ``tv`` = TV(out, p), ``max_ratio`` = max out/p and
@@ -392,7 +392,7 @@ def _support_note(out, p) -> str:
 
 
 def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
-    """Exact distributional certificate of a single-token lossy rule (THEORY.md 10.1).
+    """Exact distributional certificate of a single-token lossy rule (docs/theory.md §10.1).
 
     out = the rule's closed-form law; beta = sum_x q(x) a(x); KL(out||p), KL(p||out), TV(out, p),
     D_inf(out||p) = log max out/p, betweenness (tolerance ``atol``) and beta*(D) - beta for each
@@ -434,7 +434,7 @@ class SequenceCertificate:
     """Exact law of the first n emitted tokens (several iterations) of a chain of a lossy rule.
 
     ``kl_out_p`` = KL(Out_{1:n} || P_{1:n}), ``kl_p_out`` = KL(P_{1:n} || Out_{1:n}), ``tv`` =
-    TV(Out_{1:n}, P_{1:n}), all exact.  ``*_bound`` are the per-token UPPER BOUNDS of THEORY.md 10.1:
+    TV(Out_{1:n}, P_{1:n}), all exact.  ``*_bound`` are the per-token UPPER BOUNDS of docs/theory.md §10.1:
     sum_{t=1}^n max_{|c| = t-1} D(out_c, p_c) over the rows c a token at position t can be verified
     with (the token's law given its prefix is a mixture of out_c and p_c; convexity).
     ``one_iteration_tv`` is the engine's TV between the completed one-iteration law and P_{1:L+1}.
@@ -492,7 +492,7 @@ def _strings_law(verifier, target, draft, L, n) -> np.ndarray:
 
 
 def certify_sequence(rule, target: Model, draft: Model, L: int, n: int | None = None) -> SequenceCertificate:
-    """Exact sequence-level certificate of a lossy chain verifier (THEORY.md 10.1).
+    """Exact sequence-level certificate of a lossy chain verifier (docs/theory.md §10.1).
 
     Out_{1:n}(z) = sum over ways to cut z into iterations of prod O_c(segment), where O_c is the exact
     one-iteration law at context c from :func:`specsim.exact.output_law` (chain drafting); P_{1:n}
@@ -619,11 +619,11 @@ def _top_m_radius(b: np.ndarray, x: int, m: int, kind: str) -> float:
 
 
 def acceptance_radius(rule: AcceptanceRule, b, x: int, divergence: str = "kl") -> float:
-    """D*(b, x) = inf { Div(p, b) : ``rule`` rejects x under target p } (THEORY.md 10.2).
+    """D*(b, x) = inf { Div(p, b) : ``rule`` rejects x under target p } (docs/theory.md §10.2).
 
     Certificate: Div(p_true, b) < D* implies x is accepted.  ``divergence``: ``"kl"`` = KL(p||b)
-    (I-projection), ``"kl_reverse"`` = KL(b||p) (M-projection), ``"tv"``.  Closed forms of THEORY.md
-    10.2 for strict greedy, additive, multiplicative and top-m (both KL directions and TV; top-m
+    (I-projection), ``"kl_reverse"`` = KL(b||p) (M-projection), ``"tv"``.  Closed forms of docs/theory.md
+    §10.2 for strict greedy, additive, multiplicative and top-m (both KL directions and TV; top-m
     KL(b||p) ties the bottom of the competitor set at its arithmetic mean, our derivation).  Only
     the largest competitor y = argmax_{v != x} b_v matters for the pairwise rules (swapping labels
     y, y' never increases the divergence).  For the entropy rule the value is a LOWER BOUND:
@@ -657,7 +657,7 @@ def acceptance_radius(rule: AcceptanceRule, b, x: int, divergence: str = "kl") -
 def margin_radius(margin: float, divergence: str = "kl", m: int = 1) -> float:
     """Margin-only lower bound on the strict-greedy (m = 1) or top-m radius, Delta = b_(1) - b_(2).
 
-    Worst case b_(1) + b_(2) = 1 (THEORY.md 10.2): KL(p||b) >= -1/2 log(1 - Delta^2);
+    Worst case b_(1) + b_(2) = 1 (docs/theory.md §10.2): KL(p||b) >= -1/2 log(1 - Delta^2);
     KL(b||p) >= 1/2 [(1+Delta) log(1+Delta) + (1-Delta) log(1-Delta)]; TV >= Delta/2.
     Top-m: TV >= m Delta/(m+1) and, by Pinsker, both KLs >= 2 (m Delta/(m+1))^2.
     >>> margin_radius(0.2, "kl")   # 0.020411
@@ -779,7 +779,7 @@ def _entropy_numeric(rule, b, x, kind, restarts, seed) -> RadiusCheck:
 
 # --------------------------------------------------------------------------- report
 def lossy_report(rule_name: str = "typical", budget: float | None = None, p=None, q=None, **params) -> str:
-    """Certificate table of one rule at (p, q) (default E1 of THEORY.md 12) and a frontier sweep.
+    """Certificate table of one rule at (p, q) (default E1 of docs/theory.md §12) and a frontier sweep.
 
     The sweep lists beta*_TV, beta*_KL(pi||p), beta*_KL(p||pi) at eps in {0, .02, .05, .1, .2, .5, 1}
     plus ``budget`` if given.  ``params`` go to the rule's factory (e.g. ``delta=0.05`` for cactus).

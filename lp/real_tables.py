@@ -7,7 +7,7 @@ Per position (target p, draft q, full vocabulary) and averaged over positions:
   (Q_sub = q(H)^K) and without replacement ("Towards Optimal Multi-draft Speculative Decoding",
   arXiv 2502.18779), from :func:`lp.coupling.multidraft_bound`;
 - lossy rules: exact output law, acceptance beta, KL(out||p), TV(out, p) and the gap to the
-  acceptance-vs-divergence frontier beta*(D(out, p)) - beta (THEORY.md 9, 10.1), from
+  acceptance-vs-divergence frontier beta*(D(out, p)) - beta (docs/theory.md §9, 10.1), from
   :func:`lp.lossy.certify`; and the frontier itself beta*(eps) from :func:`lp.lossy.frontier`.
 
 Sources are a :class:`specsim.real.RealDataset` or a list of :class:`specsim.real.Pair`. ``lp`` is

@@ -1,4 +1,4 @@
-"""Gap tables: each multi-draft verifier's token-level acceptance next to the optimum (THEORY.md 6).
+"""Gap tables: each multi-draft verifier's token-level acceptance next to the optimum (docs/theory.md §6).
 
 Acceptance = P(the emitted token is one of the drafts) at one position, for K drafts.  The
 verifiers' closed forms are computed here (``specsim.verifiers.tree`` did not expose a token-level
@@ -30,7 +30,7 @@ __all__ = ["specinfer_acceptance", "spectr_acceptance", "spectr_rho", "GapRow", 
 
 
 def specinfer_acceptance(p, q, K: int) -> float:
-    """SpecInfer RRS with K i.i.d. drafts: alpha = 1 - prod_{j=1}^K (1 - a_j) (THEORY.md 6.1).
+    """SpecInfer RRS with K i.i.d. drafts: alpha = 1 - prod_{j=1}^K (1 - a_j) (docs/theory.md §6.1).
 
     a_j = sum_v min(R_{j-1}, q), R_0 = p, R_j = norm((R_{j-1} - q)_+); Miao et al., arXiv 2305.09781.
 
@@ -50,13 +50,13 @@ def specinfer_acceptance(p, q, K: int) -> float:
 
 
 def spectr_rho(p, q, K: int) -> float:
-    """rho* = the smallest valid rho in [1, K] for SpecTr's K-SEQ (THEORY.md 6.4); the verifier's own
+    """rho* = the smallest valid rho in [1, K] for SpecTr's K-SEQ (docs/theory.md §6.4); the verifier's own
     :func:`specsim.verifiers.tree.kseq_rho`, re-exported so tables and verifier agree by construction."""
     return kseq_rho(p, q, check_int(K, "K", 1))
 
 
 def spectr_acceptance(p, q, K: int) -> float:
-    """SpecTr K-SEQ acceptance 1 - (1 - beta(rho*))^K, beta(rho) = sum_v min(q_v, p_v/rho) (THEORY.md 6.4).
+    """SpecTr K-SEQ acceptance 1 - (1 - beta(rho*))^K, beta(rho) = sum_v min(q_v, p_v/rho) (docs/theory.md §6.4).
 
     Sun, Suresh, Ro, Beirami, Jain, Yu, "SpecTr", arXiv 2310.15141 (the paper's p is the draft).
 

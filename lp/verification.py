@@ -1,4 +1,4 @@
-"""The information-agnostic LP: the best E[tau] of any lossless verifier (THEORY.md 5).
+"""The information-agnostic LP: the best E[tau] of any lossless verifier (docs/theory.md §5).
 
 For a draft process with law Pr(D) over draft trees D (a chain is a tree with one path), the
 variables pi(D, v, y) >= 0 are the probabilities of keeping the root-to-node path of v and
@@ -9,7 +9,7 @@ emitting y; the verifier may look at everything (all of p and q), only the outpu
          sum_{k=0}^{L} O(z^{1:k+1}) P(z^{k+2:L+1} | z^{1:k+1}) = P(z)                for all z in V^{L+1},
          O(s) = sum_D Pr(D) sum_{v in D: path(v) . y = s} pi(D, v, y)   (emitted-string law).
 
-The equality is the exact losslessness criterion of THEORY.md 2, so the optimum bounds E[tau]
+The equality is the exact losslessness criterion of docs/theory.md §2, so the optimum bounds E[tau]
 of every lossless verifier with this output format, and the optimal pi is itself a verifier.
 Source: Thomas & Pal, arXiv 2602.16961 (information-agnostic LP; the formulation is ours).
 """
@@ -94,7 +94,7 @@ def _polish(x: np.ndarray, M: sp.csc_matrix, rhs: np.ndarray) -> np.ndarray:
 
 def verification_lp(target: Model, draft: Model, L: int, drafting: DraftProcess | None = None,
                     solver: str | None = None, context=()) -> VerificationLP:
-    """Maximise E[tau] over all lossless verifiers with the prefix-plus-one-token output (THEORY.md 5.1/5.2).
+    """Maximise E[tau] over all lossless verifiers with the prefix-plus-one-token output (docs/theory.md §5.1/5.2).
 
     max sum_D Pr(D) sum_{v,y} depth(v) pi(D,v,y) subject to sum_{v,y} pi(D,v,y) = 1 and the
     completion criterion C(z) = P(z) for all z in V^{L+1}.  Draft trees come from

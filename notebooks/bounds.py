@@ -11,7 +11,7 @@
 # %% [markdown]
 # # Bounds: how much can any verifier accept?
 #
-# Three optimisation problems bound every lossless verifier (THEORY.md 3, 5, 6.6):
+# Three optimisation problems bound every lossless verifier (docs/theory.md §3, 5, 6.6):
 #
 # 1. one draft, one token: the **maximal coupling**, P(accept) <= sum_v min(p_v, q_v);
 # 2. K drafts, one token: the **multi-draft optimal transport**, alpha* = min_H [p(H) + 1 - Q_sub(H)];
@@ -64,7 +64,7 @@ for trial in range(3 if QUICK else 10):
           f"alpha*_wor = {multidraft_bound(p, q, K, replacement=False).value:.6f}  (prefix = brute force = LP)")
 
 # %% [markdown]
-# Anchors from THEORY.md 12.  Sequoia's example: p = (1, 0), q = (1/2, 1/2), K = 2 gives 3/4 with
+# Anchors from docs/theory.md §12.  Sequoia's example: p = (1, 0), q = (1/2, 1/2), K = 2 gives 3/4 with
 # replacement and 1 without.  The per-token "union bound" sum_y min(p_y, 1 - (1 - q_y)^K) is *not*
 # the optimum: p = (0, 1/2, 1/2), q = (0.8, 0.1, 0.1), K = 2 gives 0.36 vs 0.38.
 
@@ -88,7 +88,7 @@ assert all(r.acceptance <= r.optimum + 1e-9 for r in table.rows)
 # %% [markdown]
 # ## 3. The information-agnostic LP over whole drafts
 # On one path the LP optimum equals block verification (Sun et al., arXiv 2403.10444; Thomas & Pal,
-# arXiv 2602.16961).  THEORY.md 12 anchor: on p = (1/3, 2/3), q = (2/3, 1/3), L = 2, E[tau] = 11/9.
+# arXiv 2602.16961).  docs/theory.md §12 anchor: on p = (1/3, 2/3), q = (2/3, 1/3), L = 2, E[tau] = 11/9.
 
 # %%
 toy_p, toy_q = s.iid([1 / 3, 2 / 3], "p"), s.iid([2 / 3, 1 / 3], "q")

@@ -11,7 +11,7 @@
 # %% [markdown]
 # # GPU verification kernels: the reference, the kernel and the exact law
 #
-# `reference_gpu` verifies batches of drafts in the vLLM ragged layout (THEORY.md 11).  All the
+# `reference_gpu` verifies batches of drafts in the vLLM ragged layout (docs/theory.md §11).  All the
 # randomness is an input tensor, so the pure-torch reference and the Triton kernel are bit-for-bit
 # comparable, and the reference can be checked against the exact law from `specsim`.
 #

@@ -13,9 +13,9 @@
 #
 # A lossy rule trades fidelity for acceptance.  This notebook computes, exactly:
 # the output law of each rule and its divergence from the target (each direction named), the best
-# acceptance any rule can reach at that divergence (the frontier, THEORY.md 9), the sequence-level
+# acceptance any rule can reach at that divergence (the frontier, docs/theory.md §9), the sequence-level
 # law over several iterations, and acceptance certificates for deterministic relaxed rules
-# (THEORY.md 10.2).  Set `SPECSIM_QUICK=1` for small sizes.
+# (docs/theory.md §10.2).  Set `SPECSIM_QUICK=1` for small sizes.
 
 # %%
 import os
@@ -35,7 +35,7 @@ print("E1: p =", p, " q =", q, f" TV = {tv(p, q):.6f}  KL(q||p) = {kl(q, p):.6f}
 # %% [markdown]
 # ## One rule, one exact certificate
 # Cactus fixes a parameter delta that looks like a KL budget.  The exact output law shows the real
-# KL(out || p) is larger (THEORY.md 9.3; anchor 0.082227 at delta = 0.05).
+# KL(out || p) is larger (docs/theory.md §9.3; anchor 0.082227 at delta = 0.05).
 
 # %%
 c = certify(cactus(0.05), p, q)
@@ -52,7 +52,7 @@ for eps in (0.05, 0.2):
     fast, cvx = frontier(p, q, eps, "kl"), frontier_cvxpy(p, q, eps, "kl")
     print(f"eps = {eps}: beta*_KL = {fast.beta:.6f} (a = {fast.a:.4f}, b = {fast.b:.4f});  cvxpy {cvx.beta:.6f}")
     assert abs(fast.beta - cvx.beta) < 1e-5
-assert abs(frontier(p, q, 0.05, "kl").beta - 0.535138) < 1e-6    # THEORY.md 12
+assert abs(frontier(p, q, 0.05, "kl").beta - 0.535138) < 1e-6    # docs/theory.md §12
 assert abs(frontier(p, q, 0.05, "tv").beta - 0.45) < 1e-12
 
 # %% [markdown]
@@ -93,7 +93,7 @@ assert abs(seq.stream.sum() - 1) < 1e-12
 # ## Acceptance certificates for relaxed greedy rules
 # A deterministic rule accepts x when p_x clears a threshold.  D*(b, x) is the smallest divergence
 # from a reference b (here the draft, x = its argmax) at which some target rejects x: **any target
-# closer than D* accepts**.  Anchors (THEORY.md 12), b = (0.5, 0.3, 0.15, 0.05), as KL(p||b) /
+# closer than D* accepts**.  Anchors (docs/theory.md §12), b = (0.5, 0.3, 0.15, 0.05), as KL(p||b) /
 # KL(b||p) / TV: strict greedy 0.025732 / 0.025267 / 0.1.
 
 # %%

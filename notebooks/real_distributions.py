@@ -66,7 +66,7 @@ if ds is not None:
 
 # %% [markdown]
 # ## More drafts: the optimal multi-draft acceptance
-# alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (THEORY.md 6.6) for K i.i.d. drafts and without
+# alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (docs/theory.md §6.6) for K i.i.d. drafts and without
 # replacement.  An exact fact to check: the `topk:20` drafter only proposes the target's 20 most
 # likely tokens, in the target's proportions, so no number of drafts can accept more than
 # p(top 20) = alpha*_1.

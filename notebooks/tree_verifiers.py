@@ -13,7 +13,7 @@
 #
 # A *draft process* grows a draft tree from the draft model; a *tree verifier* maps the tree to
 # the exact law of what it emits (an accepted root-to-node path plus one token).  The exact engine
-# certifies any verifier against any process, and the tree LP (THEORY.md 5.2) says how far each one
+# certifies any verifier against any process, and the tree LP (docs/theory.md §5.2) says how far each one
 # is from the best lossless verifier for the same drafts.  Set `SPECSIM_QUICK=1` for small sizes.
 
 # %%
@@ -67,7 +67,7 @@ assert abs(sum(o.prob for o in outs) - 1) < 1e-12
 # ## Certify every applicable verifier
 # `verifiers_for(process)` lists the verifiers that are valid for that process (negative controls
 # included: `gbv_capped` uses a capped key and is lossy).  `check_lossless` enumerates every tree
-# and applies the completion criterion of THEORY.md 2.
+# and applies the completion criterion of docs/theory.md §2.
 
 # %%
 from lp.verification import verification_lp  # noqa: E402
@@ -84,7 +84,7 @@ for proc in (iid_paths(2), swor_tree(2)):
             assert c.expected_accepted <= bound.value + 1e-7    # nobody lossless beats the LP
 
 # %% [markdown]
-# ## Published anchors (THEORY.md 12)
+# ## Published anchors (docs/theory.md §12)
 # Sequoia's appendix: p = (1, 0), q = (1/2, 1/2), two drafts.  With replacement SpecInfer accepts
 # 3/4; without replacement (Sequoia) both tokens are drafted and acceptance is 1.
 
@@ -97,7 +97,7 @@ assert abs(a_specinfer - 0.75) < 1e-12 and abs(a_sequoia - 1.0) < 1e-12
 # %% [markdown]
 # ## Choosing a tree shape: Sequoia's dynamic program
 # With per-rank acceptance probabilities a = (0.6, 0.2, 0.1), the best m-node tree's expected
-# tokens per step (THEORY.md 12, R12: 1, 1.6, 1.96, 2.176, ...).
+# tokens per step (docs/theory.md §12, R12: 1, 1.6, 1.96, 2.176, ...).
 
 # %%
 a = (0.6, 0.2, 0.1)

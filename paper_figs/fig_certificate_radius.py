@@ -1,6 +1,6 @@
 """Acceptance-certificate radius of the relaxed greedy rules vs the draft's margin.
 
-D*(b, x) = inf { Div(p || b) : the rule rejects x under target p } (THEORY.md 10.2): if the true
+D*(b, x) = inf { Div(p || b) : the rule rejects x under target p } (docs/theory.md §10.2): if the true
 target is within D* of the reference b, the drafted token x = argmax b is accepted.  Closed forms
 from :func:`lp.lossy.acceptance_radius` for strict greedy, additive, multiplicative and top-m,
 and the margin-only lower bounds of :func:`lp.lossy.margin_radius` (worst case over every b with
@@ -53,14 +53,14 @@ def make(quick: bool = False) -> FigureResult:
     axes[0].legend(frameon=False, fontsize=7)
     fig.tight_layout()
     anchor = acceptance_radius(strict_greedy(), [0.5, 0.3, 0.15, 0.05], 0, "kl")
-    if abs(anchor - 0.025732) > 1e-6:                # public anchor, THEORY.md 12
+    if abs(anchor - 0.025732) > 1e-6:                # public anchor, docs/theory.md §12
         raise RuntimeError(f"strict-greedy KL radius anchor is {anchor!r}, expected 0.025732")
     caption = (
         f"Certificate radius D*(b, x) = inf Div(p, b) over targets p that reject x = argmax b, for four "
-        f"relaxed acceptance rules (lp.lossy.acceptance_radius, closed forms of THEORY.md 10.2), along "
+        f"relaxed acceptance rules (lp.lossy.acceptance_radius, closed forms of docs/theory.md §10.2), along "
         f"b = (0.4 + Delta/2, 0.4 - Delta/2, 0.1, 0.1), Delta = 0..{d_max:.1f} ({margins.size} points); any "
         f"target within D* of b accepts x. Grey: the margin-only lower bounds (lp.lossy.margin_radius; worst "
         f"case b_(1) + b_(2) = 1), checked to lie below the strict-greedy and top-2 radii. Anchor: strict "
-        f"greedy at b = (0.5, 0.3, 0.15, 0.05) has KL radius {anchor:.6f} (THEORY.md 12: 0.025732). "
+        f"greedy at b = (0.5, 0.3, 0.15, 0.05) has KL radius {anchor:.6f} (docs/theory.md §12: 0.025732). "
         f"Made by `{command(NAME, quick)}`.")
     return FigureResult(NAME, fig, caption)

@@ -1,6 +1,6 @@
 """Acceptance vs divergence on the E1 pair: the optimal frontier and every lossy rule (exact).
 
-beta*(eps) = max_pi sum_v min(q_v, pi_v) s.t. D(pi, p) <= eps (THEORY.md 9; maximal coupling),
+beta*(eps) = max_pi sum_v min(q_v, pi_v) s.t. D(pi, p) <= eps (docs/theory.md §9; maximal coupling),
 for D = TV(pi, p) (closed form min(1, 1 - TV(p, q) + eps)) and D = KL(pi || p) (ratio clipping,
 Algorithm 9.2), from :func:`lp.lossy.frontier_curve`.  Each lossy rule of
 :mod:`specsim.verifiers.lossy` is placed at its exact (D(out, p), beta) from :func:`lp.lossy.certify`,
@@ -85,7 +85,7 @@ def make(quick: bool = False) -> FigureResult:
     sweeps = "; ".join(f"{lab} in {vals}" for lab, _, par, vals in SWEEPS if par is not None)
     cactus = next(ct for lab, cs in points if lab.startswith("Cactus") for kw, ct in cs if kw["delta"] == 0.05)
     caption = (
-        f"Acceptance vs divergence on the E1 pair of THEORY.md 12, exact. Black: the optimal frontier "
+        f"Acceptance vs divergence on the E1 pair of docs/theory.md §12, exact. Black: the optimal frontier "
         f"beta*(eps) = max sum min(q, pi) s.t. D(pi, p) <= eps (lp.lossy.frontier_curve, {n} budgets); "
         f"markers: each lossy rule's exact (D(out, p), beta) from lp.lossy.certify, swept over its "
         f"parameter ({sweeps}; typical acceptance at its defaults eps = 0.09, delta = 0.3). "

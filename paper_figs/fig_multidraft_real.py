@@ -1,6 +1,6 @@
 """Optimal multi-draft acceptance vs the number of drafts K on real SmolLM2 next-token rows.
 
-alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (THEORY.md 6.6; Hu et al., arXiv 2502.18779) with
+alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (docs/theory.md §6.6; Hu et al., arXiv 2502.18779) with
 Q_sub(H) = q(H)^K for K i.i.d. drafts and the successive-sampling law without replacement, from
 :func:`lp.coupling.multidraft_bound`, next to SpecInfer's recursive rejection sampling and SpecTr's
 K-SEQ (closed forms in :mod:`lp.tables`), averaged over the positions of the committed dataset
@@ -79,7 +79,7 @@ def make(quick: bool = False) -> FigureResult:
     m = ds.manifest
     caption = (
         f"Optimal K-draft acceptance alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (lp.coupling.multidraft_bound; "
-        f"THEORY.md 6.6) with and without replacement, and SpecInfer / SpecTr acceptance (lp.tables), "
+        f"docs/theory.md §6.6) with and without replacement, and SpecInfer / SpecTr acceptance (lp.tables), "
         f"averaged over the {len(ds)} positions of the committed SmolLM2-135M-Instruct dataset "
         f"(V = {ds.V}, T = {m.get('settings', {}).get('T', 'n/a')}, stored tail <= {m['tail']:g}). "
         f"Without replacement: exact closed form for K <= 2; "

@@ -3,7 +3,7 @@
 For each draft process D (K i.i.d. paths merged into a trie; K distinct root children without
 replacement) and depth L, every applicable verifier's E[tau] is computed by the exact engine
 (:func:`specsim.check_lossless`, which also flags lossy rules), and the information-agnostic LP
-(THEORY.md 5.2, :func:`lp.verification.verification_lp`) gives max E[tau] over every lossless
+(docs/theory.md §5.2, :func:`lp.verification.verification_lp`) gives max E[tau] over every lossless
 verifier with the prefix-plus-one-token output for that D.  Lossless rules lie on or below it.
 """
 from __future__ import annotations
@@ -61,7 +61,7 @@ def make(quick: bool = False) -> FigureResult:
     fig.tight_layout()
     caption = (
         f"Exact expected accepted tokens E[tau] of every tree verifier that applies to the draft process "
-        f"(specsim.verifiers.tree.verifiers_for) vs the information-agnostic tree LP bound (THEORY.md 5.2; "
+        f"(specsim.verifiers.tree.verifiers_for) vs the information-agnostic tree LP bound (docs/theory.md §5.2; "
         f"Thomas & Pal, arXiv 2602.16961) for the same process, on a context-dependent random pair "
         f"(random_model(V={V}, seed={seeds[0]}) target, seed={seeds[1]} draft), K = {K}, L = {Ls[0]}..{Ls[-1]}. "
         f"Bottom: E[tau] as a fraction of the bound (axis cut at 0.85). Labels marked lossy fail the exact completion check. {'; '.join(notes)}. "

@@ -1,4 +1,4 @@
-"""Reference GPU implementation of speculative-decoding verification (THEORY.md 11).
+"""Reference GPU implementation of speculative-decoding verification (docs/theory.md §11).
 
 ``reference_gpu.api``: validated entry points (ragged and dense chain verification, tree RRS,
 noise drawing); ``reference_gpu.reference``: the pure-torch semantics; ``reference_gpu.kernels``:

@@ -1,6 +1,6 @@
 """Validated entry points: ragged and dense chain verification, tree RRS, and noise drawing.
 
-Chain verification (THEORY.md 3, 4, 11): for request b with draft x^{1:L_b},
+Chain verification (docs/theory.md §3, 4, 11): for request b with draft x^{1:L_b},
 
     tau_b = #leading accepts (token, greedy) or max{i : eta_i < h_i} (block),
     output[b] = (x_1, ..., x_tau, Y, -1, ..., -1),   Y ~ residual row tau (tau < L_b) or bonus row,
@@ -9,10 +9,10 @@ with the randomness passed in as tensors (:class:`ChainNoise`), so outputs are a
 function of the inputs.  Sources: Leviathan et al. arXiv 2211.17192; Sun et al. arXiv 2403.10444
 (block verification); Miao et al. arXiv 2305.09781 (SpecInfer RRS, :func:`verify_tree`).
 
-Ragged layout (vLLM v1 style, THEORY.md 11.1): ``draft_token_ids`` int[N], ``cu_num_draft_tokens``
+Ragged layout (vLLM v1 style, docs/theory.md §11.1): ``draft_token_ids`` int[N], ``cu_num_draft_tokens``
 int[B] inclusive cumsum (request b owns [cu[b-1], cu[b]), cu[-1] means the previous element, 0 for
-b = 0), ``draft_probs`` float[N, V] or None (one-hot rule for deterministic drafts, THEORY.md
-3.2), ``target_probs`` float[N + B, V]: request b's L_b + 1 rows [cu[b-1] + b, cu[b] + b], the last
+b = 0), ``draft_probs`` float[N, V] or None (one-hot rule for deterministic drafts, docs/theory.md
+§3.2), ``target_probs`` float[N + B, V]: request b's L_b + 1 rows [cu[b-1] + b, cu[b] + b], the last
 being its bonus row.  Output int32[B, max_L + 1] padded with -1, and ``num_accepted`` = tau int32[B].
 
 Example::
@@ -172,7 +172,7 @@ def _check_unit(x, name: str, shape, device) -> torch.Tensor:
     if tuple(x.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
     if x.numel() and not bool(((x >= 0) & (x < 1)).all()):
-        raise ValueError(f"{name}: every entry must lie in [0, 1) (THEORY.md 11.3)")
+        raise ValueError(f"{name}: every entry must lie in [0, 1) (docs/theory.md §11.3)")
     return x.to(device).contiguous()
 
 
@@ -209,7 +209,7 @@ def draw_chain_noise(num_draft_tokens: Sequence[int], V: int, seeds: Sequence[in
     """u, eta ~ U[0,1)^{L_b} (float64) and the residual noise (Exp(1)^V or U[0,1)) per request.
 
     Request b's noise comes from its own generator seeded with ``seeds[b]`` (or a seed drawn from
-    ``generator``), so it does not depend on the rest of the batch (THEORY.md 11.2).
+    ``generator``), so it does not depend on the rest of the batch (docs/theory.md §11.2).
     Example: ``draw_chain_noise([3, 1], 32000, seeds=[7, 8])``.
     """
     if kind not in ref.NOISE_KINDS:
@@ -430,7 +430,7 @@ def _validate_tree(tokens, parent, cu, p, q, noise, atol):
 
 def verify_tree(tokens, parent, cu_num_nodes, target_probs, draft_probs, noise: TreeNoise,
                 backend: str = "auto", atol: float | None = None) -> TreeResult:
-    """SpecInfer recursive rejection sampling on a ragged batch of draft trees (THEORY.md 6.1).
+    """SpecInfer recursive rejection sampling on a ragged batch of draft trees (docs/theory.md §6.1).
 
     At node u with children c_1..c_k (node order): accept c_j iff U_{c_j} q_u(x) < R_{j-1}(x), else
     R_j = norm((R_{j-1} - q_u)_+), R_0 = p_u; descend on acceptance; otherwise emit Y ~ R_k (a leaf

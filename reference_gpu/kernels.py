@@ -75,7 +75,7 @@ def _mass(p_ptr, q_ptr, q_ok, x_excl, w, C, V, n_tiles_v, HAS_Q: tl.constexpr, B
 @triton.jit
 def _draw(p_ptr, q_ptr, q_ok, x_excl, w, C, noise_ptr, u_res, V,
           HAS_Q: tl.constexpr, NOISE: tl.constexpr, BLOCK_V: tl.constexpr):
-    """One token from R = (w p - C q)_+ (fallback p when R has no mass), THEORY.md 11.4."""
+    """One token from R = (w p - C q)_+ (fallback p when R has no mass), docs/theory.md §11.4."""
     if NOISE == 0:  # exponential race: argmax R/E over both rows in one pass
         bR = tl.full((), -1.0, tl.float64)
         iR = tl.full((), 0, tl.int32)

@@ -1,9 +1,9 @@
 """Pure-torch reference of the verification kernels: same inputs, same noise, same bits.
 
-Semantics (THEORY.md 3, 4, 6.1, 11), for request b with draft x_1..x_L, target rows p_0..p_L
-(p_L = bonus row), draft rows q_0..q_{L-1} (``None``: one-hot q_k = delta_{x_{k+1}}, THEORY.md 3.2):
+Semantics (docs/theory.md §3, 4, 6.1, 11), for request b with draft x_1..x_L, target rows p_0..p_L
+(p_L = bonus row), draft rows q_0..q_{L-1} (``None``: one-hot q_k = delta_{x_{k+1}}, docs/theory.md §3.2):
 
-* ``token``:  accept x_k iff ``u_k * q_{k-1}(x_k) < p_{k-1}(x_k)`` (strict, THEORY.md 11.3);
+* ``token``:  accept x_k iff ``u_k * q_{k-1}(x_k) < p_{k-1}(x_k)`` (strict, docs/theory.md §11.3);
   tau = number of leading accepts; Y ~ (p_tau - q_tau)_+ (tau < L) or p_L.
 * ``block``:  w_0 = 1, w_k = min(1, w_{k-1} p(x_k) / q(x_k)); Z_i = sum_v (w_i p_i - q_i)_+;
   h_i = Z_i / ((Z_i + 1) - w_i) (1 if the denominator is 0), h_L = w_L;
@@ -15,7 +15,7 @@ Semantics (THEORY.md 3, 4, 6.1, 11), for request b with draft x_1..x_L, target r
   c_j iff ``(U_{c_j} * q_u(x)) * m_j < R_j(x)``.  This is the recursion R <- norm((R - q)_+) in
   closed form: ((p - C q)_+ - m q)_+ = (p - (C + m) q)_+.
 
-Residual draws from an unnormalised row R >= 0 with request noise (THEORY.md 11.4):
+Residual draws from an unnormalised row R >= 0 with request noise (docs/theory.md §11.4):
 ``exponential``: argmax_v R(v) / E_v (E a row of Exp(1), ties to the lowest id);
 ``uniform``: inverse CDF with one uniform U on fixed-point masses.  If R has no mass the draw
 falls back to the target row p of the same position, so a token with p = 0 is never emitted.
@@ -93,7 +93,7 @@ def chain_reference(draft_token_ids, cu_num_draft_tokens, draft_probs, target_pr
                     etas, noise, mode: str = "token", noise_kind: str = "exponential"):
     """Ragged batch chain verification; returns ``(output int32 [B, max_L+1], tau int32 [B])``.
 
-    Layout (THEORY.md 11.1): request b owns draft entries [start_b, cu[b]) with start_b = cu[b-1]
+    Layout (docs/theory.md §11.1): request b owns draft entries [start_b, cu[b]) with start_b = cu[b-1]
     (0 for b = 0) and the L_b + 1 target rows [start_b + b, cu[b] + b] (last = bonus row), so
     ``target_probs`` is [N + B, V].  ``uniforms``/``etas`` are float64 [N]; ``noise`` is the
     request noise ([B, V] exponential or [B] uniform).  Inputs are trusted (see ``api``).

@@ -20,7 +20,7 @@ from .verifiers.chain import block
 
 
 def straightforward_max_error(verifier, target, draft, L: int) -> float:
-    """max_z |C(z) - P(z)| by the textbook loops of THEORY.md Algorithm 2.1 (no vectorisation)."""
+    """max_z |C(z) - P(z)| by the textbook loops of docs/theory.md §2.1 (Algorithm 2.1) (no vectorisation)."""
     V = target.V
     O: dict[tuple, float] = {}
     for x in itertools.product(range(V), repeat=L):

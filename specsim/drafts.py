@@ -450,7 +450,7 @@ def greedy_drafts(K: int) -> TreeProcess:
     arXiv 2502.18779; SpecHub, arXiv 2411.05289, at K = 2): the root's children are the K - 1 most
     likely tokens of q (deterministic) plus one token drawn from q restricted to the rest; every
     child continues as a chain drawn from q.  ``draws[root]`` lists the K - 1 greedy tokens first
-    and the sampled one last.  Q(all drafts in H) = 1[G in H] q(H minus G) / (1 - q(G)) (THEORY.md 6.6)."""
+    and the sampled one last.  Q(all drafts in H) = 1[G in H] q(H minus G) / (1 - q(G)) (docs/theory.md §6.6)."""
     check_int(K, "K", 1)
     return TreeProcess((K,), "greedy", f"greedy_drafts({K})")
 

@@ -3,7 +3,7 @@
 For a context, let O(s) be the probability that one iteration emits the string s (an accepted
 prefix or root-to-node path plus one token), averaged over the draft process and the verifier's
 randomness.  The verifier is lossless at the context iff every completion with target samples
-matches the target (THEORY.md 2):
+matches the target (docs/theory.md §2):
 
     C(z) = sum_{k=1}^{L+1} O(z^{1:k}) P(z^{k+1:L+1} | z^{1:k}) = P(z)    for all z in V^{L+1}.
 

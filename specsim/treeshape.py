@@ -1,4 +1,4 @@
-"""Sequoia's tree-shape dynamic program (THEORY.md 6.2, Algorithm 6.2 TreeDP).
+"""Sequoia's tree-shape dynamic program (docs/theory.md §6.2, Algorithm 6.2 TreeDP).
 
 Given the probability a_b that the b-th ranked child of a node is the accepted one (assumed the
 same at every depth), the expected number of tokens per step of a tree is
@@ -83,7 +83,7 @@ def sequoia_tree(a, m: int, layers: int | None = None) -> TreeShape:
     G_l(r > 0, j > len(a)) = -inf and G_l(r, j) = max_{1<=s<=r} [a_j T(s, l - 1) + G_l(r - s, j + 1)];
     F*(m, l) = max_{l' <= l} T(m, l').  O(m^2 l len(a)).  ``layers=None``: unlimited (l = m).
 
-    >>> round(sequoia_tree([0.6, 0.2, 0.1], 4).value, 6)    # THEORY.md 12, R12
+    >>> round(sequoia_tree([0.6, 0.2, 0.1], 4).value, 6)    # docs/theory.md §12, R12
     2.176
     """
     a = _check_a(a)

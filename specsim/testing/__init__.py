@@ -3,7 +3,7 @@
 Point it at your own code:
 
 * exact law available (a verifier in the :mod:`specsim.verifiers` protocol):
-  ``assert_lossless(my_verifier)`` certifies C(z) = P(z) (THEORY.md 2) exactly on Hypothesis-drawn
+  ``assert_lossless(my_verifier)`` certifies C(z) = P(z) (docs/theory.md §2) exactly on Hypothesis-drawn
   prefix-dependent model pairs and reports a shrunk counterexample;
 * sampling only: ``check_sampler(sample_fn, target, draft, L)`` (chi-square tests with a stated
   false-alarm rate and power); with injectable uniforms, ``check_sampler_exact``;

@@ -2,7 +2,7 @@
 
 Chain sampling layout: ``sample_fn(draft_tokens, p, q, rng) -> (accepted, token)`` with ``p``
 [L+1, V] (row k = target(.|x^{1:k}), row L = bonus row), ``q`` [L, V] and ``rng`` a
-``numpy.random.Generator`` (THEORY.md 1).  torch and transformers are imported only when an
+``numpy.random.Generator`` (docs/theory.md §1).  torch and transformers are imported only when an
 adapter is called.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _torch_dtype(dtype):
 
 
 def torch_batch_sampler(fn, dtype="float32", device="cpu", chunk: int = 4096, name: str | None = None) -> BatchSampler:
-    """Wrap a dense torch batch sampler (FlashInfer-style layout, THEORY.md 11.1) for :func:`check_sampler`.
+    """Wrap a dense torch batch sampler (FlashInfer-style layout, docs/theory.md §11.1) for :func:`check_sampler`.
 
     ``fn(draft_token_ids: int64[B, L], draft_probs: [B, L, V], target_probs: [B, L+1, V],
     generator: torch.Generator) -> (accepted: int[B], tokens: int[B])`` where ``accepted`` = tau

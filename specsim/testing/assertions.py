@@ -3,7 +3,7 @@
 For each example Hypothesis draws (a context-dependent target / draft pair, a draft length L and a
 draft process), the exact engine computes the completed law
 C(z) = sum_k O(z^{1:k}) P(z^{k+1:L+1} | z^{1:k}) and certifies max_z |C(z) - P(z)| <= atol
-(THEORY.md 2; :func:`specsim.exact.check_lossless`).  A failing example is shrunk by Hypothesis
+(docs/theory.md §2; :func:`specsim.exact.check_lossless`).  A failing example is shrunk by Hypothesis
 to a small one (V = 3, L = 1 or 2, simple rows) and reported with the rows that matter.
 """
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _strategy_for(verifier, V, L, drafting, depth):
 def assert_lossless(verifier, *, V=None, L=None, drafting=None, depth=st.integers(1, 2),
                     max_examples: int = 60, atol: float = LOSSLESS_ATOL, derandomize: bool | None = None,
                     shrink: bool = True):
-    """Assert max_z |C(z) - P(z)| <= atol on every instance Hypothesis draws (THEORY.md 2).
+    """Assert max_z |C(z) - P(z)| <= atol on every instance Hypothesis draws (docs/theory.md §2).
 
     C(z) = sum_{k=1}^{L+1} O(z^{1:k}) P(z^{k+1:L+1} | z^{1:k}) is the law of the emitted block
     completed with target samples, computed exactly by :func:`specsim.exact.check_lossless`; the

@@ -1,6 +1,6 @@
 """``python -m specsim.testing.demo``: the released HSD rule caught with a minimal counterexample.
 
-The released hierarchical speculative decoding rule (Zhou et al., arXiv 2601.05724; THEORY.md 7)
+The released hierarchical speculative decoding rule (Zhou et al., arXiv 2601.05724; docs/theory.md §7)
 accepts the whole draft with min(1, r_L) instead of block verification's min(1, r_L / M_{L-1}).
 Its first-token marginal is exact, so first-token tests pass; the exact completion check
 C(z) = P(z) over V^{L+1} flags it, and Hypothesis shrinks the failing instance.

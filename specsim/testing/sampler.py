@@ -1,7 +1,7 @@
 """Checks for implementations that only sample: statistical (``check_sampler``) and, when the
 implementation accepts injected uniforms, exact (``check_sampler_exact``).
 
-Statistical mode (THEORY.md 2, tier 5).  Draw n drafts x ~ Q, run the implementation once per
+Statistical mode (docs/theory.md §2, tier 5).  Draw n drafts x ~ Q, run the implementation once per
 draft, complete every emitted string x^{1:tau} y with exact target samples to length L+1 and test
 the completed strings against the target law P(z) on V^{L+1} (Pearson chi-square), plus one
 chi-square per position on the marginal of z_k.  Under losslessness the completed strings are
@@ -164,7 +164,7 @@ def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000
                   name: str | None = None, drafting=None) -> SamplerCheck:
     """Statistical losslessness test of a sampling-only implementation at one context.
 
-    H0: C(z) = P(z) for all z in V^{L+1} (THEORY.md 2), where C is the law of the emitted block
+    H0: C(z) = P(z) for all z in V^{L+1} (docs/theory.md §2), where C is the law of the emitted block
     completed with target samples.  Sub-tests: one Pearson chi-square on the completed strings
     (V^{L+1} cells, cells with expected count < ``min_expected`` pooled) and one per position on
     the marginal of z_k (k = 1..L+1), each at level ``alpha`` / (L + 2) (Bonferroni), so the
@@ -391,7 +391,7 @@ def check_sampler_exact(sample_fn, target: Model, draft: Model, L: int, n_unifor
     """Exact certificate of a sampler that takes its uniforms as an input.
 
     For every draft x the law of (tau, Y) is the integral of ``sample_fn(x, p, q, u)`` over
-    u in [0,1)^m; that law feeds the exact engine (C(z) = P(z) check, THEORY.md 2).  The integral
+    u in [0,1)^m; that law feeds the exact engine (C(z) = P(z) check, docs/theory.md §2).  The integral
     is computed on a product of per-coordinate partitions: start from ``grid`` equal cells per
     uniform, evaluate at every cell midpoint, and wherever two neighbouring midpoints give different
     outputs locate the breakpoint between them by bisection (to ``tol``) and split there; repeat

@@ -1,6 +1,6 @@
 """Hypothesis strategies for speculative-decoding tests: rows, model pairs, draft processes.
 
-Losslessness, C(z) = P(z) for every z in V^{L+1} (THEORY.md 2), must hold for *every* target /
+Losslessness, C(z) = P(z) for every z in V^{L+1} (docs/theory.md §2), must hold for *every* target /
 draft pair, so tests should search the pairs that break implementations: V >= 3 (with V = 2 every
 residual is a point mass), rows that change with the prefix (identical rows hide wrong-row bugs),
 and degenerate rows: p = q, disjoint supports, zeros, one-hot rows and ties.

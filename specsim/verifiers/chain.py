@@ -1,9 +1,9 @@
-"""Chain verifiers: one draft path of L tokens, rows indexed by prefix length (THEORY.md 1-4, 7).
+"""Chain verifiers: one draft path of L tokens, rows indexed by prefix length (docs/theory.md §1-4, 7).
 
 Each rule is written once, vectorised over a batch of N drafts (``batch_law``: drafts [N, L],
 p [N, L+1, V], q [N, L, V] -> P(tau = k) [N, L+1] and the emitted token's law [N, L+1, V]); the
 per-draft exact law (``law``, the protocol) is that function at N = 1.  ``sampler`` runs the
-algorithm itself with explicit uniforms (strict ``u < a`` convention, THEORY.md 11.3), so
+algorithm itself with explicit uniforms (strict ``u < a`` convention, docs/theory.md §11.3), so
 sampling and exact law are independent implementations that tests compare.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _drafted(rows: np.ndarray, drafts: np.ndarray) -> np.ndarray:
 
 
 def _ratio(pd: np.ndarray, qd: np.ndarray) -> np.ndarray:
-    """p/q for drafted tokens; q = 0 is a contract violation: +inf if p > 0, else 0 (THEORY.md 3)."""
+    """p/q for drafted tokens; q = 0 is a contract violation: +inf if p > 0, else 0 (docs/theory.md §3)."""
     safe = np.where(qd > 0, qd, 1.0)
     return np.where(qd > 0, pd / safe, np.where(pd > 0, np.inf, 0.0))
 
@@ -110,7 +110,7 @@ token = _verifier("token", _token_batch, _token_sample, True)
 
 # --------------------------------------------------------------------------- sample and match
 def _onehot_batch(drafts, p, q):
-    """Sample-and-match for deterministic drafts (EAGLE's evaluate_posterior; THEORY.md 3.2).
+    """Sample-and-match for deterministic drafts (EAGLE's evaluate_posterior; docs/theory.md §3.2).
 
     Accept x_k with probability p_{k-1}(x_k); on rejection emit from p_{k-1} with x_k removed and
     renormalised.  Lossless for any drafter because the test ignores q.
@@ -173,7 +173,7 @@ def _block_batch(drafts, p, q):
     With w, h and residuals from :func:`block_weights`: P(tau = L) = w_L;
     P(tau = i) = h_i prod_{j>i}(1 - h_j) for 1 <= i < L; P(tau = 0) = prod_j (1 - h_j).
     Emit norm((w_tau p_tau - q_tau)_+) if tau < L, else p_L.  Optimal among lossless verifiers
-    with this output format (it equals the LP optimum of THEORY.md 5).
+    with this output format (it equals the LP optimum of docs/theory.md §5).
     """
     L = drafts.shape[1]
     w, h, res = _block_parts(drafts, p, q)
@@ -235,7 +235,7 @@ def _hsd_released_batch(drafts, p, q):
     Joint prefix ratios r_k = P_k / Q_k, M_k = max(1, r_1..r_k), d_k = (P_k / M_k) p_k - Q_k q_k,
     s_k = sum d_k^+ / max(sum d_k^+, sum d_k^-).  Accept the whole draft with min(1, r_L)
     (**uncapped**); otherwise tau = the largest k < L without a step-back (probability 1 - s_k),
-    emitting norm(d_tau^+).  LOSSY: a documented negative control (THEORY.md 7).
+    emitting norm(d_tau^+).  LOSSY: a documented negative control (docs/theory.md §7).
     """
     return _hsd_batch(drafts, p, q, capped=False)
 

@@ -1,4 +1,4 @@
-"""Lossy single-token verification rules, lifted to chains (THEORY.md 8).
+"""Lossy single-token verification rules, lifted to chains (docs/theory.md §8).
 
 A single-token rule is an acceptance probability a(x) for the drafted token x plus a residual
 kernel R_x (the law of the emitted token after rejecting x).  Its one-token output law and
@@ -14,7 +14,7 @@ position is accepted it emits the bonus token from ``p[L]``.  The exact engine
 closed-form ``out(p, q)`` and ``beta(p, q)`` (O(V), Cactus O(V log V)); the tests compare them with
 the lift at L = 1.
 
-The module also defines the deterministic relaxed acceptance rules of THEORY.md 10.2
+The module also defines the deterministic relaxed acceptance rules of docs/theory.md §10.2
 (:class:`AcceptanceRule`: strict greedy, additive, multiplicative, top-m, entropy threshold), whose
 acceptance certificates live in :mod:`lp.lossy`, and :class:`ClipFamily`, the sorted-breakpoint
 solver for b(a) in sum_v clip(q_v, b p_v, a p_v) = 1 shared by :func:`mentored` and the frontier.
@@ -109,7 +109,7 @@ class SingleTokenRule:
     """A single-token rule: ``rule(p_row, q_row, x) -> (a(x), R_x)`` plus its closed forms.
 
     ``decide`` trusts its inputs (rows are validated once at the chain boundary).  ``closed_out``
-    and ``closed_beta`` give out(p, q) and beta(p, q) from THEORY.md 8 without the O(V^2) sum over x;
+    and ``closed_beta`` give out(p, q) and beta(p, q) from docs/theory.md §8 without the O(V^2) sum over x;
     :meth:`out` and :meth:`beta` validate and call them.  ``params`` records the parameters and
     ``label`` says when the rule is a stand-in or an assumption rather than a published algorithm.
     """
@@ -366,7 +366,7 @@ def cactus(delta: float) -> LossyVerifier:
     (v != n);  a(n) = min(1, h_n / q_n);  R_n = norm((h^(n) - q)_+).
     out(y) = min(q_y, h^(y)_y) + sum_n q_n (1 - a(n)) R_n(y);  beta = sum_n min(q_n, h^(n)_n).
     delta >= 0 (delta = 0 is speculative sampling).  delta is a per-token second-order proxy, NOT a
-    bound on KL(out || p) (THEORY.md 9.3): certify out exactly with :func:`lp.lossy.certify`.
+    bound on KL(out || p) (docs/theory.md §9.3): certify out exactly with :func:`lp.lossy.certify`.
     The closed form here is O(V log V): one sort of the breakpoints q_v/p_v (shared with
     :class:`ClipFamily`, so a certificate sorts once).
     """
@@ -424,7 +424,7 @@ _SHARED_FAMILY: ContextVar = ContextVar("specsim_clip_family", default=None)
 
 
 class ClipFamily:
-    """pi(a) = clip(q, b(a) p, a p) with b(a) solving sum_v clip(q_v, b p_v, a p_v) = 1 (THEORY.md 9.2).
+    """pi(a) = clip(q, b(a) p, a p) with b(a) solving sum_v clip(q_v, b p_v, a p_v) = 1 (docs/theory.md §9.2).
 
     Sorting the breakpoints r_v = q_v / p_v once (p_v > 0) makes b(a) an O(log V) search: with
     prefix sums P_j, Q_j of p and q in ratio order, sum clip = b P_lo + (Q_hi - Q_lo) + a (1 - P_hi)
@@ -525,7 +525,7 @@ def mentored(alpha: float) -> LossyVerifier:
     """Mentored decoding (V. Tran-Thien, "An optimal lossy variant of speculative decoding", HF blog).
 
     a(x) = min(1, p(x) / (alpha q(x))), alpha in (0, 1];  residual norm((p/beta - q)_+) where beta >= 1 is
-    determined by sum_v clip(q_v, p_v/beta, p_v/alpha) = 1 (b = 1/beta of THEORY.md Algorithm 9.2).
+    determined by sum_v clip(q_v, p_v/beta, p_v/alpha) = 1 (b = 1/beta of docs/theory.md §9.2 (Algorithm 9.2)).
     Then out = clip(q, p/beta, p/alpha) and acceptance = sum min(q, p/alpha): the frontier point
     with a = 1/alpha, b = 1/beta, optimal for TV and for every f-divergence at its own budget.
     alpha = 1 is speculative sampling.
@@ -592,7 +592,7 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
 # --------------------------------------------------------------------------- 8.10 speculative cascades
 def cascade(alpha: float) -> LossyVerifier:
     """Speculative cascades with the "OPT" deferral rule (Narasimhan et al., "Faster Cascades via
-    Speculative Decoding", arXiv 2405.19261).  THEORY.md 8.10 states this rule from memory: re-check it
+    Speculative Decoding", arXiv 2405.19261).  docs/theory.md §8.10 states this rule from memory: re-check it
     against the paper before attributing numbers to it.
 
     r = 1[max q < max p - alpha TV(p, q)] (defer to the target when the draft is not confident
@@ -617,7 +617,7 @@ def cascade(alpha: float) -> LossyVerifier:
     def beta(p, q):
         return float(np.minimum(p, q).sum()) if defer(p, q) else 1.0
 
-    return _make("cascade", decide, out, beta, dict(alpha=alpha), label="details from memory (THEORY.md 8.10)")
+    return _make("cascade", decide, out, beta, dict(alpha=alpha), label="details from memory (docs/theory.md §8.10)")
 
 
 # --------------------------------------------------------------------------- 8.8 / 8.9 stand-ins
@@ -665,11 +665,11 @@ def margin_standin(theta: float) -> LossyVerifier:
         return q[t].sum() if rel else np.minimum(p, q).sum()
 
     return _make("margin_standin", decide, out, beta, dict(theta=theta),
-                 "stand-in: MARS's released test uses raw logits (THEORY.md 8.8)")
+                 "stand-in: MARS's released test uses raw logits (docs/theory.md §8.8)")
 
 
 def consultant_standin(tau: float) -> LossyVerifier:
-    """ASSUMPTION standing in for Consultant Decoding (its exact rule is not public; THEORY.md 8.9).
+    """ASSUMPTION standing in for Consultant Decoding (its exact rule is not public; docs/theory.md §8.9).
 
     a(x) = 1[p(x) >= tau] (tau in [0, 1]), a rejection emits a sample of p:
     out = q 1[p >= tau] + q({p < tau}) p,  beta = q({p >= tau}).
@@ -688,7 +688,7 @@ def consultant_standin(tau: float) -> LossyVerifier:
         return q[p >= tau].sum()
 
     return _make("consultant_standin", decide, out, beta, dict(tau=tau),
-                 "assumption: Consultant Decoding's exact rule is not public (THEORY.md 8.9)")
+                 "assumption: Consultant Decoding's exact rule is not public (docs/theory.md §8.9)")
 
 
 #: Factories by name (CLI / report), in table order.
@@ -700,7 +700,7 @@ LOSSY_RULES: dict[str, Callable[..., LossyVerifier]] = {
 # --------------------------------------------------------------------------- deterministic rules (10.2)
 @dataclass(frozen=True)
 class AcceptanceRule:
-    """A deterministic relaxed acceptance test "accept x iff p_x clears a threshold" (THEORY.md 10.2).
+    """A deterministic relaxed acceptance test "accept x iff p_x clears a threshold" (docs/theory.md §10.2).
 
     kinds: ``greedy`` (p_x >= max p), ``additive`` (p_x >= max p - eps), ``multiplicative``
     (p_x >= lam max p), ``top_m`` (fewer than m tokens y != x with p_y >= p_x), ``entropy``

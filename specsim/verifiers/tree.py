@@ -1,4 +1,4 @@
-"""Tree and multi-draft verifiers (THEORY.md 3.2, 6): a draft tree in, its exact outcome law out.
+"""Tree and multi-draft verifiers (docs/theory.md §3.2, 6): a draft tree in, its exact outcome law out.
 
 Every verifier here is a :class:`~specsim.verifiers.base.Verifier` of kind ``"tree"``:
 ``verifier(tree) -> list[Outcome]`` with ``accepted`` a node id (0 = root).  Most are
@@ -165,7 +165,7 @@ def _deterministic_rule(tree, u, *, mask_children=True):
 
 
 def _deterministic_law(tree):
-    """Deterministic-children verification (EAGLE's evaluate_posterior; THEORY.md 3.2), node-wise.
+    """Deterministic-children verification (EAGLE's evaluate_posterior; docs/theory.md §3.2), node-wise.
 
     At node u with distinct children c_1..c_k: one coin U, accept c_j for the first j with
     U < sum_{m<=j} p(c_m|u) and descend; otherwise Y ~ p(.|u) with every c_m zeroed,
@@ -199,7 +199,7 @@ def _kseq_rho_cached(pb: bytes, qb: bytes, k: int, tol: float) -> float:
 
 
 def kseq_rho(p, q, k: int, tol: float = 1e-13) -> float:
-    """SpecTr's rho*: the smallest rho in [1, k] with a valid K-SEQ residual (THEORY.md 6.4).
+    """SpecTr's rho*: the smallest rho in [1, k] with a valid K-SEQ residual (docs/theory.md §6.4).
 
     beta(rho) = sum min(q, p/rho), c = sum_{j<k} (1 - beta)^j; valid iff
     p_y - min(q_y, p_y/rho) c >= 0 for every y.  Feasibility is not monotone in rho: a grid scan
@@ -334,7 +334,7 @@ def _greedy_multidraft_law(tree):
 
 # --------------------------------------------------------------------------- traversal
 def _traversal_law(tree, *, parent_update="odds", recompute=True):
-    """Traversal verification (Weng et al., arXiv 2505.12398), THEORY.md 6.3 reconstruction.
+    """Traversal verification (Weng et al., arXiv 2505.12398), docs/theory.md §6.3 reconstruction.
 
     Children drawn without replacement; node u carries Mb_u = p(.|u), Ms_u = q(.|u) and a weight
     w (w_root = 1, w_c = min(1, w_u Mb_u(x_c)/Ms_u(x_c))).  Repeat: a = first alive leaf (descend
@@ -445,7 +445,7 @@ def _power_gap(hi, gap, K):
 
 
 def _gbv_step(p, q, t, A, Qv, K, capped=False, mismatch=False):
-    """Skewed row qt(.|v) at a node v of the selected path and (A, Q) of its child v.t (THEORY.md 6.7)."""
+    """Skewed row qt(.|v) at a node v of the selected path and (A, Q) of its child v.t (docs/theory.md §6.7)."""
     ids = np.arange(p.size)
     order = np.lexsort((ids, _gbv_key(p, q, capped)) if mismatch else (-ids, _gbv_key(p, q, capped)))
     qs = q[order]
@@ -458,7 +458,7 @@ def _gbv_step(p, q, t, A, Qv, K, capped=False, mismatch=False):
 
 
 def gbv_path_model(draft: Model, K: int, capped: bool = False, target: Model | None = None) -> Model:
-    """The law of the path GBV selects from K i.i.d. draft paths, as a draft model (THEORY.md 6.7).
+    """The law of the path GBV selects from K i.i.d. draft paths, as a draft model (docs/theory.md §6.7).
 
     qt(t|v) = [(A_v + Q(v) F_v(t))^K - (A_v + Q(v) F_v(t-))^K] / [(A_v + Q(v))^K - A_v^K] along the
     prefix v.  GBV on ``iid_paths(K)`` is block verification on a single path drawn from this model,
@@ -484,7 +484,7 @@ def gbv_path_model(draft: Model, K: int, capped: bool = False, target: Model | N
 
 
 def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
-    """Greedy multi-path block verification (Thomas & Pal, arXiv 2602.16961; THEORY.md 6.7).
+    """Greedy multi-path block verification (Thomas & Pal, arXiv 2602.16961; docs/theory.md §6.7).
 
     From K i.i.d. paths merged into a trie, select x* = the lexicographic maximum under the token
     order of key s_v(t) = p(t|v)/q(t|v) (ties: lower token id ranks higher) by walking to the
@@ -494,7 +494,7 @@ def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
     (the law of the selected path), then block verification on x* with qt in place of q.
     Stable form (A+Q)^K (-expm1(K log1p(-Q/(A+Q)))) in float64.  ``capped`` uses the key
     min(1, p/q) (ties galore); ``mismatch`` orders ties the other way in qt than in selection —
-    the hazard of THEORY.md 6.7 (lossy); ``select_by_q`` (mutant) selects by q, not by the key.  Needs K i.i.d. full paths (``iid_paths``).
+    the hazard of docs/theory.md §6.7 (lossy); ``select_by_q`` (mutant) selects by q, not by the key.  Needs K i.i.d. full paths (``iid_paths``).
     """
     tree_paths(tree)  # validates the K-path structure
     K = len(tree.draws[0])
@@ -525,7 +525,7 @@ def _gbv_capped(tree):
 
 _gbv_plain.__doc__ = _gbv_law.__doc__
 _gbv_capped.__doc__ = ("GBV with the capped key min(1, p/q) and ties ordered differently in selection and "
-                       "in the skewed law (the reference-code hazard of THEORY.md 6.7): LOSSY negative control "
+                       "in the skewed law (the reference-code hazard of docs/theory.md §6.7): LOSSY negative control "
                        "whenever two drafted tokens tie at key 1.")
 
 
@@ -635,7 +635,7 @@ def multidraft_acceptance(verifier_name: str, p, q, K: int, replacement: bool = 
 
     alpha = sum_D Pr(D) sum_{outcomes accepting a child} prob, computed by the exact engine with
     context-independent rows p, q and ``iid_paths(K)`` (``replacement=True``) or ``swor_tree(K)``.
-    Comparable with the multi-draft optimum (THEORY.md 6.6).  ``ValueError`` if the verifier does
+    Comparable with the multi-draft optimum (docs/theory.md §6.6).  ``ValueError`` if the verifier does
     not apply to that draft law (e.g. ``sequoia`` with replacement).
 
     >>> multidraft_acceptance("specinfer", [1, 0], [0.5, 0.5], 2)

@@ -1,4 +1,4 @@
-"""GBV = block verification on the selected path's law (THEORY.md 6.7), checked exactly."""
+"""GBV = block verification on the selected path's law (docs/theory.md §6.7), checked exactly."""
 import numpy as np
 import pytest
 

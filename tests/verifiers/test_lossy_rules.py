@@ -102,7 +102,7 @@ def test_lossy_rules_are_flagged(v):
 
 
 def test_e1_anchors():
-    """THEORY.md 12, rules on E1 (and the margin stand-in pair)."""
+    """docs/theory.md §12, rules on E1 (and the margin stand-in pair)."""
     c = cactus(0.05)
     np.testing.assert_allclose(c.out(E1_P, E1_Q), [0.118920, 0.25, 0.215114, 0.415965], atol=1e-6)
     assert abs(c.beta(E1_P, E1_Q) - 0.568920) < 1e-6
@@ -128,7 +128,7 @@ def test_e1_anchors():
 @settings(max_examples=25)
 @given(pairs(), st.floats(0.05, 1.0), st.floats(0.0, 1.5))
 def test_exact_consequences(pq, l, T):
-    """THEORY.md 10.1's only exact consequences of parameters, and the ensemble's TV identity."""
+    """docs/theory.md §10.1's only exact consequences of parameters, and the ensemble's TV identity."""
     p, q = pq
     out = lenience(l).out(p, q)
     pos = p > 0

@@ -1,4 +1,4 @@
-"""Sequoia's tree DP: public anchors (THEORY.md 12, R12) and brute force over all trees."""
+"""Sequoia's tree DP: public anchors (docs/theory.md §12, R12) and brute force over all trees."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from specsim.treeshape import brute_force_tree, sequoia_tree, shape_widths, tree_value
 
 A = [0.6, 0.2, 0.1]
-R12 = {  # THEORY.md 12, R12
+R12 = {  # docs/theory.md §12, R12
     None: [1, 1.6, 1.96, 2.176, 2.376, 2.5056, 2.6256, 2.7456, 2.8456, 2.92336],
     2: [1, 1.6, 1.8, 1.9],
     3: [1, 1.6, 1.96, 2.16, 2.28, 2.4, 2.5, 2.56],

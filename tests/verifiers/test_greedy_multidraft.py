@@ -29,7 +29,7 @@ def _closed_form(p, q, K):
 
 
 def _dual_bound(p, q, K):
-    """min_H p(H) + 1 - Q(all drafts in H), Q = 1[G in H] q(H minus G) / (1 - q(G)) (THEORY.md 6.6)."""
+    """min_H p(H) + 1 - Q(all drafts in H), Q = 1[G in H] q(H minus G) / (1 - q(G)) (docs/theory.md §6.6)."""
     V = p.size
     G = set(np.lexsort((np.arange(V), -q))[: K - 1].tolist())
     best = np.inf

@@ -15,7 +15,7 @@ from specsim.verifiers.base import Verifier
 from specsim.verifiers.tree import verifiers_for
 
 TOY_P, TOY_Q = [1 / 3, 2 / 3], [2 / 3, 1 / 3]
-#: THEORY.md 12, R2/R3: block verification (= LP optimum) on the toy for L = 1..4.
+#: docs/theory.md §12, R2/R3: block verification (= LP optimum) on the toy for L = 1..4.
 TOY_BV = [Fraction(2, 3), Fraction(11, 9), Fraction(5, 3), Fraction(166, 81)]
 
 

@@ -78,7 +78,7 @@ def test_transformers_static_ensemble_is_lossy_as_documented(hf):
 
 def test_transformers_boundary_convention_accepts_p_zero_at_u_zero(hf, monkeypatch):
     # transformers tests r <= p/q with r = torch.rand_like in [0, 1): at r = 0 a drafted token with
-    # target probability 0 is accepted (THEORY.md 11.3: never mix [0,1) with <=).  The event has
+    # target probability 0 is accepted (docs/theory.md §11.3: never mix [0,1) with <=).  The event has
     # probability 2^-24 per float32 draw, far below any statistical test; injected here directly.
     torch = pytest.importorskip("torch")
     from specsim.testing import transformers_sampler

@@ -13,7 +13,7 @@ from specsim.testing.mutants import CHAIN_MUTANTS, LOSSLESS_CONTROLS
 from specsim.verifiers.chain import CHAIN_VERIFIERS, block_weights
 
 TOY_P, TOY_Q = s.iid([1 / 3, 2 / 3]), s.iid([2 / 3, 1 / 3])
-BV_ROW = [F(2, 3), F(11, 9), F(5, 3), F(166, 81), F(64, 27), F(1933, 729)]  # THEORY.md 12, R2/R3
+BV_ROW = [F(2, 3), F(11, 9), F(5, 3), F(166, 81), F(64, 27), F(1933, 729)]  # docs/theory.md §12, R2/R3
 ALPHA = F(2, 3)
 
 
@@ -29,7 +29,7 @@ def test_toy_anchors_token_and_block(L):
 
 
 def test_block_toy_table():
-    # THEORY.md 4, toy example: (draft, w1, w2, h1, h2)
+    # docs/theory.md §4, toy example: (draft, w1, w2, h1, h2)
     rows = {(0, 0): (F(1, 2), F(1, 4), 0, F(1, 4)), (0, 1): (F(1, 2), 1, 0, 1),
             (1, 0): (1, F(1, 2), 1, F(1, 2)), (1, 1): (1, 1, 1, 1)}
     p = np.array([[1 / 3, 2 / 3]] * 3)

@@ -116,19 +116,19 @@ def test_traversal_at_depth_one_is_sequoia():
 
 
 def test_multidraft_anchors():
-    # THEORY.md 12 "Multi-draft": p = (1, 0), q = (1/2, 1/2), K = 2
+    # docs/theory.md §12 "Multi-draft": p = (1, 0), q = (1/2, 1/2), K = 2
     p, q = [1.0, 0.0], [0.5, 0.5]
     assert multidraft_acceptance("specinfer", p, q, 2) == pytest.approx(0.75, abs=1e-12)
     assert multidraft_acceptance("spectr", p, q, 2) == pytest.approx(0.75, abs=1e-12)
     assert multidraft_acceptance("sequoia", p, q, 2, replacement=False) == pytest.approx(1.0, abs=1e-12)
     assert multidraft_acceptance("traversal", p, q, 2, replacement=False) == pytest.approx(1.0, abs=1e-12)
-    # GBV on the block-verification toy, K = 2 paths of length 1: 8/9 (THEORY.md 6.7)
+    # GBV on the block-verification toy, K = 2 paths of length 1: 8/9 (docs/theory.md §6.7)
     assert multidraft_acceptance("gbv", [1 / 3, 2 / 3], [2 / 3, 1 / 3], 2) == pytest.approx(8 / 9, abs=1e-12)
     assert kseq_rho(p, q, 2) == 1.0  # every rho in [1, 2] is valid here
 
 
 def _alpha_star(p, q, K, replacement):
-    """Multi-draft optimum min_H [p(H) + 1 - P(set of draws within H)] (THEORY.md 6.6, a theorem)."""
+    """Multi-draft optimum min_H [p(H) + 1 - P(set of draws within H)] (docs/theory.md §6.6, a theorem)."""
     proc = iid_paths(K) if replacement else swor_tree(K)
     sets = [(pr, set(t.draws[0])) for pr, t in proc.enumerate(iid(p), iid(q), 1)]
     V = len(p)
@@ -173,14 +173,14 @@ def test_multidraft_acceptance_closed_forms_and_optimum(V, seed, K, conc):
     star_wor = _alpha_star(p, q, K, False)
     assert wor["sequoia"] == pytest.approx(wor["traversal"], abs=1e-12)
     assert wor["sequoia"] <= star_wor + 1e-9
-    assert star_wor >= star - 1e-12  # without replacement never loses at the optimum (THEORY.md 6.6)
+    assert star_wor >= star - 1e-12  # without replacement never loses at the optimum (docs/theory.md §6.6)
 
 
 def test_sequoia_cover_property():
     # supp p within supp q and |supp q| <= k: acceptance 1 (Sequoia Thm 3.7)
     p, q = [0.7, 0.3, 0.0, 0.0], [0.1, 0.6, 0.3, 0.0]
     assert multidraft_acceptance("sequoia", p, q, 3, replacement=False) == pytest.approx(1.0, abs=1e-12)
-    # but not k = V alone (THEORY.md 6.2)
+    # but not k = V alone (docs/theory.md §6.2)
     assert multidraft_acceptance("sequoia", [0.5, 0.5, 0.0], [1, 0, 0], 3, replacement=False) == pytest.approx(0.5)
 
 

@@ -47,7 +47,7 @@ def test_maximal_coupling_toy_anchor():
     assert abs(c.value - 2 / 3) < 1e-15 and abs(c.tv - 1 / 3) < 1e-15
 
 
-# --------------------------------------------------------------------------- anchors (THEORY 12)
+# --------------------------------------------------------------------------- anchors (docs/theory.md §12)
 def test_sequoia_appendix_f_anchor():
     p, q = [1.0, 0.0], [0.5, 0.5]
     for fn in (multidraft_bound, multidraft_bound_bruteforce, multidraft_lp):

@@ -1,4 +1,4 @@
-"""Acceptance certificates of deterministic relaxed rules (THEORY.md 10.2): closed forms vs cvxpy,
+"""Acceptance certificates of deterministic relaxed rules (docs/theory.md §10.2): closed forms vs cvxpy,
 falsification by Hypothesis inside the radius, negative controls just outside it."""
 import numpy as np
 import pytest
@@ -17,7 +17,7 @@ def div(p, b, kind):
     return divergence(p, b, kind)
 
 
-# THEORY.md 12 "Acceptance certificates": KL(p||b) / KL(b||p) / TV
+# docs/theory.md §12 "Acceptance certificates": KL(p||b) / KL(b||p) / TV
 ANCHORS = [(strict_greedy(), B, (0.025732, 0.025267, 0.1)),
            (additive_greedy(0.05), B, (0.040076, 0.039319, 0.125)),
            (multiplicative_greedy(0.5), B, (0.136724, 0.141695, 0.233333)),

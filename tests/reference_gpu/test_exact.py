@@ -80,7 +80,7 @@ def test_token_kernel_grid_law_equals_specsim_exactly():
 
 def test_token_negative_control_the_grid_detects_a_wrong_residual():
     """The same grid with the residual uniform reused from the acceptance uniform (a known bug,
-    THEORY.md 11.4) gives a different law: the check has power."""
+    docs/theory.md §11.4) gives a different law: the check has power."""
     gu = 4
     grid = list(itertools.product(range(gu), range(gu)))
     u = np.array([[a / gu, b / gu] for a, b in grid])
@@ -129,7 +129,7 @@ def test_block_stop_decision_is_the_exact_threshold_rule(seed):
         probes[-1] = [e for e in probes[-1] if 0 <= e < 1]   # h may exceed 1 by an ulp (harmless)
     etas = np.array(list(itertools.product(*probes)))
     tau, _ = run_chain(x, p, q, np.zeros_like(etas), etas, np.zeros(len(etas)), "block")
-    passing = etas < h_ref[1:][None, :]          # strict convention, THEORY.md 11.3
+    passing = etas < h_ref[1:][None, :]          # strict convention, docs/theory.md §11.3
     want = np.where(passing.any(1), L - np.argmax(passing[:, ::-1], axis=1), 0)
     assert np.array_equal(tau, want)
     # the same rule with the exact h from specsim away from the ulp-level boundary

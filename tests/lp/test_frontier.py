@@ -11,7 +11,7 @@ from specsim.verifiers.lossy import (cactus, consultant_standin, ensemble, fuzzy
 
 KINDS = ("tv", "kl", "kl_reverse")
 
-# THEORY.md 12, "Lossy frontier on E1"
+# docs/theory.md §12, "Lossy frontier on E1"
 E1_EPS = [0, 0.02, 0.05, 0.1, 0.2, 0.5, 1]
 E1_TABLE = {"tv": [0.4, 0.42, 0.45, 0.5, 0.6, 0.9, 1],
             "kl": [0.4, 0.483654, 0.535138, 0.584955, 0.650633, 0.786975, 0.941944],
@@ -118,7 +118,7 @@ def test_typical_not_between_on_e1():
 
 
 def test_cactus_delta_is_not_a_kl_bound():
-    """THEORY.md 9.3: E1 with delta = 0.05 and a share of random instances."""
+    """docs/theory.md §9.3: E1 with delta = 0.05 and a share of random instances."""
     c = certify(cactus(0.05), E1_P, E1_Q)
     assert abs(c.kl_out_p - 0.082227) < 1e-6 and c.kl_out_p > 0.05
     assert abs(c.kl_p_out - 0.071251) < 1e-6
@@ -130,7 +130,7 @@ def test_cactus_delta_is_not_a_kl_bound():
         p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
         delta = [0.01, 0.05, 0.1, 0.3][i % 4]
         over += kl(cactus(delta).out(p, q), p) > delta
-    assert over / n > 0.25  # THEORY reports 61% on this family; any positive share refutes the bound
+    assert over / n > 0.25  # docs/theory.md reports 61% on this family; any positive share refutes the bound
 
 
 def test_lenience_certificate_e1():
@@ -174,7 +174,7 @@ def test_large_vocabulary_clip_solution():
         pt = frontier(p, q, 0.05, kind)
         assert abs(pt.pi.sum() - 1) < 1e-12 and abs(pt.achieved - 0.05) < 1e-9
         np.testing.assert_allclose(pt.pi, np.clip(q, pt.b * p, pt.a * p), atol=0)
-        # KKT ratio condition (THEORY 9.2): 1/lambda = f'(a) - f'(b) > 0
+        # KKT ratio condition (docs/theory.md §9.2): 1/lambda = f'(a) - f'(b) > 0
         assert pt.b <= 1 <= pt.a
 
 

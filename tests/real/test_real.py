@@ -241,7 +241,7 @@ def test_tables_on_synthetic_pairs(tmp_path):
     assert md[0].without_replacement == pytest.approx(md[0].iid, abs=1e-9)
     for a, b in zip(md, md[1:]):
         assert b.iid >= a.iid - 1e-12 and b.without_replacement >= a.without_replacement - 1e-9
-    assert all(r.without_replacement >= r.iid - 1e-9 for r in md)               # THEORY 6.6
+    assert all(r.without_replacement >= r.iid - 1e-9 for r in md)               # docs/theory.md §6.6
     for r in md:  # verifiers never beat the optimum for their draft law; K = 1 they all equal it
         assert r.specinfer <= r.iid + 1e-9 and r.spectr <= r.iid + 1e-9
         assert r.specinfer_gap_pct >= -1e-6 and r.spectr_gap_pct >= -1e-6

@@ -29,7 +29,7 @@ def test_released_hsd_is_caught_with_a_small_readable_counterexample():
                  "p0 =", "q0 =", "p2 ="):
         assert part in msg
     cert = err.certificate
-    assert not cert.lossless and cert.V == 3 and cert.L == 2  # the joint law of tokens 1-2 is wrong (THEORY 7)
+    assert not cert.lossless and cert.V == 3 and cert.L == 2  # the joint law of tokens 1-2 is wrong (docs/theory.md §7)
     assert err.case.L == 2 and cert.max_abs_error > 1e-6
 
 
