@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Device check for reference_gpu: GPU tests, then the benchmark, in one go (< 8 min on an H200).
+# Device check for reference_gpu: the GPU tests, then the kernel benchmark, in one go (< 8 min on an H200).
 # On a machine without CUDA it runs the CPU-interpreter tests and the reference-only benchmark.
-# Usage: bash scripts/device_check.sh   (from the repository root)
+# Usage (from anywhere): bash scripts/device_check.sh [RESULTS_JSON]
+#   RESULTS_JSON defaults to benchmarks/results/kernels.json on a GPU (what paper_figs/fig_kernel_bandwidth.py
+#   plots) and to benchmarks/results/kernels_cpu.json without one (so a CPU run never replaces GPU results).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -10,11 +12,12 @@ echo "== reference_gpu device check (cuda=$has_cuda) =="
 if [ "$has_cuda" = "1" ]; then
   nvidia-smi --query-gpu=name,memory.total --format=csv || true
   # GPU tier: bit-exact parity at real V plus the full kernel suite compiled for the GPU
-  timeout 300 python -m pytest -q -x tests/test_reference_gpu_props.py tests/test_reference_gpu_kernels.py \
-    tests/test_reference_gpu_exact.py tests/test_reference_gpu_stats.py -p no:cacheprovider
-  timeout 150 python -m reference_gpu.bench --quick --json reference_gpu/bench_results.json
+  timeout 300 python -m pytest -q -x tests/reference_gpu -p no:cacheprovider
+  results="${1:-benchmarks/results/kernels.json}"
+  timeout 150 python benchmarks/kernels.py --quick --json "$results"
 else
-  timeout 400 python -m pytest -q -x tests/test_reference_gpu_props.py -p no:cacheprovider
-  timeout 60 python -m reference_gpu.bench --modes token
+  timeout 400 python -m pytest -q -x tests/reference_gpu/test_props.py -p no:cacheprovider
+  results="${1:-benchmarks/results/kernels_cpu.json}"
+  timeout 60 python benchmarks/kernels.py --modes token --json "$results"
 fi
-echo "== device check done =="
+echo "== device check done: results in $results =="

@@ -1,0 +1,122 @@
+"""Each benchmark script runs in --quick mode from the repository root and writes the JSON the
+harness promises: its fields, baselines that are rows of the same run, ratios that are the
+quotient of the two medians, and each script's own agreement checks."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+
+
+def _load_harness():
+    spec = importlib.util.spec_from_file_location("benchmarks_harness", BENCH / "_harness.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module                     # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+harness = _load_harness()
+
+
+def run_benchmark(name: str, tmp_path: Path, *extra: str, env: dict | None = None) -> dict:
+    out = tmp_path / f"{name}.json"
+    r = subprocess.run([sys.executable, f"benchmarks/{name}.py", "--quick", "--repeats", "1", "--json", str(out),
+                        *extra], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "# machine:" in r.stdout and "ratio" in r.stdout
+    data = json.loads(out.read_text())  # strict JSON: the harness writes no NaN or Infinity
+    check_schema(data, name)
+    return data
+
+
+def check_schema(data: dict, name: str) -> None:
+    assert set(harness.RUN_FIELDS) <= set(data)
+    assert data["benchmark"] == name and data["quick"] is True
+    assert data["command"].startswith(f"python benchmarks/{name}.py --quick")
+    assert set(harness.MACHINE_FIELDS) <= set(data["machine"])
+    assert data["machine"]["cores"] >= 1 and data["machine"]["python"]
+    rows = {(r["case"], r["name"]): r for r in data["rows"]}
+    assert len(rows) == len(data["rows"]) > 0, "every (case, name) is one row"
+    baselines = {f"{case} / {name}": r for (case, name), r in rows.items()}
+    assert any(r["baseline"] is not None for r in rows.values()), "no row is compared with a baseline"
+    for r in data["rows"]:
+        assert set(harness.ROW_FIELDS) <= set(r)
+        assert 0 < r["min_s"] <= r["median_s"] and r["repeats"] >= 1 and r["warmup"] >= 0
+        if r["baseline"] is None:
+            assert r["ratio"] is None and r["baseline_median_s"] is None
+        else:
+            base = baselines[r["baseline"]]             # measured in the same run
+            assert base["baseline"] is None and data["rows"].index(base) < data["rows"].index(r)
+            assert r["baseline_median_s"] == base["median_s"]
+            assert r["ratio"] == pytest.approx(r["median_s"] / base["median_s"], rel=1e-12)
+
+
+def test_exact_engine(tmp_path):
+    data = run_benchmark("exact_engine", tmp_path)
+    engine = [r for r in data["rows"] if r["name"] == "check_lossless"]
+    assert engine and all(r["metrics"]["agree"] for r in engine)
+
+
+def test_tree_verifiers(tmp_path):
+    data = run_benchmark("tree_verifiers", tmp_path)
+    trees = [r for r in data["rows"] if r["baseline"] is not None]
+    assert {r["name"] for r in trees} >= {"specinfer", "gbv", "sequoia", "traversal"}
+    assert all(r["metrics"]["lossless"] and r["metrics"]["objects"] > 0 for r in trees)
+
+
+def test_lp_bounds(tmp_path):
+    pytest.importorskip("cvxpy")
+    data = run_benchmark("lp_bounds", tmp_path)
+    checked = [r for r in data["rows"] if "abs_diff" in r["metrics"]]
+    assert {r["name"] for r in checked} == {"multidraft_lp", "verification_lp (build + solve)"}
+    assert all(r["metrics"]["abs_diff"] < 1e-6 for r in checked)
+    wor = [r for r in data["rows"] if r["params"].get("replacement") is False]
+    iid = {r["params"]["K"]: r for r in data["rows"] if r["params"].get("replacement") is True}
+    assert all(r["metrics"]["alpha"] >= iid[r["params"]["K"]]["metrics"]["alpha"] - 1e-12 for r in wor)
+
+
+def test_lossy_certificates(tmp_path):
+    pytest.importorskip("cvxpy")
+    data = run_benchmark("lossy_certificates", tmp_path)
+    cvx = [r for r in data["rows"] if r["name"] == "frontier_cvxpy"]
+    assert len(cvx) == 3 and all(r["metrics"]["abs_beta_diff"] < 1e-5 for r in cvx)
+    assert all(0 <= r["metrics"]["beta"] <= 1 for r in data["rows"] if "beta" in r["metrics"])
+
+
+def test_kernels_under_the_triton_interpreter(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    if torch.cuda.is_available():
+        pytest.skip("the GPU run is scripts/device_check.sh's")
+    data = run_benchmark("kernels", tmp_path, env={"TRITON_INTERPRET": "1"})
+    kernel = [r for r in data["rows"] if r["name"] == "triton kernel"]
+    assert {r["params"]["mode"] for r in kernel} == {"token", "block"}
+    assert all(r["baseline"].endswith("/ torch reference (baseline)") for r in kernel)
+    assert data["context"]["cuda"] is False
+
+
+def test_bad_repeats_is_a_usage_error():
+    r = subprocess.run([sys.executable, "benchmarks/exact_engine.py", "--repeats", "0"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--repeats must be >= 1" in r.stderr
+
+
+def test_measure_reports_median_and_min_of_the_timed_calls():
+    ticks = iter([0.3, 0.1, 0.2])
+    calls = []
+    timing, last = harness.measure(lambda: calls.append(1) or len(calls), repeats=3, warmup=2,
+                                   timer=lambda fn: (next(ticks), fn()))
+    assert (timing.median_s, timing.min_s, timing.repeats, timing.warmup) == (0.2, 0.1, 3, 2)
+    assert len(calls) == 5 and last == 5                  # two untimed calls, then three timed ones
+    with pytest.raises(ValueError, match="repeats"):
+        harness.measure(lambda: None, repeats=0)
