@@ -14,11 +14,12 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from _harness import Run
 
 from specsim.exact import check_lossless
 from specsim.models import random_model
 from specsim.verifiers.chain import block
+
+from _harness import Run  # this folder (Python puts the script's folder on sys.path)
 
 
 def straightforward_max_error(verifier, target, draft_model, L: int) -> float:

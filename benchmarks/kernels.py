@@ -21,10 +21,11 @@ sizes.  The JSON (``--json``) is what ``paper_figs/fig_kernel_bandwidth.py`` plo
 from __future__ import annotations
 
 import torch
-from _harness import Run
 
 from reference_gpu import api
 from specsim.testing.adapters import find_transformers_speculative_sampling
+
+from _harness import Run  # this folder (Python puts the script's folder on sys.path)
 
 #: Peak memory bandwidth in bytes/s by device-name substring (vendor data sheets).
 PEAK_BW = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.0e12, "L40S": 0.864e12, "RTX 4090": 1.0e12}
@@ -124,7 +125,7 @@ def main(argv=None) -> dict:
                             for b in range(B):  # transformers verifies one request per call
                                 hf(candidate_input_ids=ids_2d[b:b + 1], candidate_logits=q_logits[b:b + 1],
                                    candidate_length=L, new_logits=p_logits[b:b + 1])
-                        run.time(case, "transformers _speculative_sampling", transformers_batch, baseline=ref,
+                        run.time(case, "transformers (one call per request)", transformers_batch, baseline=ref,
                                  repeats=max(2, run.repeats // 5), params=params, **timed)
     return run.finish()
 

@@ -12,11 +12,13 @@ at budget 0.05, and the exact certificate ``certify(rule, p, q)`` of every lossy
 from __future__ import annotations
 
 import numpy as np
-from _harness import Run, llm_like_pair
 
-from lp.lossy import certify, frontier, frontier_cvxpy
+from lp.certificates import certify
+from lp.frontier import frontier, frontier_cvxpy
 from specsim.verifiers.lossy import (cactus, consultant_standin, ensemble, fuzzy, lenience, margin_standin,
                                      mentored, topk_accept, typical)
+
+from _harness import Run, llm_like_pair  # this folder (Python puts the script's folder on sys.path)
 
 DIVERGENCES = ("tv", "kl", "kl_reverse")
 RULES = (("typical", typical()), ("lenience 0.8", lenience(0.8)), ("mentored 0.6", mentored(0.6)),

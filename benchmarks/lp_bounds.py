@@ -17,13 +17,14 @@ The pair is LLM-like: target logits 3 N(0, 1), draft logits 0.8 x target + N(0, 
 from __future__ import annotations
 
 import numpy as np
-from _harness import Run, llm_like_pair
 
 from lp.coupling import multidraft_bound, multidraft_lp
 from lp.verification import verification_lp
 from specsim.exact import check_lossless
 from specsim.models import random_model
 from specsim.verifiers.chain import block
+
+from _harness import Run, llm_like_pair  # this folder (Python puts the script's folder on sys.path)
 
 
 def main(argv=None) -> dict:

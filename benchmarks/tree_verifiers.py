@@ -14,13 +14,13 @@ minute).
 """
 from __future__ import annotations
 
-from _harness import Run
-
 from specsim.drafts import chain, iid_paths, parse_drafting, topk_tree
 from specsim.exact import check_lossless
 from specsim.models import random_model
 from specsim.verifiers.chain import block
 from specsim.verifiers.tree import deterministic_children, gbv, sequoia, specinfer, traversal
+
+from _harness import Run  # this folder (Python puts the script's folder on sys.path)
 
 
 def cases(quick: bool, full: bool):

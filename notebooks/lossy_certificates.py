@@ -23,10 +23,12 @@ import os
 import numpy as np
 
 import specsim as s
-from lp.lossy import (E1_P, E1_Q, acceptance_radius, acceptance_radius_numeric, certify, certify_sequence,
-                      frontier, frontier_curve, frontier_cvxpy, margin_radius)
-from specsim.verifiers.lossy import (LOSSY_RULES, additive_greedy, cactus, kl, lenience, mentored,
-                                     multiplicative_greedy, strict_greedy, top_m, tv)
+from lp.certificates import certify, certify_sequence
+from lp.frontier import E1_P, E1_Q, frontier, frontier_curve, frontier_cvxpy
+from lp.radius import (acceptance_radius, acceptance_radius_numeric, additive_greedy, margin_radius,
+                       multiplicative_greedy, strict_greedy, top_m)
+from specsim.divergences import kl, tv
+from specsim.verifiers.lossy import LOSSY_RULES, cactus, lenience, mentored
 
 QUICK = bool(os.environ.get("SPECSIM_QUICK"))
 p, q = E1_P, E1_Q

@@ -11,8 +11,9 @@
 # %% [markdown]
 # # Quick tour of `specsim`
 #
-# Models, the verifier protocol, exact certificates and Monte Carlo.  Set `SPECSIM_QUICK=1`
-# for the small sizes CI uses.
+# Models, the verifier protocol, exact certificates and Monte Carlo.  Notation and the output
+# format (accepted draft tokens, then one more token) are those of docs/theory.md §1.  Set
+# `SPECSIM_QUICK=1` for the small sizes CI uses.
 
 # %%
 import os
@@ -37,7 +38,8 @@ print(target(()), target((0,)), draft((0,)))
 
 # %% [markdown]
 # ## One draft, one exact outcome law
-# `block(draft, p, q)` returns every (probability, accepted count, law of the next token).
+# `block(draft, p, q)` (block verification, docs/theory.md §4) returns every (probability,
+# accepted count, law of the next token), its own randomness integrated out.
 
 # %%
 x = (0, 2)
@@ -48,6 +50,8 @@ for o in s.block(x, p, q):
 
 # %% [markdown]
 # ## Certificates: exact losslessness and block efficiency
+# `check_lossless` completes every emitted string with target samples and compares the result with
+# the target's law of every z in V^(L+1) (docs/theory.md §2); the released hierarchical rule fails.
 
 # %%
 for v in (s.token, s.block, s.hsd_released):

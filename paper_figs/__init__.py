@@ -1,9 +1,10 @@
 """One script per figure; ``python -m paper_figs`` regenerates all of them.
 
 Each figure module defines ``NAME`` and ``make(quick: bool) -> FigureResult`` (a matplotlib figure
-plus its caption, which lists the command and settings that made it).  Outputs go to the
-git-ignored ``paper_figs/out/`` as PNG and PDF, deterministically (Agg backend, fixed seeds,
-no timestamps in the files).
+plus its caption, which lists the command and settings that made it) and runs alone as
+``python -m paper_figs.NAME [--quick] [--out DIR]``.  Outputs go to ``./paper_figs_out/`` under the
+current directory (or ``--out DIR``; never into the installed package) as PNG, PDF and the caption
+as .txt, deterministically (Agg backend, fixed seeds, no timestamps in the files).
 """
 
 #: Figure modules in the order ``python -m paper_figs`` runs them.

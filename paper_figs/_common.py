@@ -1,6 +1,10 @@
-"""Shared plumbing for figure scripts: deterministic saving with captions."""
+"""Shared plumbing for figure scripts: deterministic saving with captions, and the command line."""
 from __future__ import annotations
 
+import argparse
+import importlib
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,7 +13,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "out"
+#: Default output folder, relative to the current directory (never the installed package).
+OUT = Path("paper_figs_out")
 
 
 @dataclass(frozen=True)
@@ -39,4 +44,37 @@ def save(result: FigureResult, out_dir: Path = OUT) -> list[Path]:
 
 
 def command(name: str, quick: bool) -> str:
+    """The command that regenerates figure ``name`` (quoted in its caption)."""
     return f"python -m paper_figs --only {name}" + (" --quick" if quick else "")
+
+
+def make_and_save(names, quick: bool, out_dir: Path) -> int:
+    """Make and save each figure module of ``names``; report each, then return 1 if any failed."""
+    failed = []
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            result = importlib.import_module(f"paper_figs.{name}").make(quick=quick)
+        except Exception as e:  # report every figure, then fail at the end
+            failed.append(name)
+            print(f"{name}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
+        paths = save(result, out_dir)
+        status = "skipped: " + result.caption if result.skipped else ", ".join(str(p) for p in paths)
+        print(f"{name}: {status} ({time.perf_counter() - t0:.1f} s)")
+    return 1 if failed else 0
+
+
+def parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """Options shared by ``python -m paper_figs`` and each ``python -m paper_figs.NAME``."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    ap.add_argument("--quick", action="store_true", help="small sizes (used in CI)")
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help=f"output folder (default ./{OUT}/ under the current directory)")
+    return ap
+
+
+def main_one(name: str, argv=None) -> int:
+    """``python -m paper_figs.NAME [--quick] [--out DIR]``: make one figure."""
+    args = parser(f"python -m paper_figs.{name}", f"Make {name} (PNG, PDF and caption).").parse_args(argv)
+    return make_and_save([name], args.quick, args.out)

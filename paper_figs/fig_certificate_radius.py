@@ -1,18 +1,21 @@
 """Acceptance-certificate radius of the relaxed greedy rules vs the draft's margin.
 
 D*(b, x) = inf { Div(p || b) : the rule rejects x under target p } (docs/theory.md §10.2): if the true
-target is within D* of the reference b, the drafted token x = argmax b is accepted.  Closed forms
-from :func:`lp.lossy.acceptance_radius` for strict greedy, additive, multiplicative and top-m,
-and the margin-only lower bounds of :func:`lp.lossy.margin_radius` (worst case over every b with
-margin Delta = b_(1) - b_(2)).  Context: A. Sharma, "When Is a Draft Accepted?", arXiv 2606.30265
+target is within D* of the reference b, the drafted token x = argmax b is accepted.  Measures the
+closed forms of :func:`lp.radius.acceptance_radius` for strict greedy, additive, multiplicative and
+top-m in three divergences, against the margin-only lower bounds of :func:`lp.radius.margin_radius`
+(the baseline: worst case over every b with margin Delta = b_(1) - b_(2)), which must lie below
+them.  Context: A. Sharma, "When Is a Draft Accepted?", arXiv 2606.30265
 (abstract only; the closed forms are this project's).
 """
 from __future__ import annotations
 
+import sys
+
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ._common import FigureResult, command
+from ._common import FigureResult, command, main_one
 
 NAME = "fig_certificate_radius"
 TOP_PAIR = 0.8          # b_(1) + b_(2); the remaining mass is split evenly over two more tokens
@@ -25,8 +28,8 @@ def reference(margin: float) -> np.ndarray:
 
 
 def make(quick: bool = False) -> FigureResult:
-    from lp.lossy import acceptance_radius, margin_radius
-    from specsim.verifiers.lossy import additive_greedy, multiplicative_greedy, strict_greedy, top_m
+    from lp.radius import (acceptance_radius, additive_greedy, margin_radius, multiplicative_greedy,
+                           strict_greedy, top_m)
 
     rules = (("strict greedy", strict_greedy(), "-"), ("additive eps = 0.05", additive_greedy(0.05), "--"),
              ("multiplicative lam = 0.5", multiplicative_greedy(0.5), "-."), ("top-2", top_m(2), ":"))
@@ -57,10 +60,14 @@ def make(quick: bool = False) -> FigureResult:
         raise RuntimeError(f"strict-greedy KL radius anchor is {anchor!r}, expected 0.025732")
     caption = (
         f"Certificate radius D*(b, x) = inf Div(p, b) over targets p that reject x = argmax b, for four "
-        f"relaxed acceptance rules (lp.lossy.acceptance_radius, closed forms of docs/theory.md §10.2), along "
+        f"relaxed acceptance rules (lp.radius.acceptance_radius, closed forms of docs/theory.md §10.2), along "
         f"b = (0.4 + Delta/2, 0.4 - Delta/2, 0.1, 0.1), Delta = 0..{d_max:.1f} ({margins.size} points); any "
-        f"target within D* of b accepts x. Grey: the margin-only lower bounds (lp.lossy.margin_radius; worst "
+        f"target within D* of b accepts x. Grey: the margin-only lower bounds (lp.radius.margin_radius; worst "
         f"case b_(1) + b_(2) = 1), checked to lie below the strict-greedy and top-2 radii. Anchor: strict "
         f"greedy at b = (0.5, 0.3, 0.15, 0.05) has KL radius {anchor:.6f} (docs/theory.md §12: 0.025732). "
         f"Made by `{command(NAME, quick)}`.")
     return FigureResult(NAME, fig, caption)
+
+
+if __name__ == "__main__":
+    sys.exit(main_one(NAME))

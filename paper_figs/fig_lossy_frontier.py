@@ -1,17 +1,19 @@
-"""Acceptance vs divergence on the E1 pair: the optimal frontier and every lossy rule (exact).
+"""Acceptance vs divergence on the E1 pair: every lossy rule (exact) against the optimal frontier.
 
-beta*(eps) = max_pi sum_v min(q_v, pi_v) s.t. D(pi, p) <= eps (docs/theory.md §9; maximal coupling),
-for D = TV(pi, p) (closed form min(1, 1 - TV(p, q) + eps)) and D = KL(pi || p) (ratio clipping,
-Algorithm 9.2), from :func:`lp.lossy.frontier_curve`.  Each lossy rule of
-:mod:`specsim.verifiers.lossy` is placed at its exact (D(out, p), beta) from :func:`lp.lossy.certify`,
+Baseline: beta*(eps) = max_pi sum_v min(q_v, pi_v) s.t. D(pi, p) <= eps (docs/theory.md §9; maximal
+coupling), for D = TV(pi, p) (closed form min(1, 1 - TV(p, q) + eps)) and D = KL(pi || p) (ratio
+clipping, Algorithm 9.2), from :func:`lp.frontier.frontier_curve`.  Measured: each lossy rule of
+:mod:`specsim.verifiers.lossy` at its exact (D(out, p), beta) from :func:`lp.certificates.certify`,
 with a parameter sweep drawn as a line.  No point may lie above the frontier.
 """
 from __future__ import annotations
 
+import sys
+
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ._common import FigureResult, command
+from ._common import FigureResult, command, main_one
 
 NAME = "fig_lossy_frontier"
 
@@ -30,7 +32,7 @@ SWEEPS = (
 
 def rule_points(p, q):
     """[(label, [(params, LossyCertificate), ...])] for every sweep in :data:`SWEEPS`."""
-    from lp.lossy import certify
+    from lp.certificates import certify
     from specsim.verifiers.lossy import LOSSY_RULES
 
     out = []
@@ -44,8 +46,8 @@ def rule_points(p, q):
 
 
 def make(quick: bool = False) -> FigureResult:
-    from lp.lossy import E1_P, E1_Q, frontier_curve
-    from specsim.verifiers.lossy import kl, tv
+    from lp.frontier import E1_P, E1_Q, frontier_curve
+    from specsim.divergences import kl, tv
 
     p, q = E1_P, E1_Q
     n = 41 if quick else 201
@@ -86,11 +88,15 @@ def make(quick: bool = False) -> FigureResult:
     cactus = next(ct for lab, cs in points if lab.startswith("Cactus") for kw, ct in cs if kw["delta"] == 0.05)
     caption = (
         f"Acceptance vs divergence on the E1 pair of docs/theory.md §12, exact. Black: the optimal frontier "
-        f"beta*(eps) = max sum min(q, pi) s.t. D(pi, p) <= eps (lp.lossy.frontier_curve, {n} budgets); "
-        f"markers: each lossy rule's exact (D(out, p), beta) from lp.lossy.certify, swept over its "
+        f"beta*(eps) = max sum min(q, pi) s.t. D(pi, p) <= eps (lp.frontier.frontier_curve, {n} budgets); "
+        f"markers: each lossy rule's exact (D(out, p), beta) from lp.certificates.certify, swept over its "
         f"parameter ({sweeps}; typical acceptance at its defaults eps = 0.09, delta = 0.3). "
         f"No rule lies above the frontier (smallest gap {worst:.1e}). Cactus at delta = 0.05 has "
         f"KL(out||p) = {cactus.kl_out_p:.6f} > delta: its parameter is not the output KL. "
         + (f"Rules with infinite KL(out||p), not drawn on the right: {', '.join(dropped)}. " if dropped else "")
         + f"Made by `{command(NAME, quick)}`.")
     return FigureResult(NAME, fig, caption)
+
+
+if __name__ == "__main__":
+    sys.exit(main_one(NAME))

@@ -1,20 +1,21 @@
 """Optimal multi-draft acceptance vs the number of drafts K on real SmolLM2 next-token rows.
 
-alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (docs/theory.md §6.6; Hu et al., arXiv 2502.18779) with
-Q_sub(H) = q(H)^K for K i.i.d. drafts and the successive-sampling law without replacement, from
-:func:`lp.coupling.multidraft_bound`, next to SpecInfer's recursive rejection sampling and SpecTr's
-K-SEQ (closed forms in :mod:`lp.tables`), averaged over the positions of the committed dataset
+Measures SpecInfer's recursive rejection sampling and SpecTr's K-SEQ (closed forms in
+:mod:`lp.tables`) against the optimum alpha*_K = min_H [p(H) + 1 - Q_sub(H)] (docs/theory.md §6.6;
+Hu et al., arXiv 2502.18779) with Q_sub(H) = q(H)^K for K i.i.d. drafts and the successive-sampling
+law without replacement, from :func:`lp.coupling.multidraft_bound`, averaged over the positions of the committed dataset
 (:func:`specsim.real.committed_dataset`; target and three draft rules over the full 49,152-token
 vocabulary).
 """
 from __future__ import annotations
 
 import math
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ._common import FigureResult, command
+from ._common import FigureResult, command, main_one
 
 NAME = "fig_multidraft_real"
 #: quadrature step for the without-replacement bound at K >= 3 (error ~ exp(-pi^2/step) ~ 3e-9)
@@ -88,3 +89,7 @@ def make(quick: bool = False) -> FigureResult:
            f"it uses is verified, not proven, for this law. ")
         + "; ".join(lines) + f". Made by `{command(NAME, quick)}`.")
     return FigureResult(NAME, fig, caption)
+
+
+if __name__ == "__main__":
+    sys.exit(main_one(NAME))

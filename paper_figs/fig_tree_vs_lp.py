@@ -1,4 +1,4 @@
-"""Tree verifiers' exact E[tau] next to the tree LP bound for the same draft process.
+"""Tree verifiers' exact E[tau] against the tree LP bound for the same draft process.
 
 For each draft process D (K i.i.d. paths merged into a trie; K distinct root children without
 replacement) and depth L, every applicable verifier's E[tau] is computed by the exact engine
@@ -8,11 +8,13 @@ verifier with the prefix-plus-one-token output for that D.  Lossless rules lie o
 """
 from __future__ import annotations
 
+import sys
+
 import matplotlib.pyplot as plt
 
 import specsim as s
 
-from ._common import FigureResult, command
+from ._common import FigureResult, command, main_one
 
 NAME = "fig_tree_vs_lp"
 STYLES = {"specinfer": "o-", "specinfer_first_path": "o:", "spectr": "s-", "khisti": "D-", "gbv": "^-",
@@ -67,3 +69,7 @@ def make(quick: bool = False) -> FigureResult:
         f"Bottom: E[tau] as a fraction of the bound (axis cut at 0.85). Labels marked lossy fail the exact completion check. {'; '.join(notes)}. "
         f"Made by `{command(NAME, quick)}`.")
     return FigureResult(NAME, fig, caption)
+
+
+if __name__ == "__main__":
+    sys.exit(main_one(NAME))
