@@ -1,4 +1,15 @@
-"""Boundary checks shared by every public function (internals trust their inputs)."""
+"""Boundary checks shared by every public function (internals trust their inputs).
+
+A public function checks its arguments once, here, and raises ``ValueError`` (a bad value) or
+``TypeError`` (a bad type) naming the argument and what was expected; the code behind it then
+trusts them.
+
+>>> from specsim._validate import as_distribution
+>>> as_distribution([0.5, 0.6], "p")
+Traceback (most recent call last):
+...
+ValueError: p: entries sum to 1.1, not 1 (tolerance 1e-08)
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +19,21 @@ SUM_ATOL = 1e-8
 
 
 def as_distribution(v, name: str = "distribution", atol: float = SUM_ATOL) -> np.ndarray:
-    """Return ``v`` as a float64 1-D probability vector or raise ``ValueError`` naming the problem."""
+    """A probability vector: v_i finite, v_i >= 0 and |sum_i v_i - 1| <= ``atol``.
+
+    Parameters: ``v`` (array-like), ``name`` (used in the message), ``atol`` (sum tolerance).
+
+    Returns: ``v`` as a float64 1-D array (not renormalised); ``ValueError`` naming the first
+    offending token otherwise.
+
+    >>> from specsim._validate import as_distribution
+    >>> as_distribution([0.25, 0.75])
+    array([0.25, 0.75])
+    >>> as_distribution([[0.5, 0.5]], "q")
+    Traceback (most recent call last):
+    ...
+    ValueError: q: expected a 1-D probability vector, got shape (1, 2)
+    """
     a = np.asarray(v, dtype=np.float64)
     if a.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D probability vector, got shape {a.shape}")
@@ -27,7 +52,21 @@ def as_distribution(v, name: str = "distribution", atol: float = SUM_ATOL) -> np
 
 
 def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float = SUM_ATOL) -> np.ndarray:
-    """Return ``a`` as a float64 2-D array whose rows are probability vectors, else ``ValueError``."""
+    """A 2-D array whose every row is a probability vector (:func:`as_distribution`).
+
+    Parameters: ``a`` (array-like), ``name``, ``shape`` (required ``(rows, V)`` or ``None``),
+    ``atol``.
+
+    Returns: ``a`` as a float64 2-D array; ``ValueError`` naming the row (``name[i]``) otherwise.
+
+    >>> from specsim._validate import as_rows
+    >>> as_rows([[0.5, 0.5], [1.0, 0.0]], "q").shape
+    (2, 2)
+    >>> as_rows([[0.5, 0.5], [1.0, 0.1]], "q")
+    Traceback (most recent call last):
+    ...
+    ValueError: q[1]: entries sum to 1.1, not 1 (tolerance 1e-08)
+    """
     arr = np.asarray(a, dtype=np.float64)
     if arr.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array of probability rows, got shape {arr.shape}")
@@ -39,7 +78,21 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float = SU
 
 
 def as_pair(p, q, atol: float = SUM_ATOL) -> tuple[np.ndarray, np.ndarray]:
-    """A (target, draft) pair of probability vectors over the same V >= 2 tokens, else ``ValueError``."""
+    """A (target p, draft q) pair of probability vectors over the same V >= 2 tokens.
+
+    Parameters: ``p``, ``q`` (array-like), ``atol``.
+
+    Returns: ``(p, q)`` as float64 arrays; ``ValueError`` for a bad row, different sizes or V < 2.
+
+    >>> from specsim._validate import as_pair
+    >>> p, q = as_pair([0.5, 0.5], [0.9, 0.1])
+    >>> p.tolist(), q.tolist()
+    ([0.5, 0.5], [0.9, 0.1])
+    >>> as_pair([0.5, 0.5], [0.2, 0.3, 0.5])
+    Traceback (most recent call last):
+    ...
+    ValueError: p and q must have the same vocabulary size, got 2 and 3 tokens
+    """
     p = as_distribution(p, "p (target)", atol)
     q = as_distribution(q, "q (draft)", atol)
     if p.shape != q.shape:
@@ -50,7 +103,20 @@ def as_pair(p, q, atol: float = SUM_ATOL) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_int(value, name: str, minimum: int) -> int:
-    """An integer argument at least ``minimum``, else ``ValueError``."""
+    """An integer argument ``value >= minimum`` (Python or numpy integer; ``bool`` refused).
+
+    Parameters: ``value``, ``name`` (used in the message), ``minimum``.
+
+    Returns: ``value`` as an ``int``; ``ValueError`` otherwise.
+
+    >>> from specsim._validate import check_int
+    >>> check_int(3, "L", 1)
+    3
+    >>> check_int(0, "L", 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: L must be >= 1, got 0
+    """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
@@ -59,7 +125,16 @@ def check_int(value, name: str, minimum: int) -> int:
 
 
 def normalize(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    """``v / sum(v)``; ``fallback`` when the mass is zero (a residual reached only with probability 0)."""
+    """norm(v) = v / sum(v); ``fallback`` when sum(v) <= 0 (a residual that is reached only with
+    probability 0 has no mass, and any row may stand in for it).  Internal: no checks.
+
+    >>> import numpy as np
+    >>> from specsim._validate import normalize
+    >>> normalize(np.array([1.0, 3.0]), np.array([0.5, 0.5])).tolist()
+    [0.25, 0.75]
+    >>> normalize(np.zeros(2), np.array([0.5, 0.5])).tolist()
+    [0.5, 0.5]
+    """
     s = v.sum()
     if s <= 0.0:
         return fallback

@@ -1,0 +1,22 @@
+"""Doctest collection for ``python -m pytest`` (``--doctest-modules`` over specsim and lp, see
+pyproject.toml).
+
+The numpy-only modules' examples are collected here.  Modules whose examples need torch, triton or
+transformers are left out and run by ``tests/test_doctests.py`` instead, which switches the Triton
+interpreter on before the kernels are imported when there is no CUDA device; so every example is
+collected exactly once.
+"""
+import numpy as np
+import pytest
+
+collect_ignore = [
+    "reference_gpu",                # torch and triton
+    "specsim/real.py",              # torch and transformers
+    "specsim/testing/adapters.py",  # torch and transformers
+]
+
+
+@pytest.fixture(autouse=True)
+def numpy_in_doctests(doctest_namespace):
+    """Examples may use ``np`` (numpy, the package's array type) without importing it."""
+    doctest_namespace["np"] = np
