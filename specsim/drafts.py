@@ -4,9 +4,18 @@ A :class:`DraftTree` holds the drafted tokens as a rooted tree (node 0 is the ro
 draft; parents precede children), the target row ``p(.|path)`` at every node and the draft row
 ``q(.|path)`` at internal nodes.  A chain of L tokens is the tree with nodes 0..L in a line.
 
-A draft process has ``enumerate(target, draft, L)``, yielding every ``(probability, tree)`` it can
-produce (exact engine), and ``sample(target, draft, L, rng)`` (Monte Carlo).  The process, not the
-caller, supplies the rows, so trees always agree with how their children were drawn.
+A draft process is a law Q over draft trees of depth L.  It has ``enumerate(target,
+draft_model, L)``, yielding every ``(Q(tree), tree)`` with Q(tree) > 0 (the probabilities sum to
+1; the exact engine, docs/theory.md §2), and ``sample(target, draft_model, L, rng)`` (Monte
+Carlo).  The process, not the caller, supplies the rows, so trees always agree with how their
+children were drawn.  ``laws`` says which children laws it guarantees (:data:`DRAFT_LAWS`), which
+is what a tree verifier may rely on (docs/theory.md §6).
+
+>>> from specsim.drafts import iid_paths
+>>> from specsim.models import iid
+>>> trees = list(iid_paths(2).enumerate(iid([0.5, 0.5]), iid([0.75, 0.25]), L=1))
+>>> [(Q, tree.draws[0]) for Q, tree in trees]
+[(0.5625, (0, 0)), (0.1875, (0, 1)), (0.1875, (1, 0)), (0.0625, (1, 1))]
 """
 from __future__ import annotations
 
@@ -16,7 +25,8 @@ from typing import Iterator, Protocol
 
 import numpy as np
 
-from ._validate import as_distribution, check_int
+from ._deprecation import renamed_keyword
+from ._validate import as_distribution, check_int, check_model_pair
 from .models import Model
 
 __all__ = ["DraftTree", "DraftProcess", "Chain", "chain", "TreeProcess", "iid_paths", "swor_tree",
@@ -26,12 +36,30 @@ __all__ = ["DraftTree", "DraftProcess", "Chain", "chain", "TreeProcess", "iid_pa
 
 @dataclass(frozen=True, eq=False)
 class DraftTree:
-    """A draft tree: ``tokens[i]`` and ``parent[i]`` per node (root: token -1, parent -1).
+    """A draft tree over V tokens: node i stands for the drafted prefix path(i) in V^depth(i).
 
-    ``p`` is ``[n, V]`` with the target row at every node; ``q`` is ``[n, V]`` with the draft row at
-    every internal node (rows at leaves are not used and may be zero).  ``draws[i]`` lists the
-    child tokens of node ``i`` in the order they were drafted, with repeats (several i.i.d. paths
-    may draft the same token); by default the children's tokens in node order.
+    Node 0 is the root (the empty prefix, token -1, parent -1); node i > 0 extends its parent's
+    prefix by ``tokens[i]``, parents precede children and no two children of a node share a
+    token.  Rows: ``p[i] = p(.|path(i))`` at every node, ``q[i] = q(.|path(i))`` at every internal
+    node (leaf rows are not used and may be zero).  A child's token must have q > 0 at its parent:
+    it was drawn from that row.
+
+    Parameters: ``tokens``, ``parent`` (tuples of n ints), ``p``, ``q`` (arrays [n, V], V >= 2),
+    ``draws`` (``draws[i]`` lists node i's child tokens in the order they were drafted, with
+    repeats when several i.i.d. draws gave the same token; default: the children's tokens in node
+    order), ``validate`` (check everything above; ``False`` for trees built by the package).
+
+    Returns: a frozen tree with derived fields ``depth[i]``, ``children[i]`` (node ids) and
+    ``path_index[i]`` (base-V code of path(i), first token most significant); ``ValueError``
+    naming the node and the problem when the tree is malformed.
+
+    >>> import numpy as np
+    >>> from specsim.drafts import DraftTree
+    >>> p = np.array([[0.5, 0.5], [0.2, 0.8], [0.9, 0.1]])
+    >>> q = np.array([[0.6, 0.4], [0.0, 0.0], [0.0, 0.0]])
+    >>> tree = DraftTree(tokens=(-1, 0, 1), parent=(-1, 0, 0), p=p, q=q)
+    >>> tree.children[0], tree.path(2), tree.depth, tree.is_chain
+    ((1, 2), (1,), (0, 1, 1), False)
     """
 
     tokens: tuple[int, ...]
@@ -102,7 +130,18 @@ class DraftTree:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_chain(cls, draft, p, q, validate: bool = True) -> "DraftTree":
-        """The chain tree of a draft: node k is ``draft[:k]``; ``p`` is ``[L+1, V]``, ``q`` is ``[L, V]``."""
+        """The chain tree of a draft x = (x_1..x_L): node k is the prefix x^{1:k} (k = 0..L).
+
+        Parameters: ``draft`` (L token ids), ``p`` ([L+1, V], row k = p(.|x^{1:k}), row L the
+        bonus row), ``q`` ([L, V], row k = q(.|x^{1:k})), ``validate`` (as for the class).
+
+        Returns: the :class:`DraftTree` with nodes 0..L in a line (leaf q row zero).
+
+        >>> from specsim.drafts import DraftTree
+        >>> tree = DraftTree.from_chain([1, 0], p=[[0.5, 0.5]] * 3, q=[[0.3, 0.7], [0.6, 0.4]])
+        >>> tree.tokens, tree.parent, tree.is_chain
+        ((-1, 1, 0), (-1, 0, 1), True)
+        """
         L = len(draft)
         p = np.asarray(p, dtype=np.float64)
         q = np.asarray(q, dtype=np.float64)
@@ -114,22 +153,31 @@ class DraftTree:
     # ------------------------------------------------------------------ views
     @property
     def num_nodes(self) -> int:
+        """Number of nodes n, the root included."""
         return len(self.tokens)
 
     @property
     def V(self) -> int:
+        """Vocabulary size (columns of ``p``)."""
         return self.p.shape[1]
 
     @property
     def max_depth(self) -> int:
+        """Length of the longest drafted prefix (0 for a root alone)."""
         return max(self.depth)
 
     @property
     def is_chain(self) -> bool:
+        """True when node i's parent is i - 1 for every i (a single draft path)."""
         return all(self.parent[i] == i - 1 for i in range(1, self.num_nodes))
 
     def path(self, node: int) -> tuple[int, ...]:
-        """Tokens on the root-to-node path."""
+        """path(node): the tokens on the root-to-node path, root first (``()`` for the root).
+
+        >>> from specsim.drafts import DraftTree
+        >>> DraftTree.from_chain([1, 0], p=[[0.5, 0.5]] * 3, q=[[0.3, 0.7], [0.6, 0.4]]).path(2)
+        (1, 0)
+        """
         out = []
         while node > 0:
             out.append(self.tokens[node])
@@ -137,7 +185,15 @@ class DraftTree:
         return tuple(reversed(out))
 
     def chain_arrays(self) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
-        """``(draft, p, q)`` in the chain protocol; ``ValueError`` if the tree branches."""
+        """The inverse of :meth:`from_chain`: ``(draft, p [L+1, V], q [L, V])`` of a chain tree,
+        the arguments of a chain verifier's law; ``ValueError`` if the tree branches.
+
+        >>> from specsim.drafts import DraftTree
+        >>> tree = DraftTree.from_chain([1, 0], p=[[0.5, 0.5]] * 3, q=[[0.3, 0.7], [0.6, 0.4]])
+        >>> draft, p, q = tree.chain_arrays()
+        >>> draft, p.shape, q.shape
+        ((1, 0), (3, 2), (2, 2))
+        """
         if not self.is_chain:
             raise ValueError("tree branches: a chain verifier needs a chain draft")
         L = self.num_nodes - 1
@@ -145,26 +201,60 @@ class DraftTree:
 
 
 class DraftProcess(Protocol):
-    """How drafts are produced: exact enumeration and sampling of :class:`DraftTree` objects."""
+    """How drafts are produced: a law Q over :class:`DraftTree` objects of depth L.
+
+    ``enumerate(target, draft_model, L)`` yields every ``(Q(tree), tree)`` with Q(tree) > 0,
+    probabilities summing to 1, each tree once; ``sample(target, draft_model, L, rng)`` draws one
+    tree from Q.  Rows come from the two models.  A process may also carry ``laws``, the children
+    laws it guarantees (:data:`DRAFT_LAWS`); one without ``laws`` guarantees none
+    (:func:`draft_laws`).  :class:`Chain` and :class:`TreeProcess` implement it.
+    """
 
     name: str
 
-    def enumerate(self, target: Model, draft: Model, L: int) -> Iterator[tuple[float, DraftTree]]: ...
+    def enumerate(self, target: Model, draft_model: Model, L: int) -> Iterator[tuple[float, DraftTree]]: ...
 
-    def sample(self, target: Model, draft: Model, L: int, rng: np.random.Generator) -> DraftTree: ...
+    def sample(self, target: Model, draft_model: Model, L: int, rng: np.random.Generator) -> DraftTree: ...
 
 
 @dataclass(frozen=True)
 class Chain:
-    """A single draft path of L tokens sampled autoregressively from the draft model."""
+    """A single draft path x = (x_1..x_L) drawn autoregressively from the draft model:
+    Q(x) = prod_{k<L} q(x_{k+1} | x^{1:k}) (docs/theory.md §1); the default process everywhere.
+
+    >>> from specsim.drafts import chain
+    >>> from specsim.models import iid
+    >>> round(sum(Q for Q, _ in chain().enumerate(iid([0.5, 0.5]), iid([0.75, 0.25]), L=3)), 12)
+    1.0
+    """
 
     name: str = "chain"
 
-    def arrays(self, target: Model, draft: Model, L: int):
-        """All drafts with Q(x) > 0 at once: ``(drafts [N, L], Q [N], p [N, L+1, V], q [N, L, V])``."""
-        check_int(L, "L", 1)
+    @property
+    def laws(self) -> frozenset[str]:
+        """One draw from q per node is at once i.i.d., without replacement and a one-path trie."""
+        return frozenset({"iid", "swor", "paths", "chain"})
+
+    @renamed_keyword("draft", "draft_model")
+    def arrays(self, target: Model, draft_model: Model, L: int):
+        """Every draft x in V^L with Q(x) > 0 at once, in base-V order (the vectorised form of
+        :meth:`enumerate`).
+
+        Parameters: ``target``, ``draft_model`` (:class:`specsim.models.Model` over the same V),
+        ``L`` (draft length >= 1).
+
+        Returns: ``(drafts, Q, p, q)``: drafts int [N, L], Q(x) [N], target rows p [N, L+1, V]
+        and draft rows q [N, L, V] along each draft (row k conditions on x^{1:k}).
+
+        >>> from specsim.drafts import chain
+        >>> from specsim.models import iid
+        >>> drafts, Q, p, q = chain().arrays(iid([0.5, 0.5]), iid([0.75, 0.25]), L=2)
+        >>> drafts.tolist(), Q.tolist(), p.shape, q.shape
+        ([[0, 0], [0, 1], [1, 0], [1, 1]], [0.5625, 0.1875, 0.1875, 0.0625], (4, 3, 2), (4, 2, 2))
+        """
+        check_model_pair(target, draft_model, L)
         V = target.V
-        ptab, qtab = target.table(L), draft.table(L - 1)
+        ptab, qtab = target.table(L), draft_model.table(L - 1)
         codes = np.arange(V ** L)
         digits = np.stack([(codes // V ** (L - 1 - i)) % V for i in range(L)], axis=1)
         prefix = [codes // V ** (L - i) for i in range(L + 1)]
@@ -174,21 +264,41 @@ class Chain:
         prows = np.stack([ptab[i][prefix[i][keep]] for i in range(L + 1)], axis=1)
         return digits[keep], Qx[keep], prows, qrows[keep]
 
-    def enumerate(self, target: Model, draft: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
-        """Every draft x in V^L with Q(x) > 0, as a chain tree."""
-        drafts, Qx, prows, qrows = self.arrays(target, draft, L)
+    @renamed_keyword("draft", "draft_model")
+    def enumerate(self, target: Model, draft_model: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
+        """Every draft x in V^L with Q(x) > 0, as ``(Q(x), chain tree)`` in base-V order.
+
+        Parameters: as :meth:`arrays`.  Returns: an iterator of ``(float, DraftTree)``.
+
+        >>> from specsim.drafts import chain
+        >>> from specsim.models import iid
+        >>> [(Q, t.tokens) for Q, t in chain().enumerate(iid([0.5, 0.5]), iid([1.0, 0.0]), L=2)]
+        [(1.0, (-1, 0, 0))]
+        """
+        drafts, Qx, prows, qrows = self.arrays(target, draft_model, L)
         leaf = np.zeros((1, target.V))
         parents = tuple(range(-1, L))
         for n in range(Qx.size):
             yield float(Qx[n]), DraftTree((-1, *drafts[n].tolist()), parents, prows[n],
                                           np.vstack([qrows[n], leaf]), None, False)
 
-    def sample(self, target: Model, draft: Model, L: int, rng: np.random.Generator) -> DraftTree:
-        check_int(L, "L", 1)
+    @renamed_keyword("draft", "draft_model")
+    def sample(self, target: Model, draft_model: Model, L: int, rng: np.random.Generator) -> DraftTree:
+        """One draft drawn token by token, x_{k+1} ~ q(.|x^{1:k}) with ``rng`` (a numpy Generator).
+
+        Returns: the chain :class:`DraftTree` of the draft.
+
+        >>> import numpy as np
+        >>> from specsim.drafts import chain
+        >>> from specsim.models import iid
+        >>> chain().sample(iid([0.5, 0.5]), iid([1.0, 0.0]), 3, np.random.default_rng(0)).tokens
+        (-1, 0, 0, 0)
+        """
+        check_model_pair(target, draft_model, L)
         toks: list[int] = []
         qs = []
         for _ in range(L):
-            row = draft(tuple(toks))
+            row = draft_model(tuple(toks))
             qs.append(row)
             toks.append(int(rng.choice(row.size, p=row)))
         ps = [target(tuple(toks[:i])) for i in range(L + 1)]
@@ -196,7 +306,14 @@ class Chain:
 
 
 def chain() -> Chain:
-    """The single-path draft process (the default everywhere)."""
+    """The single-path draft process :class:`Chain`, Q(x) = prod_k q(x_{k+1} | x^{1:k}).
+
+    Returns: a :class:`Chain` (all instances are equal).
+
+    >>> from specsim.drafts import chain
+    >>> chain().name, sorted(chain().laws)
+    ('chain', ['chain', 'iid', 'paths', 'swor'])
+    """
     return Chain()
 
 
@@ -213,11 +330,20 @@ DRAFT_LAWS = ("iid", "swor", "paths", "chain", "deterministic", "greedy")
 
 
 def draft_laws(drafting) -> frozenset[str]:
-    """The children laws (:data:`DRAFT_LAWS`) a draft process guarantees; :class:`Chain` has all
-    sampled ones (one draw from q is i.i.d., without replacement and a 1-path trie)."""
-    if isinstance(drafting, Chain):
-        return frozenset({"iid", "swor", "paths", "chain"})
-    return frozenset(getattr(drafting, "laws", frozenset()))
+    """The children laws (:data:`DRAFT_LAWS`) a draft process guarantees at every node.
+
+    A tree verifier that needs one of these laws applies to the process (docs/theory.md §6).
+
+    Parameters: ``drafting``, any :class:`DraftProcess`; one without a ``laws`` attribute (a
+    user-written process) guarantees none.
+
+    Returns: a frozenset of :data:`DRAFT_LAWS` tags.
+
+    >>> from specsim.drafts import chain, draft_laws, iid_paths, swor_tree
+    >>> sorted(draft_laws(iid_paths(2))), sorted(draft_laws(swor_tree(2))), sorted(draft_laws(chain()))
+    (['iid', 'paths'], ['swor'], ['chain', 'iid', 'paths', 'swor'])
+    """
+    return frozenset(getattr(drafting, "laws", ()))
 
 
 def _options_iid(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]]:
@@ -236,7 +362,7 @@ def _options_swor(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]
             # the mass still available, summed directly: 1 - used cancels when it is tiny
             pr *= row[x] / sum(row[v] for v in left)
             left.discard(x)
-        out.append((xs, pr))
+        out.append((xs, float(pr)))
     return out
 
 
@@ -291,6 +417,8 @@ _ENUMERATE = {"iid": _options_iid, "swor": _options_swor, "topk": _options_topk,
 class TreeProcess:
     """A draft tree grown level by level with ``widths[d]`` draws per node at depth d (1 beyond).
 
+    Every node draws its children independently of the other nodes, from its own row q(.|node),
+    so the law of a tree is the product over internal nodes u of P(draws[u] | q(.|u)).
     ``mode`` says how a node's draws are made from q(.|node):
 
     - ``"iid"`` (with replacement): a node reached by m draws of its token gets m * widths[d]
@@ -310,9 +438,17 @@ class TreeProcess:
     Children are numbered level by level (breadth first) in order of first appearance in their
     parent's draws, so node order within a parent is drafting order.
 
-    >>> procs = list(iid_paths(2).enumerate(random_model(3, 0), random_model(3, 1), L=2))
-    >>> round(sum(p for p, _ in procs), 12)
-    1.0
+    Parameters: ``widths`` (non-empty integers >= 1), ``mode`` (``"iid"``, ``"swor"``,
+    ``"greedy"`` or ``"topk"``), ``name`` (default ``f"{mode}{list(widths)}"``).  The factories
+    below (:func:`iid_paths`, :func:`swor_tree`, :func:`fixed_shape`, ...) name the usual shapes.
+
+    Returns: a frozen :class:`DraftProcess`; ``ValueError`` for a bad mode or widths.
+
+    >>> from specsim.drafts import TreeProcess
+    >>> from specsim.models import random_model
+    >>> trees = list(TreeProcess((2,), "iid").enumerate(random_model(3, 0), random_model(3, 1), L=2))
+    >>> len(trees), round(sum(Q for Q, _ in trees), 12)
+    (81, 1.0)
     """
 
     widths: tuple[int, ...]
@@ -331,7 +467,12 @@ class TreeProcess:
 
     @property
     def laws(self) -> frozenset[str]:
-        """Children laws guaranteed at every node (see :func:`draft_laws`)."""
+        """Children laws guaranteed at every node (:data:`DRAFT_LAWS`, see :func:`draft_laws`).
+
+        >>> from specsim.drafts import TreeProcess
+        >>> sorted(TreeProcess((2, 1)).laws), sorted(TreeProcess((2, 2)).laws)
+        (['iid', 'paths'], ['iid'])
+        """
         if self.mode == "topk":
             return frozenset({"deterministic"})
         if self.mode == "greedy":
@@ -343,14 +484,18 @@ class TreeProcess:
         return frozenset({"iid", "paths"}) if all(k == 1 for k in self.widths[1:]) else frozenset({"iid"})
 
     def widths_for(self, L: int) -> tuple[int, ...]:
+        """The draws per node at depths 0..L-1: ``widths`` cut or padded with 1 to length L.
+
+        >>> from specsim.drafts import TreeProcess
+        >>> TreeProcess((3, 2)).widths_for(4)
+        (3, 2, 1, 1)
+        """
         return tuple(self.widths[d] if d < len(self.widths) else 1 for d in range(L))
 
-    def _grow(self, target: Model, draft: Model, L: int, options) -> Iterator[tuple[float, DraftTree]]:
-        check_int(L, "L", 1)
-        if target.V != draft.V:
-            raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
+    def _grow(self, target: Model, draft_model: Model, L: int, options) -> Iterator[tuple[float, DraftTree]]:
+        check_model_pair(target, draft_model, L)
         V, widths, iid_mode = target.V, self.widths_for(L), self.mode == "iid"
-        ptab, qtab = target.table(L), draft.table(L - 1)
+        ptab, qtab = target.table(L), draft_model.table(L - 1)
         zero = np.zeros(V)
 
         def build(tokens, parent, codes, depths, draws):
@@ -387,29 +532,78 @@ class TreeProcess:
         yield from grow([0], [-1], [-1], [0], [0], [1], [], 1.0, 0)
 
     def node_options(self, q_row: np.ndarray, multiplicity: int, depth: int, L: int):
-        """The draws one node at ``depth`` can make, ``[(draws, probability)]``, given its draft row
-        and how many draws reached it (i.i.d. mode); children are drawn independently per node."""
+        """The law of one node's draws: every ordered draw tuple with its probability.
+
+        n = ``widths_for(L)[depth]`` draws (times ``multiplicity``, the number of draws that
+        reached the node, in i.i.d. mode): i.i.d. tuples have probability prod_j q(x_j),
+        successive sampling prod_j q(x_j) / (1 - sum_{i<j} q(x_i)); greedy and top-k as in the
+        class docstring.  Only tokens with q > 0 are drawn.
+
+        Parameters: ``q_row`` (the node's draft row [V]), ``multiplicity``, ``depth``, ``L``.
+
+        Returns: a list of ``(draws, probability)`` with draws a tuple of token ids.
+
+        >>> import numpy as np
+        >>> from specsim.drafts import TreeProcess
+        >>> options = TreeProcess((2,), "swor").node_options(np.array([0.5, 0.3, 0.2]), 1, 0, L=1)
+        >>> [(draws, round(pr, 4)) for draws, pr in options[:3]]
+        [((0, 1), 0.3), ((0, 2), 0.2), ((1, 0), 0.2143)]
+        """
         width = self.widths_for(L)[depth]
         return _ENUMERATE[self.mode](q_row, multiplicity * width if self.mode == "iid" else width)
 
-    def enumerate(self, target: Model, draft: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
-        """Every tree with its probability (the product of the nodes' draw probabilities)."""
-        return self._grow(target, draft, L, _ENUMERATE[self.mode])
+    @renamed_keyword("draft", "draft_model")
+    def enumerate(self, target: Model, draft_model: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
+        """Every tree of depth L with Q(tree) > 0, Q(tree) = prod over internal nodes of the
+        probability of their draws (:meth:`node_options`).
 
-    def sample(self, target: Model, draft: Model, L: int, rng: np.random.Generator) -> DraftTree:
-        """One tree, drawn node by node with ``rng``."""
+        Parameters: ``target``, ``draft_model`` (models over the same V), ``L`` (depth >= 1).
+
+        Returns: an iterator of ``(Q(tree), DraftTree)``, each tree once, Q summing to 1.
+
+        >>> from specsim.drafts import swor_tree
+        >>> from specsim.models import iid
+        >>> trees = swor_tree(2).enumerate(iid([0.2, 0.3, 0.5]), iid([0.5, 0.5, 0.0]), L=1)
+        >>> [(Q, tree.draws[0]) for Q, tree in trees]
+        [(0.5, (0, 1)), (0.5, (1, 0))]
+        """
+        return self._grow(target, draft_model, L, _ENUMERATE[self.mode])
+
+    @renamed_keyword("draft", "draft_model")
+    def sample(self, target: Model, draft_model: Model, L: int, rng: np.random.Generator) -> DraftTree:
+        """One tree drawn from Q node by node with ``rng`` (a numpy Generator).
+
+        Returns: the :class:`DraftTree` (the same object :meth:`enumerate` lists for those draws).
+
+        >>> import numpy as np
+        >>> from specsim.drafts import swor_tree
+        >>> from specsim.models import iid
+        >>> tree = swor_tree(2).sample(iid([0.2, 0.3, 0.5]), iid([0.5, 0.5, 0.0]), 1, np.random.default_rng(0))
+        >>> sorted(tree.draws[0])
+        [0, 1]
+        """
         if self.mode == "topk":
             options = _options_topk
         else:
             draw = {"iid": _sample_iid, "swor": _sample_swor, "greedy": _sample_greedy}[self.mode]
             options = lambda row, n: draw(row, n, rng)  # noqa: E731
-        return next(iter(self._grow(target, draft, L, options)))[1]
+        return next(iter(self._grow(target, draft_model, L, options)))[1]
 
 
 def fixed_shape(widths, replacement: bool = True) -> TreeProcess:
     """A given shape: ``widths[d]`` draws per node at depth d (1 beyond ``len(widths)``), i.i.d.
-    (``replacement=True``, equal tokens merged) or distinct by successive sampling.
+    (``replacement=True``: equal tokens merge into one node that carries all their draws) or
+    distinct by successive sampling (``replacement=False``).
 
+    Parameters: ``widths`` (integers >= 1), ``replacement``.
+
+    Returns: a :class:`TreeProcess` in mode ``"iid"`` or ``"swor"``.
+
+    >>> from specsim.drafts import fixed_shape
+    >>> from specsim.models import iid
+    >>> Q, tree = next(fixed_shape((2, 2)).enumerate(iid([0.5, 0.5]), iid([0.75, 0.25]), L=2))
+    >>> tree.draws[:2], Q == 0.75 ** 6     # root draws (0, 0): the merged child draws 2 x 2 times
+    (((0, 0), (0, 0, 0, 0)), True)
     >>> fixed_shape((2, 2), replacement=False).name
     'swor[2, 2]'
     """
@@ -418,27 +612,65 @@ def fixed_shape(widths, replacement: bool = True) -> TreeProcess:
 
 def iid_paths(K: int) -> TreeProcess:
     """K independent length-L paths from the draft model merged into a trie (SpecInfer's
-    multi-draft setting, arXiv 2305.09781); order kept in ``draws``."""
+    multi-draft setting, arXiv 2305.09781): Q(x^(1), ..., x^(K)) = prod_k Q(x^(k)), the path
+    order kept in ``draws`` (docs/theory.md §6.1).
+
+    Parameters: ``K`` (number of paths, >= 1).  Returns: a :class:`TreeProcess`, widths ``(K,)``.
+
+    >>> from specsim.drafts import iid_paths
+    >>> from specsim.models import iid
+    >>> [(Q, tree.draws[0]) for Q, tree in iid_paths(2).enumerate(iid([0.5, 0.5]), iid([0.75, 0.25]), L=1)]
+    [(0.5625, (0, 0)), (0.1875, (0, 1)), (0.1875, (1, 0)), (0.0625, (1, 1))]
+    """
     check_int(K, "K", 1)
     return TreeProcess((K,), "iid", f"iid_paths({K})")
 
 
 def swor_tree(K: int) -> TreeProcess:
     """K distinct root children by successive sampling without replacement from q(.|root)
-    (Sequoia, arXiv 2402.12374), each continued as a chain drawn from q to depth L."""
+    (Sequoia, arXiv 2402.12374), P(x_1..x_K) = prod_j q(x_j) / (1 - sum_{i<j} q(x_i)), each
+    continued as a chain drawn from q to depth L (docs/theory.md §6.2).  Fewer than K children
+    when q(.|root) has fewer than K supported tokens.
+
+    Parameters: ``K`` (>= 1).  Returns: a :class:`TreeProcess`, widths ``(K,)``, mode ``"swor"``.
+
+    >>> from specsim.drafts import swor_tree
+    >>> from specsim.models import iid
+    >>> trees = swor_tree(2).enumerate(iid([0.2, 0.3, 0.5]), iid([0.5, 0.3, 0.2]), L=1)
+    >>> [(round(Q, 4), tree.draws[0]) for Q, tree in trees][:3]
+    [(0.3, (0, 1)), (0.2, (0, 2)), (0.2143, (1, 0))]
+    """
     check_int(K, "K", 1)
     return TreeProcess((K,), "swor", f"swor_tree({K})")
 
 
 def topk_tree(widths) -> TreeProcess:
     """Deterministic EAGLE-style tree: the widths[d] most likely tokens of q at every depth-d node
-    (ties to the lowest id; one child, the argmax, beyond ``len(widths)``); probability 1."""
+    (ties to the lowest id; one child, the argmax, beyond ``len(widths)``); probability 1.
+
+    Parameters: ``widths`` (integers >= 1).  Returns: a :class:`TreeProcess` in mode ``"topk"``.
+
+    >>> from specsim.drafts import topk_tree
+    >>> from specsim.models import iid
+    >>> [(Q, tree.draws) for Q, tree in topk_tree((2,)).enumerate(iid([0.2, 0.3, 0.5]), iid([0.5, 0.3, 0.2]), L=2)]
+    [(1.0, ((0, 1), (0,), (0,), (), ()))]
+    """
     return TreeProcess(tuple(widths), "topk", f"topk{list(widths)}")
 
 
 def delayed_expansion(d: int, K: int, replacement: bool = True) -> TreeProcess:
     """Delayed tree expansion: a single path for the first ``d`` tokens, then K branches at depth
-    d (i.i.d. or distinct), each continued as a chain: widths = (1,)*d + (K,)."""
+    d (i.i.d. or distinct), each continued as a chain: widths = (1,)*d + (K,).
+
+    Parameters: ``d`` (>= 0), ``K`` (>= 1), ``replacement`` (i.i.d. or successive sampling).
+
+    Returns: a :class:`TreeProcess`.
+
+    >>> from specsim.drafts import delayed_expansion
+    >>> process = delayed_expansion(1, 3)
+    >>> process.widths, process.name
+    ((1, 3), 'delayed(1,3)')
+    """
     check_int(d, "d", 0)
     check_int(K, "K", 1)
     return TreeProcess((1,) * d + (K,), "iid" if replacement else "swor",
@@ -450,7 +682,17 @@ def greedy_drafts(K: int) -> TreeProcess:
     arXiv 2502.18779; SpecHub, arXiv 2411.05289, at K = 2): the root's children are the K - 1 most
     likely tokens of q (deterministic) plus one token drawn from q restricted to the rest; every
     child continues as a chain drawn from q.  ``draws[root]`` lists the K - 1 greedy tokens first
-    and the sampled one last.  Q(all drafts in H) = 1[G in H] q(H minus G) / (1 - q(G)) (docs/theory.md §6.6)."""
+    and the sampled one last.  Q(all drafts in H) = 1[G in H] q(H minus G) / (1 - q(G)) (docs/theory.md §6.6).
+
+    Parameters: ``K`` (>= 1; K = 1 is a single draw from q).
+
+    Returns: a :class:`TreeProcess` in mode ``"greedy"``.
+
+    >>> from specsim.drafts import greedy_drafts
+    >>> from specsim.models import iid
+    >>> [(Q, tree.draws[0]) for Q, tree in greedy_drafts(2).enumerate(iid([0.2, 0.3, 0.5]), iid([0.5, 0.3, 0.2]), L=1)]
+    [(0.6, (0, 1)), (0.4, (0, 2))]
+    """
     check_int(K, "K", 1)
     return TreeProcess((K,), "greedy", f"greedy_drafts({K})")
 
@@ -459,16 +701,28 @@ def parse_drafting(spec: str):
     """Draft process from a CLI string.
 
     Grammar: ``chain`` | ``iid:K`` (:func:`iid_paths`) | ``swor:K`` (:func:`swor_tree`) |
-    ``binary:D`` (width 2 at depths < D, without replacement) | ``fixed:w1,w2,...[:swor]``
-    (:func:`fixed_shape`) | ``topk:w1,w2,...`` (:func:`topk_tree`) | ``delayed:d,K[:swor]``.
+    ``greedy:K`` (:func:`greedy_drafts`) | ``binary:D`` (width 2 at depths < D, without
+    replacement) | ``fixed:w1,w2,...[:swor]`` (:func:`fixed_shape`) | ``topk:w1,w2,...``
+    (:func:`topk_tree`) | ``delayed:d,K[:swor]`` (:func:`delayed_expansion`); case and
+    surrounding spaces are ignored.
 
-    >>> parse_drafting("iid:2").name
-    'iid_paths(2)'
+    Parameters: ``spec`` (a string).
+
+    Returns: the :class:`DraftProcess`; ``ValueError`` quoting the grammar when ``spec`` does not
+    parse, ``TypeError`` when it is not a string.
+
+    >>> from specsim.drafts import parse_drafting
+    >>> parse_drafting("iid:2").name, parse_drafting("fixed:2,1:swor").name, parse_drafting("binary:2").widths
+    ('iid_paths(2)', 'swor[2, 1]', (2, 2))
+    >>> parse_drafting("tree:2")
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot parse drafting spec 'tree:2'; expected chain | iid:K | swor:K | greedy:K | binary:D | fixed:w1,w2,...[:swor] | topk:w1,... | delayed:d,K[:swor]
     """
     grammar = ("chain | iid:K | swor:K | greedy:K | binary:D | fixed:w1,w2,...[:swor] | topk:w1,... | "
                "delayed:d,K[:swor]")
     if not isinstance(spec, str):
-        raise ValueError(f"drafting spec must be a string ({grammar}), got {spec!r}")
+        raise TypeError(f"drafting spec must be a string ({grammar}), got {type(spec).__name__}")
     parts = spec.strip().lower().split(":")
     try:
         kind, args = parts[0], parts[1:]

@@ -9,6 +9,11 @@ and Sequoia (Chen et al., arXiv 2402.12374, Alg. 1) maximises it over trees with
 most l layers (the root layer counted).  A tree shape is a nested tuple: a node is the tuple of
 its children, in rank order, e.g. ``((), ((),))`` is a root with two children, the first a leaf
 and the second with one child.
+
+>>> from specsim.treeshape import sequoia_tree, shape_widths
+>>> best = sequoia_tree([0.6, 0.2, 0.1], m=6, layers=3)
+>>> round(best.value, 6), shape_widths(best.shape)
+(2.4, [[2], [2, 1]])
 """
 from __future__ import annotations
 
@@ -26,7 +31,16 @@ Shape = tuple  # recursive: tuple of child shapes
 
 @dataclass(frozen=True)
 class TreeShape:
-    """The optimum of the tree DP: ``value`` = F*(m, l), attained by ``shape`` (nested tuples)."""
+    """The optimum of the tree DP: ``value`` = F*(m, l), attained by ``shape`` (nested tuples).
+
+    Fields: ``value`` (expected tokens per step, the bonus included), ``nodes`` (m, the root
+    included), ``layers`` (the limit l it was solved under), ``shape``.
+
+    >>> from specsim.treeshape import sequoia_tree
+    >>> best = sequoia_tree([0.6, 0.2, 0.1], m=4, layers=2)
+    >>> best.shape, best.depth, round(best.value, 6)
+    (((), (), ()), 2, 1.9)
+    """
 
     value: float
     nodes: int
@@ -35,7 +49,7 @@ class TreeShape:
 
     @property
     def depth(self) -> int:
-        """Number of layers used (root layer counted)."""
+        """Number of layers ``shape`` uses (root layer counted), at most ``layers``."""
         return _layers(self.shape)
 
 
@@ -61,10 +75,20 @@ def _check_a(a) -> tuple[float, ...]:
 
 
 def tree_value(shape: Shape, a) -> float:
-    """F(tree) = sum over nodes of the product of a_rank along the root path (root counts 1).
+    """F(tree) = sum over nodes v of prod_{edges root -> v} a_{rank(edge)} (the root counts 1).
 
-    >>> tree_value(((),), [0.6, 0.2])   # root + its best-ranked child
+    Equivalently F(node) = 1 + sum_j a_j F(child_j), children in rank order j = 1, 2, ...
+
+    Parameters: ``shape`` (nested tuples, see the module docstring), ``a`` (per-rank acceptance
+    probabilities, non-increasing, entries in [0, 1], sum <= 1).
+
+    Returns: F as a float; ``ValueError`` for a bad ``a`` or a node with more children than ranks.
+
+    >>> from specsim.treeshape import tree_value
+    >>> tree_value(((),), [0.6, 0.2])            # the root and its best-ranked child
     1.6
+    >>> round(tree_value(((), ((),)), [0.6, 0.2]), 6)   # 1 + 0.6 + 0.2 (1 + 0.6)
+    1.92
     """
     a = _check_a(a)
 
@@ -82,9 +106,18 @@ def sequoia_tree(a, m: int, layers: int | None = None) -> TreeShape:
     T(1, l) = 1; T(m, 1) = -inf (m > 1); T(m, l) = 1 + G_l(m - 1, 1) with G_l(0, .) = 0,
     G_l(r > 0, j > len(a)) = -inf and G_l(r, j) = max_{1<=s<=r} [a_j T(s, l - 1) + G_l(r - s, j + 1)];
     F*(m, l) = max_{l' <= l} T(m, l').  O(m^2 l len(a)).  ``layers=None``: unlimited (l = m).
+    (Sequoia, Chen et al., arXiv 2402.12374, Alg. 1; docs/theory.md §6.2.)
 
-    >>> round(sequoia_tree([0.6, 0.2, 0.1], 4).value, 6)    # docs/theory.md §12, R12
-    2.176
+    Parameters: ``a`` (per-rank acceptance probabilities, as for :func:`tree_value`), ``m``
+    (node budget >= 1, the root included), ``layers`` (limit >= 1 or ``None``).
+
+    Returns: the optimal :class:`TreeShape`; ``ValueError`` when no tree with m nodes fits in the
+    layers with at most ``len(a)`` children per node.
+
+    >>> from specsim.treeshape import sequoia_tree
+    >>> best = sequoia_tree([0.6, 0.2, 0.1], 4)    # docs/theory.md §12, R12
+    >>> round(best.value, 6), best.shape           # the chain 1 + 0.6 + 0.6^2 + 0.6^3
+    (2.176, ((((),),),))
     """
     a = _check_a(a)
     check_int(m, "m", 1)
@@ -145,9 +178,15 @@ def _all_trees(n: int, width: int, depth: int) -> list[Shape]:
 
 
 def brute_force_tree(a, m: int, layers: int | None = None) -> TreeShape:
-    """The same optimum by trying every ordered tree with m nodes (children ranked 1..k), for tests.
+    """The optimum of :func:`sequoia_tree` by trying every ordered tree with m nodes (children
+    ranked 1..k) and evaluating :func:`tree_value`: an independent check of the DP, for tests.
 
-    Exponential in m (Catalan numbers); use m <= 10.
+    Exponential in m (Catalan numbers); use m <= 10.  Parameters and result as
+    :func:`sequoia_tree` (the first best tree found on ties, which may differ from the DP's).
+
+    >>> from specsim.treeshape import brute_force_tree
+    >>> round(brute_force_tree([0.6, 0.2, 0.1], 4).value, 6)
+    2.176
     """
     a = _check_a(a)
     check_int(m, "m", 1)
@@ -163,7 +202,14 @@ def brute_force_tree(a, m: int, layers: int | None = None) -> TreeShape:
 
 
 def shape_widths(shape: Shape) -> list[list[int]]:
-    """Children counts per node, layer by layer (root layer first): a compact view of a shape."""
+    """Children counts per node, layer by layer (root layer first): a compact view of a shape.
+
+    Returns: one list per layer that has a parent of a node (``[]`` for a root alone).
+
+    >>> from specsim.treeshape import shape_widths
+    >>> shape_widths(((), ((),)))
+    [[2], [0, 1]]
+    """
     out, level = [], [tuple(shape)]
     while level:
         out.append([len(s) for s in level])

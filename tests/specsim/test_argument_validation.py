@@ -1,0 +1,146 @@
+"""Bad input to specsim's public functions: the exception type and the argument it names.
+
+One table per module, rows ``(id, call, exception, message pattern)``; each table is one
+parametrised test, so a new case is one line.
+"""
+import re
+
+import numpy as np
+import pytest
+
+from specsim import drafts, treeshape
+from specsim._validate import as_distribution, as_pair, as_rows, check_int, check_model_pair
+from specsim.models import iid
+
+
+def cases(table):
+    """pytest parameters from a table of (id, call, exception, pattern)."""
+    return [pytest.param(call, exc, pattern, id=name) for name, call, exc, pattern in table]
+
+
+UNIFORM3 = np.full((3, 3), 1 / 3)
+Q0 = np.array([[0.5, 0.5, 0.0], [1 / 3] * 3, [1 / 3] * 3])  # the root cannot draft token 2
+HALF, HALF3 = iid([0.5, 0.5]), iid([0.2, 0.3, 0.5])
+
+
+def _tree(tokens, parent, p=UNIFORM3, q=UNIFORM3, **kw):
+    return lambda: drafts.DraftTree(tokens, parent, p, q, **kw)
+
+
+def _enumerate(process, target=HALF, draft_model=HALF, L=1):
+    return lambda: list(process.enumerate(target, draft_model, L))
+
+
+# ---------------------------------------------------------------------------- specsim.drafts
+DRAFTS = [
+    ("DraftTree-lengths-differ", _tree((-1, 0), (-1, 0, 0), UNIFORM3[:2], UNIFORM3[:2]), ValueError, "same positive length"),
+    ("DraftTree-no-root", _tree((0, 0, 1), (-1, 0, 0)), ValueError, "node 0 must be the root"),
+    ("DraftTree-parent-after-child", _tree((-1, 0, 1), (-1, 2, 0)), ValueError, "parents must precede"),
+    ("DraftTree-self-parent", _tree((-1, 0), (-1, 1), UNIFORM3[:2], UNIFORM3[:2]), ValueError, "parents must precede"),
+    ("DraftTree-token-outside-V", _tree((-1, 3, 2), (-1, 0, 0)), ValueError, "token 3 outside 0..2"),
+    ("DraftTree-token-with-q-zero", _tree((-1, 0, 2), (-1, 0, 0), q=Q0), ValueError, "q = 0 at its parent 0"),
+    ("DraftTree-repeated-child", _tree((-1, 1, 1), (-1, 0, 0)), ValueError, "repeats token 1"),
+    ("DraftTree-p-shape", _tree((-1, 0, 2), (-1, 0, 0), p=UNIFORM3[:2]), ValueError, r"p must have shape \[num_nodes=3"),
+    ("DraftTree-q-shape", _tree((-1, 0, 2), (-1, 0, 0), q=UNIFORM3[:, :2]), ValueError, r"q must have shape \(3, 3\)"),
+    ("DraftTree-p-row-sum", _tree((-1, 0, 2), (-1, 0, 0), p=np.array([[0.5, 0.6, 0.0]] + [[1 / 3] * 3] * 2)),
+     ValueError, "p at node 0: entries sum to 1.1"),
+    ("DraftTree-draws-mismatch", _tree((-1, 0, 2), (-1, 0, 0), draws=((0, 1), (), ())), ValueError,
+     re.escape("draws[0] = (0, 1) does not match the children of node 0")),
+    ("from_chain-shapes", lambda: drafts.DraftTree.from_chain((1, 2), UNIFORM3, UNIFORM3), ValueError,
+     r"chain of L=2 needs p \[L\+1, V\] and q \[L, V\]"),
+    ("chain_arrays-branching", lambda: _tree((-1, 0, 2), (-1, 0, 0))().chain_arrays(), ValueError,
+     "a chain verifier needs a chain draft"),
+    ("TreeProcess-empty-widths", lambda: drafts.TreeProcess(()), ValueError, "widths must be a non-empty sequence"),
+    ("TreeProcess-zero-width", lambda: drafts.TreeProcess((0,)), ValueError, "widths must be"),
+    ("TreeProcess-negative-width", lambda: drafts.TreeProcess((2, -1)), ValueError, "widths must be"),
+    ("TreeProcess-float-width", lambda: drafts.TreeProcess((1.5,)), ValueError, "widths must be"),
+    ("TreeProcess-bool-width", lambda: drafts.TreeProcess((True,)), ValueError, "widths must be"),
+    ("TreeProcess-mode", lambda: drafts.TreeProcess((2,), mode="uniform"), ValueError, "mode must be one of"),
+    ("iid_paths-K0", lambda: drafts.iid_paths(0), ValueError, "K must be >= 1"),
+    ("swor_tree-K-float", lambda: drafts.swor_tree(1.5), ValueError, "K must be an integer"),
+    ("greedy_drafts-K0", lambda: drafts.greedy_drafts(0), ValueError, "K must be >= 1"),
+    ("delayed_expansion-d-negative", lambda: drafts.delayed_expansion(-1, 2), ValueError, "d must be >= 0"),
+    ("delayed_expansion-K0", lambda: drafts.delayed_expansion(1, 0), ValueError, "K must be >= 1"),
+    ("enumerate-L0", _enumerate(drafts.iid_paths(2), L=0), ValueError, "L must be >= 1"),
+    ("enumerate-V-mismatch", _enumerate(drafts.iid_paths(2), draft_model=HALF3), ValueError,
+     "target has V=2 but draft_model has V=3"),
+    ("enumerate-target-not-a-model", _enumerate(drafts.swor_tree(2), target=[0.5, 0.5]), TypeError,
+     "target must be a specsim.models.Model"),
+    ("chain-enumerate-L0", _enumerate(drafts.chain(), L=0), ValueError, "L must be >= 1"),
+    ("chain-enumerate-V-mismatch", _enumerate(drafts.chain(), target=HALF3), ValueError, "target has V=3"),
+    ("chain-sample-L0", lambda: drafts.chain().sample(HALF, HALF, 0, np.random.default_rng(0)), ValueError,
+     "L must be >= 1"),
+    ("enumerate-draft-and-draft_model", lambda: drafts.chain().enumerate(HALF, draft=HALF, draft_model=HALF, L=1),
+     TypeError, "got both 'draft' \\(deprecated\\) and 'draft_model'"),
+    ("parse_drafting-not-a-string", lambda: drafts.parse_drafting(3), TypeError, "drafting spec must be a string"),
+] + [(f"parse_drafting-{spec.replace(':', '_') or 'empty'}", lambda spec=spec: drafts.parse_drafting(spec), ValueError,
+      "cannot parse drafting spec")
+     for spec in ["", "iid", "iid:x", "swor:2:3", "binary:0", "tree:2", "fixed:2:wor", "delayed:1", "chain:2",
+                  "topk:2:swor", "iid:0"]]
+
+
+@pytest.mark.parametrize("call, exc, pattern", cases(DRAFTS))
+def test_drafts(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+# ---------------------------------------------------------------------------- specsim.treeshape
+A = [0.6, 0.2, 0.1]
+TREESHAPE = [
+    ("a-empty", lambda: treeshape.sequoia_tree([], 3), ValueError, "non-empty 1-D vector"),
+    ("a-2d", lambda: treeshape.sequoia_tree([[0.5]], 3), ValueError, r"got shape \(1, 1\)"),
+    ("a-increasing", lambda: treeshape.sequoia_tree([0.2, 0.5], 3), ValueError, "non-increasing"),
+    ("a-above-1", lambda: treeshape.sequoia_tree([1.2], 3), ValueError, r"entries in \[0, 1\]"),
+    ("a-nan", lambda: treeshape.sequoia_tree([np.nan], 3), ValueError, r"entries in \[0, 1\]"),
+    ("a-sum-above-1", lambda: treeshape.sequoia_tree([0.7, 0.6], 3), ValueError, "at most one child is accepted"),
+    ("m0", lambda: treeshape.sequoia_tree(A, 0), ValueError, "m must be >= 1"),
+    ("m-float", lambda: treeshape.sequoia_tree(A, 2.0), ValueError, "m must be an integer"),
+    ("layers0", lambda: treeshape.sequoia_tree(A, 3, layers=0), ValueError, "layers must be >= 1"),
+    ("no-tree-fits", lambda: treeshape.sequoia_tree([0.5], 3, layers=2), ValueError, "no tree with 3 nodes fits in 2 layers"),
+    ("brute_force-no-tree-fits", lambda: treeshape.brute_force_tree([0.5], 3, layers=2), ValueError, "no tree with 3 nodes"),
+    ("brute_force-a-increasing", lambda: treeshape.brute_force_tree([0.2, 0.5], 3), ValueError, "non-increasing"),
+    ("tree_value-more-children-than-ranks", lambda: treeshape.tree_value(((), (), (), ()), A), ValueError,
+     "a node has 4 children but a has only 3 ranks"),
+    ("tree_value-a-above-1", lambda: treeshape.tree_value(((),), [1.5]), ValueError, r"entries in \[0, 1\]"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", cases(TREESHAPE))
+def test_treeshape(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+# ---------------------------------------------------------------------------- specsim._validate
+VALIDATE = [
+    ("as_distribution-2d", lambda: as_distribution([[0.5, 0.5]], "p"), ValueError, r"p: expected a 1-D .* shape \(1, 2\)"),
+    ("as_distribution-empty", lambda: as_distribution([], "p"), ValueError, "p: empty probability vector"),
+    ("as_distribution-nan", lambda: as_distribution([np.nan, 1.0], "p"), ValueError, "p: non-finite entry .* at token 0"),
+    ("as_distribution-negative", lambda: as_distribution([1.5, -0.5], "p"), ValueError, "p: negative entry .* at token 1"),
+    ("as_distribution-sum", lambda: as_distribution([0.5, 0.6], "p"), ValueError, "p: entries sum to 1.1, not 1"),
+    ("as_distribution-atol", lambda: as_distribution([0.5, 0.5 + 1e-6], "p", atol=1e-9), ValueError, "tolerance 1e-09"),
+    ("as_rows-1d", lambda: as_rows([0.5, 0.5], "q"), ValueError, r"q: expected a 2-D array .* shape \(2,\)"),
+    ("as_rows-shape", lambda: as_rows([[0.5, 0.5]], "q", shape=(2, 2)), ValueError, r"q: expected shape \(2, 2\), got \(1, 2\)"),
+    ("as_rows-bad-row", lambda: as_rows([[0.5, 0.5], [1.0, 0.1]], "q"), ValueError, r"q\[1\]: entries sum to 1.1"),
+    ("as_pair-sizes", lambda: as_pair([0.5, 0.5], [0.2, 0.3, 0.5]), ValueError, "same vocabulary size, got 2 and 3"),
+    ("as_pair-V1", lambda: as_pair([1.0], [1.0]), ValueError, "vocabulary size must be >= 2, got 1"),
+    ("as_pair-bad-target", lambda: as_pair([0.5, 0.6], [0.5, 0.5]), ValueError, r"p \(target\): entries sum"),
+    ("as_pair-bad-draft", lambda: as_pair([0.5, 0.5], [-0.5, 1.5]), ValueError, r"q \(draft\): negative entry"),
+    ("check_int-below-minimum", lambda: check_int(0, "L", 1), ValueError, "L must be >= 1, got 0"),
+    ("check_int-float", lambda: check_int(2.0, "L", 1), ValueError, "L must be an integer, got 2.0"),
+    ("check_int-bool", lambda: check_int(True, "L", 1), ValueError, "L must be an integer, got True"),
+    ("check_int-string", lambda: check_int("3", "L", 1), ValueError, "L must be an integer, got '3'"),
+    ("check_model_pair-target-type", lambda: check_model_pair([0.5, 0.5], HALF, 1), TypeError,
+     "target must be a specsim.models.Model, got list"),
+    ("check_model_pair-draft-type", lambda: check_model_pair(HALF, None, 1), TypeError,
+     "draft_model must be a specsim.models.Model, got NoneType"),
+    ("check_model_pair-V", lambda: check_model_pair(HALF, HALF3, 1), ValueError, "target has V=2 but draft_model has V=3"),
+    ("check_model_pair-L", lambda: check_model_pair(HALF, HALF, 0), ValueError, "L must be >= 1, got 0"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", cases(VALIDATE))
+def test_validate(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
