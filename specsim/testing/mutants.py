@@ -5,13 +5,20 @@ seen (or easy to make) in real speculative-decoding implementations.  A lossless
 only trustworthy if it flags every entry of :data:`CHAIN_MUTANTS` and passes every entry of
 :data:`LOSSLESS_CONTROLS` (independent re-implementations of lossless rules).  Some faults only
 show with V >= 3 or with rows that change along the draft; the docstrings say what exposes them.
+
+>>> from specsim import check_lossless, random_model
+>>> target, draft_model = random_model(3, 21, 0.7), random_model(3, 1021, 0.7)
+>>> check_lossless(CHAIN_MUTANTS["reused_uniform"], target, draft_model, 3).lossless
+False
+>>> check_lossless(LOSSLESS_CONTROLS["block_forward"], target, draft_model, 3).lossless
+True
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .._validate import normalize
-from ..verifiers.base import Outcome, Verifier
+from ..verifiers.base import Outcome, chain_verifier
 from ..verifiers.chain import _outcomes, _residual, _stop_law, block, block_weights, hsd_capped, onehot, token
 
 __all__ = ["CHAIN_MUTANTS", "LOSSLESS_CONTROLS"]
@@ -31,43 +38,43 @@ def _ratio(p, q):
     return min(1.0, p / q) if q > 0 else 1.0
 
 
-def _mutant(name, doc):
-    def wrap(law):
-        return Verifier(name, law, "chain", None, False, doc)
-    return wrap
-
-
-@_mutant("residual_from_target", "On rejection resample from p_i itself instead of norm((p_i - q_i)_+).")
+@chain_verifier("residual_from_target", lossless=False)
 def residual_from_target(draft, p, q):
+    """On rejection resample from p_i itself instead of norm((p_i - q_i)_+)."""
     return _token_like(draft, p, q, lambda i, t: _ratio(p[i, t], q[i, t]), lambda i: p[i])
 
 
-@_mutant("residual_next_row", "Residual built from the next position's row p_{i+1} (off-by-one row).")
+@chain_verifier("residual_next_row", lossless=False)
 def residual_next_row(draft, p, q):
+    """Residual built from the next position's row p_{i+1} (off-by-one row)."""
     return _token_like(draft, p, q, lambda i, t: _ratio(p[i, t], q[i, t]),
                        lambda i: _residual(p[i + 1], q[i]))
 
 
-@_mutant("inverted_residual", "Residual norm((q_i - p_i)_+): draft and target swapped in the residual.")
+@chain_verifier("inverted_residual", lossless=False)
 def inverted_residual(draft, p, q):
+    """Residual norm((q_i - p_i)_+): draft and target swapped in the residual."""
     return _token_like(draft, p, q, lambda i, t: _ratio(p[i, t], q[i, t]),
                        lambda i: normalize(np.maximum(q[i] - p[i], 0.0), p[i]))
 
 
-@_mutant("inverted_ratio", "Accept with min(1, q/p) instead of min(1, p/q).")
+@chain_verifier("inverted_ratio", lossless=False)
 def inverted_ratio(draft, p, q):
+    """Accept with min(1, q/p) instead of min(1, p/q)."""
     return _token_like(draft, p, q, lambda i, t: min(1.0, q[i, t] / p[i, t]) if p[i, t] > 0 else 0.0,
                        lambda i: _residual(p[i], q[i]))
 
 
-@_mutant("bonus_wrong_row", "Bonus token drawn from p_{L-1} (the last verifying row) instead of p_L.")
+@chain_verifier("bonus_wrong_row", lossless=False)
 def bonus_wrong_row(draft, p, q):
+    """Bonus token drawn from p_{L-1} (the last verifying row) instead of p_L."""
     return _token_like(draft, p, q, lambda i, t: _ratio(p[i, t], q[i, t]),
                        lambda i: _residual(p[i], q[i]), bonus=p[len(draft) - 1])
 
 
-@_mutant("accept_wrong_row", "Acceptance ratio uses p_{i+1}(x_i): target rows shifted by one position.")
+@chain_verifier("accept_wrong_row", lossless=False)
 def accept_wrong_row(draft, p, q):
+    """Acceptance ratio uses p_{i+1}(x_i): target rows shifted by one position."""
     return _token_like(draft, p, q, lambda i, t: _ratio(p[i + 1, t], q[i, t]),
                        lambda i: _residual(p[i + 1], q[i]))
 
@@ -81,30 +88,34 @@ def _reused_uniform_residual(R: np.ndarray, a: float) -> np.ndarray:
     return normalize(np.maximum(hi - lo, 0.0), R)
 
 
-@_mutant("reused_uniform", "The uniform that rejected x_i is reused to sample the residual by inverse CDF, "
-         "so the residual is drawn only from its upper CDF segment.")
+@chain_verifier("reused_uniform", lossless=False)
 def reused_uniform(draft, p, q):
+    """The uniform that rejected x_i is reused to sample the residual by inverse CDF, so the
+    residual is drawn only from its upper CDF segment."""
     acc = lambda i, t: _ratio(p[i, t], q[i, t])
     return _token_like(draft, p, q, acc,
                        lambda i: _reused_uniform_residual(_residual(p[i], q[i]), acc(i, draft[i])))
 
 
-@_mutant("wrong_draft_temperature", "Acceptance and residual use the draft law at temperature 2, not the "
-         "law the drafts were sampled from (q processed differently from sampling).")
+@chain_verifier("wrong_draft_temperature", lossless=False)
 def wrong_draft_temperature(draft, p, q):
+    """Acceptance and residual use the draft law at temperature 2, not the law the drafts were
+    sampled from (q processed differently from sampling)."""
     qq = np.sqrt(q)
     qq /= qq.sum(axis=1, keepdims=True)
     return _token_like(draft, p, qq, lambda i, t: _ratio(p[i, t], qq[i, t]), lambda i: _residual(p[i], qq[i]))
 
 
-@_mutant("onehot_no_removal", "Sample-and-match that resamples from p_i without removing the rejected x_i.")
+@chain_verifier("onehot_no_removal", lossless=False)
 def onehot_no_removal(draft, p, q):
+    """Sample-and-match that resamples from p_i without removing the rejected x_i."""
     return _token_like(draft, p, q, lambda i, t: p[i, t], lambda i: p[i])
 
 
-@_mutant("block_first_failure", "Block verification stopping at the first failing index instead of keeping "
-         "the largest passing index.")
+@chain_verifier("block_first_failure", lossless=False)
 def block_first_failure(draft, p, q):
+    """Block verification stopping at the first failing index instead of keeping the largest
+    passing index."""
     w, h, res = block_weights(draft, p, q)
     L = len(draft)
     probs = np.zeros(L + 1)
@@ -116,17 +127,19 @@ def block_first_failure(draft, p, q):
     return _outcomes(probs, res + [p[L]])
 
 
-@_mutant("block_token_residual", "Block verification emitting the token-level residual norm((p - q)_+) "
-         "instead of norm((w_tau p_tau - q_tau)_+).")
+@chain_verifier("block_token_residual", lossless=False)
 def block_token_residual(draft, p, q):
+    """Block verification emitting the token-level residual norm((p - q)_+) instead of norm((w_tau
+    p_tau - q_tau)_+)."""
     w, h, _ = block_weights(draft, p, q)
     L = len(draft)
     return _outcomes(_stop_law(h), [_residual(p[i], q[i]) for i in range(L)] + [p[L]])
 
 
-@_mutant("block_uncapped_weights", "Block verification with uncapped weights w_i = r_i (joint ratio without "
-         "the running-max normalisation), h_L = min(1, r_L).")
+@chain_verifier("block_uncapped_weights", lossless=False)
 def block_uncapped_weights(draft, p, q):
+    """Block verification with uncapped weights w_i = r_i (joint ratio without the running-max
+    normalisation), h_L = min(1, r_L)."""
     L = len(draft)
     r = np.concatenate(([1.0], np.cumprod([p[i, t] / q[i, t] for i, t in enumerate(draft)])))
     h = np.ones(L + 1)
@@ -171,5 +184,4 @@ CHAIN_MUTANTS = {v.name: v for v in (
 #: Lossless chain verifiers (the package's and independent re-implementations) a checker must pass.
 LOSSLESS_CONTROLS = {v.name: v for v in (
     token, block, onehot, hsd_capped,
-    Verifier("token_logspace", _token_logspace, "chain", None, True, _token_logspace.__doc__),
-    Verifier("block_forward", _block_forward, "chain", None, True, _block_forward.__doc__))}
+    chain_verifier("token_logspace")(_token_logspace), chain_verifier("block_forward")(_block_forward))}

@@ -20,7 +20,7 @@ from functools import partial
 
 from ..drafts import iid_paths, parse_drafting, swor_tree, topk_tree
 from ..verifiers import tree as T
-from ..verifiers.base import Verifier
+from ..verifiers.base import Verifier, tree_verifier
 
 __all__ = ["TreeMutant", "MUTANTS", "CONTROLS"]
 
@@ -36,8 +36,9 @@ class TreeMutant:
     bug: str
 
 
-def _mutant(name, law, drafting, L, bug):
-    return TreeMutant(name, Verifier(name, law, "tree", None, False, bug), drafting, L, bug)
+def _mutant(name, law, drafting, L, bug, needs):
+    # ``needs``: the correct verifier's, so ``assert_lossless`` searches the processes it claims
+    return TreeMutant(name, tree_verifier(name, needs=needs, lossless=False, doc=bug)(law), drafting, L, bug)
 
 
 _BINARY2 = parse_drafting("binary:2")
@@ -46,37 +47,48 @@ _BINARY2 = parse_drafting("binary:2")
 MUTANTS: dict[str, TreeMutant] = {m.name: m for m in (
     _mutant("specinfer_stale_residual",
             lambda t: T._nodewise(t, partial(T._specinfer_rule, update_residual=False)), iid_paths(2), 1,
-            "SpecInfer RRS without the residual update between siblings: every sibling tested against p"),
+            "SpecInfer RRS without the residual update between siblings: every sibling tested against p",
+            T.specinfer.needs),
     _mutant("specinfer_bonus_from_parent",
             lambda t: T._nodewise(t, T._specinfer_rule, bonus_from_parent=True), iid_paths(2), 2,
-            "bonus token at a fully accepted leaf drawn from the parent's row instead of the leaf's"),
+            "bonus token at a fully accepted leaf drawn from the parent's row instead of the leaf's",
+            T.specinfer.needs),
     _mutant("sequoia_unmasked",
             lambda t: T._nodewise(t, partial(T._sequoia_rule, mask_rejected=False)), _BINARY2, 2,
-            "SWOR-RRS that does not remove the rejected sibling from D (tests later children against q)"),
+            "SWOR-RRS that does not remove the rejected sibling from D (tests later children against q)",
+            T.sequoia.needs),
     _mutant("traversal_mass_update",
             partial(T._traversal_law, parent_update="mass"), _BINARY2, 2,
-            "traversal with parent weight w_b <- S (residual mass) instead of S / (S + 1 - w_b)"),
+            "traversal with parent weight w_b <- S (residual mass) instead of S / (S + 1 - w_b)",
+            T.traversal.needs),
     _mutant("traversal_stale_weights",
             partial(T._traversal_law, recompute=False), _BINARY2, 2,
-            "traversal that does not recompute the weights below the parent after a rejection"),
+            "traversal that does not recompute the weights below the parent after a rejection",
+            T.traversal.needs),
     _mutant("gbv_select_by_q",
             lambda t: T._gbv_law(t, select_by_q=True), iid_paths(2), 2,
-            "GBV selecting the path by draft probability while the skewed law assumes the p/q order"),
+            "GBV selecting the path by draft probability while the skewed law assumes the p/q order",
+            T.gbv.needs),
     _mutant("gbv_tie_mismatch_capped",
             lambda t: T._gbv_law(t, capped=True, mismatch=True), iid_paths(2), 2,
-            "GBV with the capped key and ties broken differently in selection and in the skewed law"),
+            "GBV with the capped key and ties broken differently in selection and in the skewed law",
+            T.gbv.needs),
     _mutant("spectr_rho_one",
             lambda t: T._nodewise(t, partial(T._spectr_rule, rho=1.0)), iid_paths(2), 1,
-            "K-SEQ with rho = 1 regardless of validity (negative residual clipped)"),
+            "K-SEQ with rho = 1 regardless of validity (negative residual clipped)",
+            T.spectr.needs),
     _mutant("khisti_against_q",
             lambda t: T._nodewise(t, partial(T._khisti_rule, against_q=True)), iid_paths(2), 1,
-            "two-step verifier that tests the selected token against q instead of the selection law"),
+            "two-step verifier that tests the selected token against q instead of the selection law",
+            T.khisti.needs),
     _mutant("deterministic_unmasked",
             lambda t: T._nodewise(t, partial(T._deterministic_rule, mask_children=False)), topk_tree((2,)), 1,
-            "deterministic children with the rejection sample from p without zeroing the children"),
+            "deterministic children with the rejection sample from p without zeroing the children",
+            T.deterministic_children.needs),
     _mutant("specinfer_on_topk",
-            T._specinfer_law, topk_tree((2, 2)), 2,
-            "correct RRS applied to a deterministic top-k tree: q is not the law the children came from"),
+            T.specinfer.law, topk_tree((2, 2)), 2,
+            "correct RRS applied to a deterministic top-k tree: q is not the law the children came from",
+            {"any"}),  # its fault is claiming every process
 )}
 
 #: The correct verifiers on the same processes: all must pass.

@@ -1,14 +1,18 @@
-"""The verifier protocol: a draft in, its exact outcome law out.
+"""The verifier protocol: a draft in, its exact outcome law out (docs/theory.md §1).
 
-Chain verifiers are callables ``verifier(draft, p, q) -> list[Outcome]`` with ``draft`` a tuple of
-L token ids, ``p`` float64 ``[L+1, V]`` (``p[i] = target(.|draft[:i])``) and ``q`` float64
-``[L, V]`` (``q[i] = draft_model(.|draft[:i])``).  Tree verifiers are callables
-``verifier(tree) -> list[Outcome]`` on a :class:`specsim.drafts.DraftTree`, where ``accepted`` is
-a node id (0 = root = no token accepted).  A chain is the tree with one path, and the exact
-engine adapts chain verifiers to chain trees, so there is one engine for both.
+A verifier maps a draft D to a finite list of outcomes (pi_j, v_j, d_j) with sum_j pi_j = 1:
+with probability pi_j it keeps the accepted prefix v_j and emits one more token y ~ d_j, the
+verifier's own randomness integrated out.  Its output law is then
+O(s) = sum_D Pr(D) sum_j pi_j d_j(y) [s = path(v_j) y].
 
-With probability ``prob`` the verifier keeps the accepted prefix (or root-to-node path) and emits
-one more token drawn from ``next_dist``.  The verifier's own randomness is integrated out.
+Chain verifiers take ``(draft, p, q)``: ``draft`` a tuple of L token ids, ``p`` float64
+``[L+1, V]`` (``p[i] = target(.|draft[:i])``), ``q`` float64 ``[L, V]``
+(``q[i] = draft_model(.|draft[:i])``), and ``accepted`` counts draft tokens.  Tree verifiers take
+a :class:`specsim.drafts.DraftTree`, and ``accepted`` is a node id (0 = root = nothing accepted).
+A chain is the tree with one path; the exact engine adapts chain verifiers to chain trees.
+
+Every :class:`Verifier` is built by one of two decorators, :func:`chain_verifier` and
+:func:`tree_verifier`; ``Verifier.needs`` says which draft processes it is valid for.
 """
 from __future__ import annotations
 
@@ -17,17 +21,37 @@ from typing import Callable, Literal
 
 import numpy as np
 
-__all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "check_outcomes",
-           "sample_outcome", "validate_chain_inputs"]
+from .._sampling import draw_token
+from .._validate import as_rows
+from ..drafts import DRAFT_LAWS, draft_laws
+
+__all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "NEED_TAGS", "meets_needs",
+           "as_verifier", "verifier_kind", "law_from_batch", "check_outcomes", "sample_outcome",
+           "validate_chain_inputs"]
 
 #: Tolerance on ``|sum(prob) - 1|`` for an outcome list and on each ``next_dist``.
 OUTCOME_ATOL = 1e-9
 
+#: Tags a verifier's ``needs`` may hold: the children laws of :data:`specsim.drafts.DRAFT_LAWS`
+#: and ``"any"`` (valid on every draft process).
+NEED_TAGS = frozenset(DRAFT_LAWS) | {"any"}
+
+Kind = Literal["chain", "tree"]
+
 
 @dataclass(frozen=True)
 class Outcome:
-    """With probability ``prob``: keep the first ``accepted`` draft tokens (chain) or the path to
-    node ``accepted`` (tree), then emit one token drawn from ``next_dist``."""
+    """One outcome of a verification: with probability ``prob`` keep the first ``accepted`` draft
+    tokens (chain) or the root-to-node path of node ``accepted`` (tree), then emit one token
+    y ~ ``next_dist``.
+
+    Parameters: ``prob`` in [0, 1]; ``accepted`` an int; ``next_dist`` a float array [V].
+
+    >>> import numpy as np
+    >>> o = Outcome(0.25, 1, np.array([0.5, 0.5]))
+    >>> o.prob, o.accepted, o == Outcome(0.25, 1, np.array([0.5, 0.5]))
+    (0.25, 1, True)
+    """
 
     prob: float
     accepted: int
@@ -40,36 +64,103 @@ class Outcome:
     __hash__ = None  # type: ignore[assignment]
 
 
-Kind = Literal["chain", "tree"]
+def _as_needs(needs) -> frozenset[str]:
+    """``needs`` as a frozenset of :data:`NEED_TAGS`; ``TypeError`` / ``ValueError`` otherwise."""
+    if isinstance(needs, str) or not hasattr(needs, "__iter__"):
+        raise TypeError(f"needs must be a collection of tags such as {{'iid'}}, got {needs!r}")
+    tags = frozenset(needs)
+    if not all(isinstance(t, str) for t in tags):
+        raise TypeError(f"needs must hold strings, got {sorted(map(repr, tags))}")
+    if not tags:
+        raise ValueError(f"needs must name at least one of {sorted(NEED_TAGS)}")
+    unknown = tags - NEED_TAGS
+    if unknown:
+        raise ValueError(f"unknown needs tag(s) {sorted(unknown)}; choose from {sorted(NEED_TAGS)}")
+    if "any" in tags and len(tags) > 1:
+        raise ValueError(f"needs {sorted(tags)}: 'any' already covers every draft process")
+    return tags
 
 
-@dataclass(frozen=True)
+def meets_needs(drafting, needs) -> bool:
+    """Whether a draft process guarantees what a verifier needs.
+
+    applies  <=>  "any" in needs  or  needs ∩ draft_laws(drafting) ≠ ∅: any one of the listed
+    children laws suffices (:func:`specsim.drafts.draft_laws`).
+
+    Parameters: ``drafting`` a draft process; ``needs`` a collection of :data:`NEED_TAGS`.
+
+    Returns: ``bool``.
+
+    >>> from specsim.drafts import chain, iid_paths, swor_tree
+    >>> meets_needs(iid_paths(2), {"iid"}), meets_needs(swor_tree(2), {"iid"}), meets_needs(chain(), {"swor"})
+    (True, False, True)
+    """
+    tags = _as_needs(needs)
+    return "any" in tags or bool(tags & draft_laws(drafting))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Verifier:
-    """A named verifier: its exact law (``__call__``) and a sampling form (``sample``).
+    """A named verifier: its exact outcome law and what it needs of the draft process.
 
-    ``law`` follows the chain or tree protocol (``kind``).  ``sampler`` takes the same arguments
-    plus ``rng`` (a ``numpy.random.Generator``) and returns ``(accepted, token)`` by running the
-    algorithm with explicit uniforms; when absent, ``sample`` draws from the exact law.
-    ``lossless`` records the claim (``False`` for documented negative controls and lossy rules).
-    ``batch_law`` (chain verifiers, optional) is the same law vectorised over N drafts:
-    ``(drafts int[N, L], p [N, L+1, V], q [N, L, V]) -> (probs [N, L+1], dists [N, L+1, V])`` with
-    ``probs[n, k] = P(tau = k)`` and ``dists[n, k]`` the emitted token's law given tau = k.  The
-    exact engine uses it to avoid a Python call per draft; tests check it against ``law``.
-    ``node_rule`` (tree verifiers, optional) marks a node-wise scheme: ``node_rule(tree, u) ->
-    ({child token: P(descend)}, P(stop at u), law of the emitted token on stopping)`` reading only
-    node u's rows and draws, the walk never returning once it descends.  With a draft process that
-    draws each node's children independently (``node_options``), the engine then sums over
-    draft trees node by node (cost ~ number of node states, not number of trees).
+    ``law(draft, p, q)`` (chain) or ``law(tree)`` (tree) returns the outcomes (pi_j, v_j, d_j)
+    with sum_j pi_j = 1 (module docstring); calling the verifier validates chain arguments and
+    evaluates ``law``.  Build verifiers with :func:`chain_verifier` / :func:`tree_verifier`.
+
+    Fields: ``name``; ``law``; ``kind`` (``"chain"`` or ``"tree"``); ``needs`` (frozenset of
+    :data:`NEED_TAGS`: the draft process must guarantee one of them; chain verifiers need
+    ``{"chain"}``); ``sampler`` (optional: the algorithm run with explicit uniforms, same
+    arguments plus ``rng``, returning ``(accepted, token)``); ``lossless`` (the claim: ``False``
+    for documented negative controls and lossy rules); ``doc``; ``batch_law`` (chain only,
+    optional: the law vectorised over N drafts, ``(drafts int[N, L], p [N, L+1, V], q [N, L, V])
+    -> (P(tau = k) [N, L+1], emitted token's law given tau = k [N, L+1, V])``, used by the exact
+    engine); ``node_rule`` (tree only, optional: ``node_rule(tree, u) -> ({child token:
+    P(descend)}, P(stop at u), law emitted on stopping)`` reading only node u's rows and draws,
+    which lets the engine sum over draft trees node by node).
+
+    Returns (calling it): ``list[Outcome]``; :meth:`sample` returns ``(accepted, token)``.
+
+    >>> import numpy as np
+    >>> from specsim.verifiers import token
+    >>> p, q = np.full((2, 2), 0.5), np.array([[0.25, 0.75]])
+    >>> [(round(o.prob, 4), o.accepted) for o in token((1,), p, q)]
+    [(0.3333, 0), (0.6667, 1)]
+    >>> token.kind, sorted(token.needs), token.lossless
+    ('chain', ['chain'], True)
     """
 
     name: str
     law: Callable[..., list[Outcome]]
-    kind: Kind = "chain"
+    kind: Kind
+    needs: frozenset[str]
     sampler: Callable[..., tuple[int, int]] | None = None
     lossless: bool = True
     doc: str = ""
     batch_law: Callable[..., tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
     node_rule: Callable[..., tuple[dict, float, np.ndarray]] | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"name must be a non-empty string, got {self.name!r}")
+        if not callable(self.law):
+            raise TypeError(f"law of verifier {self.name!r} must be callable, got {self.law!r}")
+        if self.kind not in ("chain", "tree"):
+            raise ValueError(f"kind must be 'chain' or 'tree', got {self.kind!r}")
+        needs = _as_needs(self.needs)
+        if self.kind == "chain" and needs != {"chain"}:
+            raise ValueError(f"chain verifier {self.name!r} runs on the chain process: needs must be "
+                             f"{{'chain'}}, got {sorted(needs)}")
+        object.__setattr__(self, "needs", needs)
+        for attr in ("sampler", "batch_law", "node_rule"):
+            value = getattr(self, attr)
+            if value is not None and not callable(value):
+                raise TypeError(f"{attr} of verifier {self.name!r} must be callable or None, got {value!r}")
+        if self.batch_law is not None and self.kind != "chain":
+            raise ValueError(f"batch_law is for chain verifiers; {self.name!r} is a tree verifier")
+        if self.node_rule is not None and self.kind != "tree":
+            raise ValueError(f"node_rule is for tree verifiers; {self.name!r} is a chain verifier")
+        if not isinstance(self.lossless, bool):
+            raise TypeError(f"lossless must be True or False, got {self.lossless!r}")
 
     def __call__(self, *args) -> list[Outcome]:
         """Exact law; chain arguments are validated first (the engine calls ``law`` directly)."""
@@ -85,35 +176,167 @@ class Verifier:
             return self.sampler(*args, rng=rng)
         return sample_outcome(self.law(*args), rng)
 
+    def applies_to(self, drafting) -> bool:
+        """Whether ``drafting`` guarantees what this verifier needs (:func:`meets_needs`)."""
+        return meets_needs(drafting, self.needs)
+
     def __repr__(self) -> str:
         return f"Verifier({self.name!r}, kind={self.kind!r}, lossless={self.lossless})"
 
 
-def chain_verifier(name: str, *, lossless: bool = True, sampler=None):
-    """Decorator: turn ``fn(draft, p, q) -> list[Outcome]`` into a chain :class:`Verifier`."""
-    def wrap(fn):
-        return Verifier(name, fn, "chain", sampler, lossless, (fn.__doc__ or "").strip())
+def law_from_batch(batch, draft, p, q) -> list[Outcome]:
+    """The per-draft outcome list of a batched chain law, evaluated at N = 1.
+
+    Outcome k = (P(tau = k), k, law of the emitted token given tau = k) for k = 0..L, with the
+    outcomes of probability 0 dropped.
+
+    Parameters: ``batch`` a batched law (see :class:`Verifier`, ``batch_law``); ``draft``, ``p``,
+    ``q`` in the chain protocol (trusted).
+
+    Returns: ``list[Outcome]``.
+
+    >>> import numpy as np
+    >>> def reject_all(drafts, p, q):
+    ...     probs = np.zeros((len(drafts), drafts.shape[1] + 1)); probs[:, 0] = 1.0
+    ...     return probs, p
+    >>> [(o.prob, o.accepted) for o in law_from_batch(reject_all, (0,), np.full((2, 2), 0.5), np.full((1, 2), 0.5))]
+    [(1.0, 0)]
+    """
+    probs, dists = batch(np.asarray(draft, dtype=np.int64)[None], p[None], q[None])
+    return [Outcome(float(pr), k, d) for k, (pr, d) in enumerate(zip(probs[0], dists[0])) if pr > 0]
+
+
+def _doc(fn, doc) -> str:
+    if doc is not None and not isinstance(doc, str):
+        raise TypeError(f"doc must be a string or None, got {doc!r}")
+    return (doc if doc is not None else getattr(fn, "__doc__", None) or "").strip()
+
+
+def chain_verifier(name: str, *, lossless: bool = True, sampler=None, batched: bool = False,
+                   doc: str | None = None, cls: type[Verifier] = Verifier, **fields):
+    """Decorator: a chain :class:`Verifier` from its exact law (``needs`` = ``{"chain"}``).
+
+    Decorate either the per-draft law ``fn(draft, p, q) -> list[Outcome]`` or, with
+    ``batched=True``, the batched law ``fn(drafts [N, L], p [N, L+1, V], q [N, L, V]) ->
+    (P(tau = k) [N, L+1], emitted law [N, L+1, V])``; the per-draft law is then that function at
+    N = 1 (:func:`law_from_batch`), so the two cannot disagree.
+
+    Parameters: ``name``; ``lossless`` (the claim); ``sampler(draft, p, q, rng) -> (accepted,
+    token)`` (optional); ``batched``; ``doc`` (default: the function's docstring); ``cls`` a
+    :class:`Verifier` subclass and ``fields`` its extra fields (e.g. ``LossyVerifier``'s ``rule``).
+
+    Returns: a decorator turning the law into a ``cls`` instance.
+
+    >>> import numpy as np
+    >>> from specsim.verifiers.base import Outcome, chain_verifier
+    >>> @chain_verifier("always_reject")
+    ... def always_reject(draft, p, q):
+    ...     '''Reject x_1 and emit y ~ p_0: lossless, accepts nothing.'''
+    ...     return [Outcome(1.0, 0, p[0])]
+    >>> always_reject.kind, sorted(always_reject.needs), always_reject.doc[:9]
+    ('chain', ['chain'], 'Reject x_')
+    >>> @chain_verifier("reject_batch", batched=True)
+    ... def reject_batch(drafts, p, q):
+    ...     probs = np.zeros((len(drafts), drafts.shape[1] + 1)); probs[:, 0] = 1.0
+    ...     return probs, p
+    >>> [(o.prob, o.accepted) for o in reject_batch((0,), np.full((2, 2), 0.5), np.full((1, 2), 0.5))]
+    [(1.0, 0)]
+    """
+    if not isinstance(batched, bool):
+        raise TypeError(f"batched must be True or False, got {batched!r}")
+
+    def wrap(fn) -> Verifier:
+        if not callable(fn):
+            raise TypeError(f"chain_verifier({name!r}) decorates a law function, got {fn!r}")
+        law = fn
+        if batched:
+            def law(draft, p, q):
+                return law_from_batch(fn, draft, p, q)
+            law.__name__ = law.__qualname__ = f"{getattr(fn, '__name__', name)}_per_draft"
+        return cls(name=name, law=law, kind="chain", needs=frozenset({"chain"}), sampler=sampler,
+                   lossless=lossless, doc=_doc(fn, doc), batch_law=fn if batched else None, **fields)
     return wrap
 
 
-def tree_verifier(name: str, *, lossless: bool = True, sampler=None):
-    """Decorator: turn ``fn(tree) -> list[Outcome]`` into a tree :class:`Verifier`."""
-    def wrap(fn):
-        return Verifier(name, fn, "tree", sampler, lossless, (fn.__doc__ or "").strip())
+def tree_verifier(name: str, *, needs=frozenset({"any"}), lossless: bool = True, sampler=None,
+                  node_rule=None, doc: str | None = None):
+    """Decorator: a tree :class:`Verifier` from its exact law ``fn(tree) -> list[Outcome]``.
+
+    ``needs`` lists the children laws (:data:`NEED_TAGS`) of which the draft process must
+    guarantee one; the default ``{"any"}`` claims validity on every process.
+
+    Parameters: ``name``; ``needs``; ``lossless`` (the claim); ``sampler(tree, rng) ->
+    (node, token)`` (optional); ``node_rule(tree, u) -> (descend, stop, row)`` (optional, for
+    node-wise schemes: see :class:`Verifier`); ``doc`` (default: the function's docstring).
+
+    Returns: a decorator turning the law into a tree :class:`Verifier`.
+
+    >>> from specsim import check_lossless, random_model
+    >>> from specsim.drafts import iid_paths
+    >>> from specsim.verifiers.base import Outcome, tree_verifier
+    >>> @tree_verifier("root_only")
+    ... def root_only(tree):
+    ...     '''Accept nothing and emit y ~ p(.|root): lossless on every process.'''
+    ...     return [Outcome(1.0, 0, tree.p[0])]
+    >>> check_lossless(root_only, random_model(3, 0), random_model(3, 1), 1, iid_paths(2)).lossless
+    True
+    """
+    def wrap(fn) -> Verifier:
+        if not callable(fn):
+            raise TypeError(f"tree_verifier({name!r}) decorates a law function, got {fn!r}")
+        return Verifier(name=name, law=fn, kind="tree", needs=needs, sampler=sampler, lossless=lossless,
+                        doc=_doc(fn, doc), node_rule=node_rule)
     return wrap
+
+
+def as_verifier(obj) -> Verifier:
+    """``obj`` as a :class:`Verifier`: itself, or a plain callable ``fn(draft, p, q)`` as the chain
+    verifier it implements (plain callables are chain verifiers by protocol).
+
+    Parameters: ``obj`` a :class:`Verifier` or a callable.
+
+    Returns: a :class:`Verifier`; ``TypeError`` for anything else.
+
+    >>> from specsim.verifiers.base import Outcome
+    >>> as_verifier(lambda draft, p, q: [Outcome(1.0, 0, p[0])]).kind
+    'chain'
+    """
+    if isinstance(obj, Verifier):
+        return obj
+    if not callable(obj):
+        raise TypeError(f"verifier must be a Verifier or a callable law, got {type(obj).__name__}")
+    return chain_verifier(getattr(obj, "__name__", type(obj).__name__))(obj)
 
 
 def verifier_kind(verifier) -> Kind:
-    """``"tree"`` for tree verifiers, ``"chain"`` for :class:`Verifier` chains and plain callables."""
-    return getattr(verifier, "kind", "chain")
+    """``verifier.kind`` for a :class:`Verifier`, ``"chain"`` for a plain callable.
+
+    >>> from specsim.verifiers import block, sequoia
+    >>> verifier_kind(block), verifier_kind(sequoia), verifier_kind(print)
+    ('chain', 'tree', 'chain')
+    """
+    return verifier.kind if isinstance(verifier, Verifier) else "chain"
 
 
 def check_outcomes(outcomes, n_accept: int, V: int, where: str = "",
                    atol: float = OUTCOME_ATOL) -> list[Outcome]:
     """Validate an outcome list: ``ValueError`` naming the problem and the input ``where``.
 
-    ``accepted`` must lie in ``0..n_accept - 1``; probabilities must be finite, non-negative and
-    sum to 1; every ``next_dist`` with positive weight must be a distribution over V tokens.
+    Requires 0 <= accepted < ``n_accept``; every prob finite and >= -atol with
+    |sum prob - 1| <= atol; every ``next_dist`` of positive weight a distribution over V tokens.
+
+    Parameters: ``outcomes``; ``n_accept`` (L + 1 for a chain, the node count for a tree); ``V``;
+    ``where`` (appended to messages); ``atol``.
+
+    Returns: the outcomes as a ``list[Outcome]``.
+
+    >>> import numpy as np
+    >>> len(check_outcomes([Outcome(1.0, 0, np.array([0.5, 0.5]))], 2, 2))
+    1
+    >>> check_outcomes([Outcome(0.9, 0, np.array([0.5, 0.5]))], 2, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: outcome probabilities sum to 0.9, not 1
     """
     try:
         items = list(outcomes)
@@ -139,17 +362,38 @@ def check_outcomes(outcomes, n_accept: int, V: int, where: str = "",
 
 
 def sample_outcome(outcomes: list[Outcome], rng: np.random.Generator) -> tuple[int, int]:
-    """Draw ``(accepted, token)`` from an exact outcome law."""
-    probs = np.array([max(o.prob, 0.0) for o in outcomes])
-    o = outcomes[int(rng.choice(len(outcomes), p=probs / probs.sum()))]
-    d = np.clip(o.next_dist, 0.0, None)
-    return o.accepted, int(rng.choice(d.size, p=d / d.sum()))
+    """Draw ``(accepted, token)`` from an exact outcome law: j ~ pi, then y ~ d_j.
+
+    Both draws are :func:`specsim._sampling.draw_token` (inverse CDF, one uniform each).
+
+    Parameters: ``outcomes`` a valid outcome list; ``rng`` a ``numpy.random.Generator``.
+
+    Returns: ``(accepted, token)``, both ``int``.
+
+    >>> import numpy as np
+    >>> sample_outcome([Outcome(1.0, 2, np.array([0.0, 1.0]))], np.random.default_rng(0))
+    (2, 1)
+    """
+    j = draw_token([o.prob for o in outcomes], rng)
+    return outcomes[j].accepted, draw_token(outcomes[j].next_dist, rng)
 
 
 def validate_chain_inputs(draft, p, q) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
-    """Check a chain verifier's arguments; ``ValueError`` on bad shapes, rows or a drafted token with q = 0."""
-    from .._validate import as_rows
+    """Check a chain verifier's arguments: L >= 1 tokens, p [L+1, V] and q [L, V] rows of
+    distributions (V >= 2), each token in 0..V-1 with q_i(x_i) > 0 (it was drawn from q).
 
+    Parameters: ``draft`` (token ids), ``p``, ``q``.
+
+    Returns: ``(draft as a tuple of int, p, q as float64 arrays)``; ``ValueError`` naming the problem.
+
+    >>> import numpy as np
+    >>> validate_chain_inputs([1], np.full((2, 2), 0.5), [[0.5, 0.5]])[0]
+    (1,)
+    >>> validate_chain_inputs([1], np.full((2, 2), 0.5), [[1.0, 0.0]])
+    Traceback (most recent call last):
+    ...
+    ValueError: draft token 1 at position 0 has draft probability q = 0: it cannot have been drawn from q
+    """
     draft = tuple(int(t) for t in draft)
     L = len(draft)
     if L < 1:

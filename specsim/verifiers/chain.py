@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._sampling import draw_token
 from .._validate import normalize
-from .base import Outcome, Verifier
+from .base import Outcome, chain_verifier, law_from_batch
 
 __all__ = ["token", "onehot", "block", "greedy", "hsd_released", "hsd_capped", "CHAIN_VERIFIERS",
            "block_weights", "law_from_batch"]
@@ -55,24 +56,6 @@ def _stop_law_batch(h: np.ndarray) -> np.ndarray:
     return hh * after
 
 
-def law_from_batch(batch, draft, p, q) -> list[Outcome]:
-    """The protocol's outcome list for one draft from a batched law (outcomes of probability 0 dropped)."""
-    probs, dists = batch(np.asarray(draft, dtype=np.int64)[None], p[None], q[None])
-    return [Outcome(float(pr), k, d) for k, (pr, d) in enumerate(zip(probs[0], dists[0])) if pr > 0]
-
-
-def _verifier(name: str, batch, sampler, lossless: bool) -> Verifier:
-    return Verifier(name, lambda draft, p, q: law_from_batch(batch, draft, p, q), "chain", sampler, lossless,
-                    (batch.__doc__ or "").strip(), batch)
-
-
-def _draw(dist: np.ndarray, rng: np.random.Generator) -> int:
-    """Inverse CDF with a fresh uniform, never returning a zero-probability token."""
-    c = np.cumsum(dist)
-    i = int(np.searchsorted(c, rng.random() * c[-1], side="right"))
-    return min(i, int(np.flatnonzero(dist > 0)[-1]))
-
-
 def _residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return normalize(np.maximum(p - q, 0.0), p)
 
@@ -90,7 +73,14 @@ def _token_batch(drafts, p, q):
     """Token-level speculative sampling (Leviathan et al., arXiv 2211.17192; Chen et al., arXiv 2302.01318).
 
     a_k = min(1, p_{k-1}(x_k) / q_{k-1}(x_k));  P(tau = i) = (prod_{k<=i} a_k)(1 - a_{i+1}) with
-    residual norm((p_i - q_i)_+);  P(tau = L) = prod_k a_k with bonus row p_L.
+    residual norm((p_i - q_i)_+);  P(tau = L) = prod_k a_k with bonus row p_L.  On i.i.d. rows
+    E[tau] = sum_{i=1}^{L} alpha^i with alpha = sum_v min(p_v, q_v).
+
+    >>> from specsim import check_lossless, iid
+    >>> from specsim.verifiers import token
+    >>> cert = check_lossless(token, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert.lossless, round(cert.expected_accepted, 6)
+    (True, 1.111111)
     """
     L = drafts.shape[1]
     a = np.minimum(1.0, _ratio(_drafted(p, drafts), _drafted(q, drafts)))
@@ -101,11 +91,11 @@ def _token_batch(drafts, p, q):
 def _token_sample(draft, p, q, rng):
     for i, t in enumerate(draft):
         if not rng.random() * q[i, t] < p[i, t]:
-            return i, _draw(_residual(p[i], q[i]), rng)
-    return len(draft), _draw(p[-1], rng)
+            return i, draw_token(_residual(p[i], q[i]), rng)
+    return len(draft), draw_token(p[-1], rng)
 
 
-token = _verifier("token", _token_batch, _token_sample, True)
+token = chain_verifier("token", batched=True, sampler=_token_sample)(_token_batch)
 
 
 # --------------------------------------------------------------------------- sample and match
@@ -114,6 +104,12 @@ def _onehot_batch(drafts, p, q):
 
     Accept x_k with probability p_{k-1}(x_k); on rejection emit from p_{k-1} with x_k removed and
     renormalised.  Lossless for any drafter because the test ignores q.
+
+    >>> from specsim import check_lossless, iid
+    >>> from specsim.verifiers import onehot
+    >>> cert = check_lossless(onehot, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert.lossless, round(cert.expected_accepted, 6)
+    (True, 0.641975)
     """
     L = drafts.shape[1]
     a = _drafted(p, drafts)
@@ -124,13 +120,13 @@ def _onehot_batch(drafts, p, q):
 
 def _onehot_sample(draft, p, q, rng):
     for i, t in enumerate(draft):
-        y = _draw(p[i], rng)
+        y = draw_token(p[i], rng)
         if y != t:
             return i, y
-    return len(draft), _draw(p[-1], rng)
+    return len(draft), draw_token(p[-1], rng)
 
 
-onehot = _verifier("onehot", _onehot_batch, _onehot_sample, True)
+onehot = chain_verifier("onehot", batched=True, sampler=_onehot_sample)(_onehot_batch)
 
 
 # --------------------------------------------------------------------------- block verification
@@ -161,6 +157,16 @@ def block_weights(draft, p, q):
     h_i = Z_i / (Z_i + 1 - w_i) = Z_i / sum_v (q_i - w_i p_i)_+ for i < L (1 when the denominator
     is 0; the second form is the one computed, as it is free of cancellation), h_L = w_L;
     residual_i = norm((w_i p_i - q_i)_+) (Sun et al., arXiv 2403.10444).
+
+    Parameters: ``draft``, ``p`` [L+1, V], ``q`` [L, V] in the chain protocol (trusted: not validated).
+
+    Returns: ``(w [L+1], h [L+1], residuals)``, the residuals a list of L rows [V].
+
+    >>> import numpy as np
+    >>> p, q = np.array([[1/3, 2/3]] * 3), np.array([[2/3, 1/3]] * 2)   # docs/theory.md §4 toy table
+    >>> w, h, res = block_weights((0, 0), p, q)
+    >>> w.round(6).tolist(), h.round(6).tolist(), res[0].round(6).tolist()
+    ([1.0, 0.5, 0.25], [1.0, 0.0, 0.25], [0.0, 1.0])
     """
     w, h, res = _block_parts(np.asarray(draft, dtype=np.int64)[None], p[None], q[None])
     return w[0], h[0], list(res[0])
@@ -174,6 +180,12 @@ def _block_batch(drafts, p, q):
     P(tau = i) = h_i prod_{j>i}(1 - h_j) for 1 <= i < L; P(tau = 0) = prod_j (1 - h_j).
     Emit norm((w_tau p_tau - q_tau)_+) if tau < L, else p_L.  Optimal among lossless verifiers
     with this output format (it equals the LP optimum of docs/theory.md §5).
+
+    >>> from specsim import check_lossless, iid
+    >>> from specsim.verifiers import block
+    >>> cert = check_lossless(block, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert.lossless, round(cert.expected_accepted, 6)
+    (True, 1.222222)
     """
     L = drafts.shape[1]
     w, h, res = _block_parts(drafts, p, q)
@@ -185,10 +197,10 @@ def _block_sample(draft, p, q, rng):
     L = len(draft)
     passing = np.flatnonzero(rng.random(L) < h[1:])  # eta_i < h_i; keep the largest passing index
     tau = int(passing[-1]) + 1 if passing.size else 0
-    return tau, _draw(p[L] if tau == L else res[tau], rng)
+    return tau, draw_token(p[L] if tau == L else res[tau], rng)
 
 
-block = _verifier("block", _block_batch, _block_sample, True)
+block = chain_verifier("block", batched=True, sampler=_block_sample)(_block_batch)
 
 
 # --------------------------------------------------------------------------- greedy (T = 0)
@@ -198,6 +210,12 @@ def _greedy_batch(drafts, p, q):
 
     Lossless only when every target row is one-hot (temperature 0); on stochastic targets it is a
     deterministic, lossy rule and serves as a negative control.
+
+    >>> from specsim import check_lossless, iid
+    >>> from specsim.verifiers import greedy
+    >>> cert = check_lossless(greedy, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert.lossless, round(cert.expected_accepted, 6)
+    (False, 0.444444)
     """
     N, L = drafts.shape
     best = np.argmax(p, axis=2)
@@ -207,7 +225,7 @@ def _greedy_batch(drafts, p, q):
     return _chain_stop(a), dists
 
 
-greedy = _verifier("greedy", _greedy_batch, None, False)
+greedy = chain_verifier("greedy", batched=True, lossless=False)(_greedy_batch)
 
 
 # --------------------------------------------------------------------------- hierarchical (HSD)
@@ -236,18 +254,31 @@ def _hsd_released_batch(drafts, p, q):
     s_k = sum d_k^+ / max(sum d_k^+, sum d_k^-).  Accept the whole draft with min(1, r_L)
     (**uncapped**); otherwise tau = the largest k < L without a step-back (probability 1 - s_k),
     emitting norm(d_tau^+).  LOSSY: a documented negative control (docs/theory.md §7).
+
+    >>> from specsim import check_lossless, iid
+    >>> from specsim.verifiers import hsd_released
+    >>> cert = check_lossless(hsd_released, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert.lossless, round(cert.expected_accepted, 6)
+    (False, 1.333333)
     """
     return _hsd_batch(drafts, p, q, capped=False)
 
 
 def _hsd_capped_batch(drafts, p, q):
     """Hierarchical speculative decoding with the capped final ratio min(1, r_L / M_{L-1}) (the
-    paper's Eq. 19, arXiv 2601.05724).  Algebraically block verification; tests compare them."""
+    paper's Eq. 19, arXiv 2601.05724).  Algebraically block verification; tests compare them.
+
+    >>> from specsim import check_lossless, iid
+    >>> from specsim.verifiers import hsd_capped
+    >>> cert = check_lossless(hsd_capped, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert.lossless, round(cert.expected_accepted, 6)
+    (True, 1.222222)
+    """
     return _hsd_batch(drafts, p, q, capped=True)
 
 
-hsd_released = _verifier("hsd_released", _hsd_released_batch, None, False)
-hsd_capped = _verifier("hsd_capped", _hsd_capped_batch, None, True)
+hsd_released = chain_verifier("hsd_released", batched=True, lossless=False)(_hsd_released_batch)
+hsd_capped = chain_verifier("hsd_capped", batched=True)(_hsd_capped_batch)
 
 #: The chain verifiers, by name, in the order tables list them.
 CHAIN_VERIFIERS = {v.name: v for v in (token, onehot, block, hsd_capped, hsd_released, greedy)}

@@ -8,7 +8,7 @@ acceptance it descends into the accepted child's whole subtree, on rejection it 
 and stops, and at a leaf it emits the bonus from the leaf's own row.  :func:`_nodewise` turns a
 node rule into the exact law; the rules differ only in what they do at one node.
 
-Which draft process a verifier needs is recorded in :data:`TREE_VERIFIERS` (see
+Each verifier's ``needs`` names the children laws it relies on (see
 :func:`specsim.drafts.draft_laws`); :func:`verifiers_for` lists every verifier that applies.
 The private keyword switches of the node rules exist for :mod:`specsim.testing.tree_mutants`.
 """
@@ -21,10 +21,12 @@ from typing import Callable
 
 import numpy as np
 
-from .._validate import as_distribution, check_int, normalize
-from ..drafts import DraftTree, draft_laws, iid_paths, swor_tree
-from ..models import Model
-from .base import Outcome, Verifier
+from .._deprecation import renamed_keyword
+from .._sampling import draw_token
+from .._validate import as_pair, check_int, check_model_pair, normalize
+from ..drafts import DraftTree, iid_paths, swor_tree
+from ..models import Model, iid
+from .base import Outcome, Verifier, tree_verifier
 from .chain import CHAIN_VERIFIERS, block
 
 __all__ = ["specinfer", "specinfer_first_path", "sequoia", "traversal", "deterministic_children",
@@ -108,8 +110,14 @@ def _specinfer_law(tree):
     whole subtree; after k rejections emit Y ~ R_k; a leaf emits its bonus p(.|leaf).
     Needs i.i.d. children (``iid_paths``, ``fixed_shape(..., replacement=True)``).
 
+    >>> from specsim import check_lossless, random_model
+    >>> from specsim.drafts import iid_paths
+    >>> from specsim.verifiers import specinfer
     >>> check_lossless(specinfer, random_model(3, 0), random_model(3, 1), 2, iid_paths(2)).lossless
     True
+    >>> from specsim.verifiers.tree import multidraft_acceptance
+    >>> round(multidraft_acceptance("specinfer", [1/3, 2/3], [2/3, 1/3], 2), 6)   # K = 2 drafts
+    0.777778
     """
     return _nodewise(tree, _specinfer_rule)
 
@@ -129,6 +137,10 @@ def _specinfer_first_path_law(tree):
     with that token (an earlier equal token was rejected and has R = 0), and that path's next
     token is the first draw at the child.  Lossless whenever root draws are i.i.d. and every
     first draw is distributed as q; never better than :data:`specinfer` on the same tree law.
+
+    >>> from specsim.verifiers.tree import multidraft_acceptance
+    >>> round(multidraft_acceptance("specinfer_first_path", [1/3, 2/3], [2/3, 1/3], 2), 6)   # K = 2 drafts
+    0.777778
     """
     return _nodewise(tree, _first_path_rule)
 
@@ -148,6 +160,10 @@ def _sequoia_law(tree):
     token drafted and rejected) the loop stops and Y ~ R (Sequoia's code instead continues with a
     uniform D over untried tokens; our processes never draft beyond supp q, so the choice only
     decides what happens after the last child).  ``ValueError`` on repeated draws.
+
+    >>> from specsim.verifiers.tree import multidraft_acceptance
+    >>> round(multidraft_acceptance("sequoia", [1/3, 2/3], [2/3, 1/3], 2, replacement=False), 6)   # K = 2 drafts
+    1.0
     """
     return _nodewise(tree, _sequoia_rule)
 
@@ -171,6 +187,12 @@ def _deterministic_law(tree):
     U < sum_{m<=j} p(c_m|u) and descend; otherwise Y ~ p(.|u) with every c_m zeroed,
     renormalised.  The test ignores q, so it is lossless for any drafter (top-k trees, n-grams);
     for a stochastic drafter it gives up acceptance.
+
+    >>> from specsim import expected_accepted, random_model
+    >>> from specsim.drafts import topk_tree
+    >>> from specsim.verifiers import deterministic_children
+    >>> round(expected_accepted(deterministic_children, random_model(3, 0), random_model(3, 1), 2, topk_tree((2, 2))), 6)
+    0.569416
     """
     return _nodewise(tree, _deterministic_rule)
 
@@ -205,13 +227,17 @@ def kseq_rho(p, q, k: int, tol: float = 1e-13) -> float:
     p_y - min(q_y, p_y/rho) c >= 0 for every y.  Feasibility is not monotone in rho: a grid scan
     finds the first feasible bracket, then bisection; the feasible end is returned.
 
+    Parameters: ``p`` target and ``q`` draft rows over the same V >= 2 tokens; ``k`` >= 1 drafts;
+    ``tol`` (slack allowed on the residual's sign).
+
+    Returns: rho* as a ``float`` (cached per (p, q, k)).
+
     >>> kseq_rho([1.0, 0.0], [0.5, 0.5], 2)   # every rho in [1, 2] is valid here
     1.0
+    >>> round(kseq_rho([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2), 6)
+    1.456776
     """
-    p = as_distribution(p, "p")
-    q = as_distribution(q, "q")
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same size, got {p.size} and {q.size}")
+    p, q = as_pair(p, q)
     check_int(k, "k", 1)
     return _kseq_rho_cached(p.tobytes(), q.tobytes(), k, tol)
 
@@ -238,6 +264,10 @@ def _spectr_law(tree):
     r(y) = [p_y - min(q_y, p_y/rho) c(beta)] / (1 - beta)^k.  Drafts through the accepted token
     stay i.i.d., so K-SEQ runs again over the survivors (the accepted child's draws).
     Acceptance per node 1 - (1 - beta(rho))^k.
+
+    >>> from specsim.verifiers.tree import multidraft_acceptance
+    >>> round(multidraft_acceptance("spectr", [1/3, 2/3], [2/3, 1/3], 2), 6)   # K = 2 drafts
+    0.81142
     """
     return _nodewise(tree, _spectr_rule)
 
@@ -248,14 +278,14 @@ def _khisti_rho_cached(pb: bytes, qb: bytes, k: int) -> np.ndarray:
     p, q = np.frombuffer(pb), np.frombuffer(qb)
     support = np.flatnonzero(q > 0)
     T = np.array(list(itertools.product(support, repeat=k)))          # [N, k] ordered tuples
-    W = _is_weights(p, q, T)
+    W = _importance_weights(p, q, T)
     Qx = np.prod(q[T], axis=1)
     rho = np.bincount(T.ravel(), weights=(Qx[:, None] * W).ravel(), minlength=p.size)
     rho.setflags(write=False)
     return rho
 
 
-def _is_weights(p, q, T):
+def _importance_weights(p, q, T):
     """Self-normalised importance weights p(x_j)/q(x_j) over the draws (uniform if all are 0)."""
     W = p[T] / q[T]
     s = W.sum(axis=-1, keepdims=True)
@@ -264,11 +294,17 @@ def _is_weights(p, q, T):
 
 def khisti_selection_law(p, q, k: int) -> np.ndarray:
     """rho_w(y) = sum_x Q(x) sum_j w_j(x) [x_j = y]: law of the token selected from k i.i.d.
-    draws by importance weights w_j ∝ p(x_j)/q(x_j) (Khisti et al., arXiv 2410.18234, step 1)."""
-    p = as_distribution(p, "p")
-    q = as_distribution(q, "q")
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same size, got {p.size} and {q.size}")
+    draws by importance weights w_j ∝ p(x_j)/q(x_j) (Khisti et al., arXiv 2410.18234, step 1),
+    exact by enumerating the |supp q|^k ordered tuples x (docs/theory.md §6.5).
+
+    Parameters: ``p``, ``q`` rows over the same V >= 2 tokens; ``k`` >= 1 draws.
+
+    Returns: rho_w as a float64 array [V] (a fresh copy).
+
+    >>> khisti_selection_law([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2).round(6).tolist()
+    [0.298128, 0.338571, 0.3633]
+    """
+    p, q = as_pair(p, q)
     check_int(k, "k", 1)
     return _khisti_rho_cached(p.tobytes(), q.tobytes(), k).copy()
 
@@ -276,7 +312,7 @@ def khisti_selection_law(p, q, k: int) -> np.ndarray:
 def _khisti_rule(tree, u, *, against_q=False):
     p, q, draws = tree.p[u], tree.q[u], tree.draws[u]
     rho = q if against_q else _khisti_rho_cached(p.tobytes(), q.tobytes(), len(draws))
-    w = _is_weights(p, q, np.array(draws))
+    w = _importance_weights(p, q, np.array(draws))
     descend: dict[int, float] = defaultdict(float)
     for x, wx in zip(draws, w):
         descend[x] += wx * _accept_prob(p[x], rho[x])
@@ -294,6 +330,10 @@ def _khisti_law(tree):
     else Y' ~ norm((p - rho_w)_+).  Acceptance sum min(p, rho_w).  The self-normalised
     importance weights are our concrete choice within the paper's class; the paper's optimised
     weights (an LP for K = 2) are not reproduced here.
+
+    >>> from specsim.verifiers.tree import multidraft_acceptance
+    >>> round(multidraft_acceptance("khisti", [1/3, 2/3], [2/3, 1/3], 2), 6)   # K = 2 drafts
+    0.8
     """
     return _nodewise(tree, _khisti_rule)
 
@@ -328,6 +368,12 @@ def _greedy_multidraft_law(tree):
     p(G) + sum_{x not in G} min(p_x, q_x / (1 - q(G))), the optimum for this draft law.  Needs
     ``greedy_drafts(K)`` (a single draw per node is ordinary speculative sampling).  SpecHub's
     code also force-accepts when p(hub) > 1 - 1e-3 (biased); that shortcut is not reproduced.
+
+    >>> from specsim import expected_accepted, iid
+    >>> from specsim.drafts import greedy_drafts
+    >>> from specsim.verifiers.tree import greedy_multidraft
+    >>> round(expected_accepted(greedy_multidraft, iid([1/3, 2/3]), iid([2/3, 1/3]), 1, greedy_drafts(2)), 6)
+    1.0
     """
     return _nodewise(tree, _greedy_multidraft_rule)
 
@@ -343,6 +389,13 @@ def _traversal_law(tree, *, parent_update="odds", recompute=True):
     R = (w_b Mb_b - Ms_b)_+, S = sum R, Mb_b = R/S, zero x_a in Ms_b and renormalise,
     w_b = S/(S + 1 - w_b) (1 if the denominator is 0), recompute w below b.  On a chain this is
     block verification; at depth 1 it is Sequoia's SWOR-RRS.  ``ValueError`` on repeated draws.
+
+    >>> from specsim import check_lossless, random_model
+    >>> from specsim.drafts import parse_drafting
+    >>> from specsim.verifiers import traversal
+    >>> cert = check_lossless(traversal, random_model(3, 0), random_model(3, 1), 2, parse_drafting("binary:2"))
+    >>> cert.lossless, round(cert.expected_accepted, 6)
+    (True, 1.157828)
     """
     n = tree.num_nodes
     for u in range(n):
@@ -405,9 +458,20 @@ def _traversal_law(tree, *, parent_update="odds", recompute=True):
 
 # --------------------------------------------------------------------------- GBV
 def tree_paths(tree: DraftTree) -> list[tuple[int, ...]]:
-    """The K ordered paths (as node-id sequences, root excluded) of a K-path trie, read off the
-    draws: path i takes token draws[root][i]; a node's j-th draw continues the j-th path through it.
-    ``ValueError`` if the tree is not K full paths merged into a trie."""
+    """The K ordered paths of a K-path trie, read off the draws: path i takes token
+    draws[root][i], and a node's j-th draw continues the j-th path through it (docs/theory.md §6.7).
+
+    Parameters: ``tree`` a :class:`~specsim.drafts.DraftTree` from ``iid_paths(K)``.
+
+    Returns: a list of K tuples of node ids (root excluded); ``ValueError`` if the tree is not K
+    full paths merged into a trie.
+
+    >>> from specsim.drafts import iid_paths
+    >>> from specsim.models import random_model
+    >>> _, tree = next(iter(iid_paths(2).enumerate(random_model(3, 0), random_model(3, 1), 2)))
+    >>> tree.draws[0], tree_paths(tree)      # both paths drafted token 0, then token 0
+    ((0, 0), [(1, 2), (1, 2)])
+    """
     K = len(tree.draws[0])
     L = tree.max_depth
     paths = []
@@ -457,30 +521,39 @@ def _gbv_step(p, q, t, A, Qv, K, capped=False, mismatch=False):
     return row, A + Qv * (Fc[pos] - qs[pos]), Qv * q[t]
 
 
-def gbv_path_model(draft: Model, K: int, capped: bool = False, target: Model | None = None) -> Model:
+@renamed_keyword("draft", "draft_model")
+def gbv_path_model(draft_model: Model, K: int, capped: bool = False, target: Model | None = None) -> Model:
     """The law of the path GBV selects from K i.i.d. draft paths, as a draft model (docs/theory.md §6.7).
 
     qt(t|v) = [(A_v + Q(v) F_v(t))^K - (A_v + Q(v) F_v(t-))^K] / [(A_v + Q(v))^K - A_v^K] along the
     prefix v.  GBV on ``iid_paths(K)`` is block verification on a single path drawn from this model,
-    so ``check_lossless(block, target, gbv_path_model(draft, K, target=target), L)`` gives GBV's
-    exact law through the vectorised chain engine (tests compare it with the tree enumeration).
-    The token order needs the target rows: pass ``target``.
+    so ``check_lossless(block, target, gbv_path_model(draft_model, K, target=target), L)`` gives
+    GBV's exact law through the vectorised chain engine (tests compare it with the tree enumeration).
+
+    Parameters: ``draft_model`` (``draft=`` is a deprecated spelling); ``K`` >= 1 paths;
+    ``capped`` (key min(1, p/q)); ``target`` (required: the token order uses p/q).
+
+    Returns: a :class:`~specsim.models.Model` over the same vocabulary (K = 1 gives the draft rows).
+
+    >>> from specsim.models import random_model
+    >>> target, draft_model = random_model(3, 0), random_model(3, 1)
+    >>> gbv_path_model(draft_model, 2, target=target)(()).round(6).tolist()
+    [0.277891, 0.089216, 0.632893]
     """
     if target is None:
         raise ValueError("gbv_path_model needs the target model (the selection order uses p/q)")
-    if target.V != draft.V:
-        raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
+    check_model_pair(target, draft_model, 1)  # no draft length here: only the models are checked
     check_int(K, "K", 1)
 
     def row(prefix):
         A, Qv = 0.0, 1.0
         for i, t in enumerate(prefix):
-            _, A, Qv = _gbv_step(target(prefix[:i]), draft(prefix[:i]), t, A, Qv, K, capped)
+            _, A, Qv = _gbv_step(target(prefix[:i]), draft_model(prefix[:i]), t, A, Qv, K, capped)
         if Qv <= 0:  # unreachable prefix: any valid row
-            return draft(prefix)
-        return _gbv_step(target(prefix), draft(prefix), 0, A, Qv, K, capped)[0]
+            return draft_model(prefix)
+        return _gbv_step(target(prefix), draft_model(prefix), 0, A, Qv, K, capped)[0]
 
-    return Model(row, draft.V, f"gbv_path({draft.name}, K={K})")
+    return Model(row, draft_model.V, f"gbv_path({draft_model.name}, K={K})")
 
 
 def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
@@ -494,7 +567,12 @@ def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
     (the law of the selected path), then block verification on x* with qt in place of q.
     Stable form (A+Q)^K (-expm1(K log1p(-Q/(A+Q)))) in float64.  ``capped`` uses the key
     min(1, p/q) (ties galore); ``mismatch`` orders ties the other way in qt than in selection —
-    the hazard of docs/theory.md §6.7 (lossy); ``select_by_q`` (mutant) selects by q, not by the key.  Needs K i.i.d. full paths (``iid_paths``).
+    the hazard of docs/theory.md §6.7 (lossy); ``select_by_q`` (mutant) selects by q, not by
+    the key.  Needs K i.i.d. full paths (``iid_paths``).
+
+    >>> from specsim.verifiers.tree import multidraft_acceptance
+    >>> round(multidraft_acceptance("gbv", [1/3, 2/3], [2/3, 1/3], 2), 6)   # 8/9, the optimum (docs/theory.md §6.7)
+    0.888889
     """
     tree_paths(tree)  # validates the K-path structure
     K = len(tree.draws[0])
@@ -520,27 +598,25 @@ def _gbv_plain(tree):
 
 
 def _gbv_capped(tree):
+    """GBV with the capped key min(1, p/q) and ties ordered differently in selection and in the
+    skewed law (the reference-code hazard of docs/theory.md §6.7): LOSSY negative control
+    whenever two drafted tokens tie at key 1.
+
+    >>> from specsim import check_lossless, random_model
+    >>> from specsim.drafts import iid_paths
+    >>> from specsim.verifiers.tree import gbv_capped
+    >>> check_lossless(gbv_capped, random_model(3, 0), random_model(3, 1), 2, iid_paths(2)).lossless
+    False
+    """
     return _gbv_law(tree, capped=True, mismatch=True)
 
 
-_gbv_plain.__doc__ = _gbv_law.__doc__
-_gbv_capped.__doc__ = ("GBV with the capped key min(1, p/q) and ties ordered differently in selection and "
-                       "in the skewed law (the reference-code hazard of docs/theory.md §6.7): LOSSY negative control "
-                       "whenever two drafted tokens tie at key 1.")
-
-
 # --------------------------------------------------------------------------- samplers
-def _draw(dist, rng):
-    c = np.cumsum(dist)
-    i = int(np.searchsorted(c, rng.random() * c[-1], side="right"))
-    return min(i, int(np.flatnonzero(dist > 0)[-1]))
-
-
 def _rrs_sample(tree, rng, without_replacement):
     u = 0
     while True:
         if not tree.children[u]:
-            return u, _draw(tree.p[u], rng)
+            return u, draw_token(tree.p[u], rng)
         R, D = tree.p[u], tree.q[u].copy()
         by_token = {tree.tokens[c]: c for c in tree.children[u]}
         draws = _distinct(tree, u, "sequoia") if without_replacement else tree.draws[u]
@@ -552,10 +628,10 @@ def _rrs_sample(tree, rng, without_replacement):
             if without_replacement:
                 D[x] = 0.0
                 if D.sum() <= 0:
-                    return u, _draw(R, rng)
+                    return u, draw_token(R, rng)
                 D = D / D.sum()
         else:
-            return u, _draw(R, rng)
+            return u, draw_token(R, rng)
 
 
 def _deterministic_sample(tree, rng):
@@ -573,61 +649,58 @@ def _deterministic_sample(tree, rng):
         if nxt is None:
             r = p.copy()
             r[list(kids)] = 0.0
-            return u, _draw(normalize(r, p), rng)
+            return u, draw_token(normalize(r, p), rng)
         u = nxt
-    return u, _draw(tree.p[u], rng)
+    return u, draw_token(tree.p[u], rng)
+
+
+def _specinfer_sample(tree, rng):
+    return _rrs_sample(tree, rng, without_replacement=False)
+
+
+def _sequoia_sample(tree, rng):
+    return _rrs_sample(tree, rng, without_replacement=True)
 
 
 # --------------------------------------------------------------------------- registry
-def _tv(name, law, doc, sampler=None, lossless=True, node_rule=None):
-    return Verifier(name, law, "tree", sampler, lossless, (doc or "").strip(), node_rule=node_rule)
+specinfer = tree_verifier("specinfer", needs={"iid"}, sampler=_specinfer_sample,
+                          node_rule=_specinfer_rule)(_specinfer_law)
+specinfer_first_path = tree_verifier("specinfer_first_path", needs={"iid"})(_specinfer_first_path_law)
+sequoia = tree_verifier("sequoia", needs={"swor"}, sampler=_sequoia_sample, node_rule=_sequoia_rule)(_sequoia_law)
+traversal = tree_verifier("traversal", needs={"swor"})(_traversal_law)
+deterministic_children = tree_verifier("deterministic_children", needs={"any"}, sampler=_deterministic_sample,
+                                       node_rule=_deterministic_rule)(_deterministic_law)
+spectr = tree_verifier("spectr", needs={"iid"}, node_rule=_spectr_rule)(_spectr_law)
+khisti = tree_verifier("khisti", needs={"iid"}, node_rule=_khisti_rule)(_khisti_law)
+gbv = tree_verifier("gbv", needs={"paths"}, doc=_gbv_law.__doc__)(_gbv_plain)
+gbv_capped = tree_verifier("gbv_capped", needs={"paths"}, lossless=False)(_gbv_capped)
+greedy_multidraft = tree_verifier("greedy_multidraft", needs={"greedy"},
+                                  node_rule=_greedy_multidraft_rule)(_greedy_multidraft_law)
 
-
-specinfer = _tv("specinfer", _specinfer_law, _specinfer_law.__doc__, lambda t, rng: _rrs_sample(t, rng, False),
-                node_rule=_specinfer_rule)
-specinfer_first_path = _tv("specinfer_first_path", _specinfer_first_path_law, _specinfer_first_path_law.__doc__)
-sequoia = _tv("sequoia", _sequoia_law, _sequoia_law.__doc__, lambda t, rng: _rrs_sample(t, rng, True),
-              node_rule=_sequoia_rule)
-traversal = _tv("traversal", _traversal_law, _traversal_law.__doc__)
-deterministic_children = _tv("deterministic_children", _deterministic_law, _deterministic_law.__doc__,
-                             _deterministic_sample, node_rule=_deterministic_rule)
-spectr = _tv("spectr", _spectr_law, _spectr_law.__doc__, node_rule=_spectr_rule)
-khisti = _tv("khisti", _khisti_law, _khisti_law.__doc__, node_rule=_khisti_rule)
-gbv = _tv("gbv", _gbv_plain, _gbv_law.__doc__)
-gbv_capped = _tv("gbv_capped", _gbv_capped, _gbv_capped.__doc__, lossless=False)
-greedy_multidraft = _tv("greedy_multidraft", _greedy_multidraft_law, _greedy_multidraft_law.__doc__,
-                        node_rule=_greedy_multidraft_rule)
-
-#: name -> (verifier, children laws it needs; "any" = every process).  See ``draft_laws``.
-TREE_VERIFIERS: dict[str, tuple[Verifier, frozenset[str]]] = {
-    "specinfer": (specinfer, frozenset({"iid"})),
-    "specinfer_first_path": (specinfer_first_path, frozenset({"iid"})),
-    "sequoia": (sequoia, frozenset({"swor"})),
-    "traversal": (traversal, frozenset({"swor"})),
-    "deterministic_children": (deterministic_children, frozenset({"any"})),
-    "spectr": (spectr, frozenset({"iid"})),
-    "khisti": (khisti, frozenset({"iid"})),
-    "gbv": (gbv, frozenset({"paths"})),
-    "gbv_capped": (gbv_capped, frozenset({"paths"})),
-    "greedy_multidraft": (greedy_multidraft, frozenset({"greedy"})),
-}
-
-
-def _applies(needs: frozenset[str], laws: frozenset[str]) -> bool:
-    return "any" in needs or bool(needs & laws)
+#: The tree verifiers, by name, in the order tables list them; each carries its ``needs``.
+TREE_VERIFIERS: dict[str, Verifier] = {v.name: v for v in (
+    specinfer, specinfer_first_path, sequoia, traversal, deterministic_children, spectr, khisti, gbv,
+    gbv_capped, greedy_multidraft)}
 
 
 def verifiers_for(drafting) -> list[Verifier]:
-    """Every verifier that applies to a draft process: the chain verifiers when it drafts a single
-    path from q, then every tree verifier whose children law the process guarantees (negative
-    controls included; check ``Verifier.lossless``).
+    """Every registered verifier v with ``v.applies_to(drafting)``: "any" in v.needs or
+    v.needs ∩ draft_laws(drafting) ≠ ∅ (chain verifiers need ``{"chain"}``, a single path from q).
 
+    Negative controls are included; check ``Verifier.lossless``.
+
+    Parameters: ``drafting`` a draft process (:mod:`specsim.drafts`).
+
+    Returns: a list of :class:`~specsim.verifiers.base.Verifier`, chain verifiers first, each
+    registry in table order.
+
+    >>> from specsim.drafts import iid_paths, swor_tree
     >>> [v.name for v in verifiers_for(iid_paths(2))][:2]
     ['specinfer', 'specinfer_first_path']
+    >>> [v.name for v in verifiers_for(swor_tree(2))]
+    ['sequoia', 'traversal', 'deterministic_children']
     """
-    laws = draft_laws(drafting)
-    out = list(CHAIN_VERIFIERS.values()) if "chain" in laws else []
-    return out + [v for v, needs in TREE_VERIFIERS.values() if _applies(needs, laws)]
+    return [v for v in (*CHAIN_VERIFIERS.values(), *TREE_VERIFIERS.values()) if v.applies_to(drafting)]
 
 
 def multidraft_acceptance(verifier_name: str, p, q, K: int, replacement: bool = True) -> float:
@@ -635,25 +708,26 @@ def multidraft_acceptance(verifier_name: str, p, q, K: int, replacement: bool = 
 
     alpha = sum_D Pr(D) sum_{outcomes accepting a child} prob, computed by the exact engine with
     context-independent rows p, q and ``iid_paths(K)`` (``replacement=True``) or ``swor_tree(K)``.
-    Comparable with the multi-draft optimum (docs/theory.md §6.6).  ``ValueError`` if the verifier does
-    not apply to that draft law (e.g. ``sequoia`` with replacement).
+    Comparable with the multi-draft optimum (docs/theory.md §6.6).
+
+    Parameters: ``verifier_name`` a key of :data:`TREE_VERIFIERS`; ``p``, ``q`` rows over the
+    same V >= 2 tokens; ``K`` >= 1 drafts; ``replacement``.
+
+    Returns: alpha as a ``float``; ``ValueError`` for an unknown name or a verifier that does not
+    apply to that draft law (e.g. ``sequoia`` with replacement).
 
     >>> multidraft_acceptance("specinfer", [1, 0], [0.5, 0.5], 2)
     0.75
     """
-    from ..exact import expected_accepted
-    from ..models import iid
+    from ..exact import expected_accepted  # exact imports this package: resolve at call time
 
     if verifier_name not in TREE_VERIFIERS:
         raise ValueError(f"unknown tree verifier {verifier_name!r}; choose from {sorted(TREE_VERIFIERS)}")
-    p = as_distribution(p, "p")
-    q = as_distribution(q, "q")
-    if p.shape != q.shape or p.size < 2:
-        raise ValueError(f"p and q must have the same size >= 2, got {p.size} and {q.size}")
+    p, q = as_pair(p, q)
     check_int(K, "K", 1)
-    verifier, needs = TREE_VERIFIERS[verifier_name]
+    verifier = TREE_VERIFIERS[verifier_name]
     drafting = iid_paths(K) if replacement else swor_tree(K)
-    if not _applies(needs, draft_laws(drafting)):
-        raise ValueError(f"{verifier_name} needs drafts {sorted(needs)}, not "
+    if not verifier.applies_to(drafting):
+        raise ValueError(f"{verifier_name} needs drafts {sorted(verifier.needs)}, not "
                          f"{'with' if replacement else 'without'} replacement")
     return expected_accepted(verifier, iid(p, "p"), iid(q, "q"), 1, drafting)

@@ -82,7 +82,7 @@ def test_vectorised_chain_path_equals_per_draft_path(name):
     """The engine's batched path (batch_law over all drafts) and its per-tree path agree exactly."""
     from specsim.verifiers.chain import CHAIN_VERIFIERS
     v = CHAIN_VERIFIERS[name]
-    per_draft = s.Verifier(v.name, v.law, "chain", None, v.lossless)
+    per_draft = s.chain_verifier(v.name, lossless=v.lossless)(v.law)
     t, d = _pair(3, 17)
     a, b = s.output_law(v, t, d, 3), s.output_law(per_draft, t, d, 3)
     for m in a.emitted:
@@ -91,30 +91,29 @@ def test_vectorised_chain_path_equals_per_draft_path(name):
 
 
 def test_batched_law_validated():
-    bad = s.Verifier("bad", lambda *a: [], "chain", None, True, "",
-                     lambda drafts, p, q: (np.full((len(drafts), drafts.shape[1] + 1), 0.5), p))
+    bad = s.chain_verifier("bad", batched=True)(
+        lambda drafts, p, q: (np.full((len(drafts), drafts.shape[1] + 1), 0.5), p))
     with pytest.raises(ValueError, match="not a distribution over outcomes"):
         s.check_lossless(bad, *_pair(), 2)
 
 
 def _nodewise_cases():
-    from specsim.drafts import (delayed_expansion, draft_laws, fixed_shape, greedy_drafts, iid_paths, swor_tree,
-                                topk_tree)
-    from specsim.verifiers.tree import TREE_VERIFIERS, _applies
+    from specsim.drafts import delayed_expansion, fixed_shape, greedy_drafts, iid_paths, swor_tree, topk_tree
+    from specsim.verifiers.tree import TREE_VERIFIERS
     procs = [iid_paths(2), swor_tree(2), fixed_shape((2, 2)), fixed_shape((2, 2), replacement=False),
              topk_tree((2, 2)), delayed_expansion(1, 2), greedy_drafts(2), greedy_drafts(3)]
-    for name, (v, needs) in TREE_VERIFIERS.items():
+    for name, v in TREE_VERIFIERS.items():
         if v.node_rule is None:
             continue
         for proc in procs:
-            if _applies(needs, draft_laws(proc)):
+            if v.applies_to(proc):
                 yield pytest.param(v, proc, id=f"{name}-{proc.name}")
 
 
 @pytest.mark.parametrize("verifier,process", list(_nodewise_cases()))
 def test_nodewise_path_equals_per_tree_path(verifier, process):
     """Summing node by node (node_rule) gives exactly the per-tree enumeration's law."""
-    per_tree = s.Verifier(verifier.name, verifier.law, "tree", None, verifier.lossless)
+    per_tree = s.tree_verifier(verifier.name, needs=verifier.needs, lossless=verifier.lossless)(verifier.law)
     t, d = _pair(3, 23)
     a, b = s.output_law(verifier, t, d, 2, process), s.output_law(per_tree, t, d, 2, process)
     for m in a.emitted:

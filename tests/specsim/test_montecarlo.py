@@ -38,7 +38,7 @@ def test_estimate_validates():
 def test_estimate_on_tree_processes_agrees_with_exact(name, spec):
     from specsim.drafts import parse_drafting
     from specsim.verifiers.tree import TREE_VERIFIERS
-    v = TREE_VERIFIERS[name][0]
+    v = TREE_VERIFIERS[name]
     t, d = s.random_model(3, 4, concentration=0.7), s.random_model(3, 5, concentration=0.7)
     drafting = parse_drafting(spec)
     e = estimate(v, t, d, 2, n=4000, drafting=drafting, rng=np.random.default_rng(7))

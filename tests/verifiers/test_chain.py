@@ -238,7 +238,7 @@ def test_bad_inputs():
         s.token((0, 3), p, q)
     with pytest.raises(ValueError, match="L must be >= 1"):
         s.check_lossless(s.token, TOY_P, TOY_Q, 0)
-    with pytest.raises(ValueError, match="V=2 but draft has V=3"):
+    with pytest.raises(ValueError, match="V=2 but draft_model has V=3"):
         s.check_lossless(s.token, TOY_P, s.iid([0.2, 0.3, 0.5]), 2)
 
 

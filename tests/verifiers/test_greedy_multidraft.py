@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 import specsim as s
 from specsim.drafts import greedy_drafts, parse_drafting
-from specsim.verifiers.base import Verifier
+from specsim.verifiers.base import tree_verifier
 from specsim.verifiers.tree import _nodewise, _rrs, greedy_multidraft, verifiers_for
 
 
@@ -57,7 +57,7 @@ def test_using_q_instead_of_the_restricted_draft_law_is_flagged():
         hub, x = tree.draws[u][:-1], tree.draws[u][-1]
         descend, stop, row = _rrs(tree.p[u], tree.q[u], (x,))
         return descend, stop, row
-    faulty = Verifier("greedy_against_q", lambda tree: _nodewise(tree, rule), "tree", lossless=False)
+    faulty = tree_verifier("greedy_against_q", needs={"greedy"}, lossless=False)(lambda tree: _nodewise(tree, rule))
     t, d = _pair(4, 9, 0.7)
     assert not s.check_lossless(faulty, t, d, 2, greedy_drafts(2)).lossless
     assert s.check_lossless(greedy_multidraft, t, d, 2, greedy_drafts(2)).lossless

@@ -1,0 +1,128 @@
+"""The clip family pi(a) = clip(q, b(a) p, a p): the sorted-breakpoint solver shared by
+:func:`specsim.verifiers.lossy.mentored` (and Cactus's closed form) and :mod:`lp.frontier`
+(docs/theory.md §9.2).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import numpy as np
+
+__all__ = ["ClipFamily"]
+
+
+def _cumsum0(x: np.ndarray) -> np.ndarray:
+    """(0, x_0, x_0 + x_1, ...): the running sum with a leading zero, in one array."""
+    res = np.empty(x.size + 1)
+    res[0] = 0.0
+    np.cumsum(x, out=res[1:])
+    return res
+
+
+_SHARED_FAMILY: ContextVar = ContextVar("specsim_clip_family", default=None)
+
+
+class ClipFamily:
+    """pi(a) = clip(q, b(a) p, a p) with b(a) solving sum_v clip(q_v, b p_v, a p_v) = 1 (docs/theory.md §9.2).
+
+    Sorting the breakpoints r_v = q_v / p_v once (p_v > 0) makes b(a) an O(log V) search: with
+    prefix sums P_j, Q_j of p and q in ratio order, sum clip = b P_lo + (Q_hi - Q_lo) + a (1 - P_hi)
+    where lo = #{r < b}, hi = #{r <= a}.  Tokens with p_v = 0 get pi_v = 0.  The sort is the
+    only O(V log V) step of a certificate: ``with fam.shared():`` lets rule closed forms that need
+    it (mentored, Cactus) reuse ``fam`` through :meth:`of` instead of sorting again.
+
+    Parameters: ``p`` (target) and ``q`` (draft), float64 distributions of one size (trusted:
+    callers validate them); ``ValueError`` when q/p overflows.
+
+    Returns (methods): :meth:`b` the lower level b(a), :meth:`pi` the clipped law pi(a).
+
+    >>> import numpy as np
+    >>> fam = ClipFamily(np.array([0.05, 0.15, 0.25, 0.55]), np.array([0.55, 0.25, 0.15, 0.05]))
+    >>> round(fam.b(1 / 0.6), 6), fam.pi(1 / 0.6).round(6).tolist()   # mentored(0.6)'s output law
+    (0.833333, [0.083333, 0.25, 0.208333, 0.458333])
+    """
+
+    def __init__(self, p: np.ndarray, q: np.ndarray):
+        self.p, self.q = p, q
+        pos = p > 0
+        m = int(np.count_nonzero(pos))
+        if m == p.size:
+            with np.errstate(over="ignore"):  # reported below as a ValueError
+                r = q / p
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.where(pos, q / np.where(pos, p, 1.0), np.inf)
+        order = np.argsort(r)[:m]  # p = 0 sorts last and is dropped
+        self.idx = order
+        # Every O(V) step writes into as few fresh arrays as possible: at V ~ 1e5 a new array's
+        # first touch (page faults) costs as much as the arithmetic.  q/p is elementwise, so
+        # qs/ps equals r[order] bit for bit.
+        self.ps, self.qs = np.take(p, order), np.take(q, order)
+        with np.errstate(over="ignore"):
+            self.r = np.divide(self.qs, self.ps)
+        if m and not np.isfinite(self.r[-1]):  # p_v subnormal under draft mass: q/p overflows
+            v = int(order[-1])
+            raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
+                             "ratio is not representable; set such p entries to 0 or floor them")
+        self.Pc, self.Qc = _cumsum0(self.ps), _cumsum0(self.qs)
+        self.Ptot = self.Pc[-1]
+        #: suffix sums of p in ratio order (a * p-mass above a must not come from 1 - prefix)
+        self.Psuf = _cumsum0(self.ps[::-1])[::-1]
+        # G_j = r_j P_j - Q_j is nondecreasing in j: sum clip at b = r_j, minus its a-part
+        self.G = np.multiply(self.r, self.Pc[:-1])
+        self.G -= self.Qc[:-1]
+        self.a_max = float(self.r[-1]) if self.r.size else 1.0
+        #: tokens with q = 0 < p: the first n0 in ratio order (r = 0)
+        self.n0 = int(np.searchsorted(self.r, 0.0, "right"))
+        self._logr = None
+
+    @property
+    def logr(self) -> np.ndarray:
+        """log r in ratio order, 0 (not -inf) on the first n0 tokens (r = 0); computed once."""
+        if self._logr is None:
+            with np.errstate(divide="ignore"):
+                self._logr = np.log(self.r)
+            self._logr[:self.n0] = 0.0
+        return self._logr
+
+    @classmethod
+    def of(cls, p: np.ndarray, q: np.ndarray) -> "ClipFamily":
+        """The family of (p, q): the one :meth:`shared` is scoping when it was built from these very
+        arrays (identity, not equality), else a new one.  Lets a certificate sort q/p once for the
+        rule's closed form (mentored, Cactus) and both KL frontiers."""
+        fam = _SHARED_FAMILY.get()
+        if fam is not None and fam.p is p and fam.q is q:
+            return fam
+        return cls(p, q)
+
+    @contextmanager
+    def shared(self):
+        """``with fam.shared():`` makes :meth:`of` return ``fam`` for its own (p, q) in this block."""
+        token = _SHARED_FAMILY.set(self)
+        try:
+            yield self
+        finally:
+            _SHARED_FAMILY.reset(token)
+
+    def segments(self, a: float, b: float) -> tuple[int, int]:
+        """(lo, hi) = (#{r < b}, #{r <= a}) in ratio order."""
+        return int(np.searchsorted(self.r, b, "left")), int(np.searchsorted(self.r, a, "right"))
+
+    def b(self, a: float, mass: float = 1.0) -> float:
+        """The lower clip level b(a) in [0, 1] for a >= 1: sum_v clip(q_v, b p_v, a p_v) = ``mass``."""
+        hi = int(np.searchsorted(self.r, a, "right"))
+        c = mass - self.Qc[hi] - a * self.Psuf[hi]
+        if c <= 0.0:  # sum min(q, a p) = 1: pi = q, any b <= min r works
+            return float(min(1.0, self.r[0])) if self.r.size else 1.0
+        j = min(int(np.searchsorted(self.G, c, "left")), hi)
+        if j == 0:
+            return float(min(1.0, self.r[0]))
+        return float(min(max((c + self.Qc[j]) / self.Pc[j], 0.0), 1.0, a))
+
+    def pi(self, a: float, b: float | None = None) -> np.ndarray:
+        """pi(a) = clip(q, b p, a p) (pi_v = 0 where p_v = 0)."""
+        b = self.b(a) if b is None else b
+        res = np.multiply(self.p, b)  # clip(q, b p, a p) = min(max(q, b p), a p) as b <= a
+        np.maximum(res, self.q, out=res)
+        return np.minimum(res, np.multiply(self.p, a, out=np.empty_like(res)), out=res)
