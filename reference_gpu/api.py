@@ -15,10 +15,25 @@ b = 0), ``draft_probs`` float[N, V] or None (one-hot rule for deterministic draf
 §3.2), ``target_probs`` float[N + B, V]: request b's L_b + 1 rows [cu[b-1] + b, cu[b] + b], the last
 being its bonus row.  Output int32[B, max_L + 1] padded with -1, and ``num_accepted`` = tau int32[B].
 
-Example::
+The Triton backend runs on CUDA tensors, or on CPU tensors when ``TRITON_INTERPRET=1`` was set
+before :mod:`reference_gpu.kernels` was first imported; it agrees with the torch reference bit
+for bit.
 
-    noise = draw_chain_noise([2, 0, 3], V, seeds=[11, 12, 13])
-    res = verify_chain(ids, cu, q, p, noise, mode="block")
+>>> import torch
+>>> from reference_gpu.api import draw_chain_noise, verify_chain
+>>> p = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.25] * 4, [0.4, 0.3, 0.2, 0.1],   # request 0: L = 2
+...                   [0.7, 0.1, 0.1, 0.1], [0.0, 0.0, 0.5, 0.5]], dtype=torch.float64)  # request 1: L = 1
+>>> q = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4], [0.25] * 4], dtype=torch.float64)
+>>> ids, cu = torch.tensor([0, 3, 2]), torch.tensor([2, 3])
+>>> noise = draw_chain_noise([2, 1], V=4, seeds=[11, 12])
+>>> res = verify_chain(ids, cu, q, p, noise, mode="token", backend="torch")
+>>> res.output_token_ids.tolist(), res.num_accepted.tolist()
+([[0, 1, -1], [0, -1, -1]], [1, 0])
+>>> device = "cuda" if torch.cuda.is_available() else "cpu"     # CPU: the Triton interpreter
+>>> on = lambda t: t.to(device)
+>>> kernel = verify_chain(on(ids), on(cu), on(q), on(p), noise, mode="token", backend="triton")
+>>> torch.equal(kernel.output_token_ids.cpu(), res.output_token_ids)
+True
 """
 from __future__ import annotations
 
@@ -39,12 +54,22 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 @dataclass(frozen=True)
 class ChainNoise:
-    """Randomness of one chain verification call.
+    """Randomness of one chain verification call (docs/theory.md §11.2: randomness is an input).
 
-    ``uniforms`` float64[N] (token acceptance, u in [0, 1)), ``etas`` float64[N] (block stops),
-    ``residual``: Exp(1) rows [B, V] (``kind="exponential"``) or one uniform per request [B]
-    (``kind="uniform"``, inverse CDF); the row serves the residual or the bonus draw (only one
-    is used per request).
+    ``uniforms`` float64[N] (token acceptance: accept x iff u q(x) < p(x), u in [0, 1)),
+    ``etas`` float64[N] (block stops: eta_i < h_i), ``residual``: Exp(1) rows [B, V]
+    (``kind="exponential"``) or one uniform per request [B] (``kind="uniform"``, inverse CDF);
+    the row serves the residual or the bonus draw (only one is used per request).
+    :func:`draw_chain_noise` draws it; tests inject boundary values directly.
+
+    >>> import torch
+    >>> from reference_gpu.api import ChainNoise, verify_chain
+    >>> p = torch.tensor([[0.5, 0.5], [0.0, 1.0]], dtype=torch.float64)
+    >>> q = torch.tensor([[0.9, 0.1]], dtype=torch.float64)
+    >>> zero = torch.zeros(1, dtype=torch.float64)
+    >>> always = ChainNoise(uniforms=zero, etas=zero, residual=torch.ones(1, 2, dtype=torch.float64))
+    >>> verify_chain(torch.tensor([0]), torch.tensor([1]), q, p, always, backend="torch").output_token_ids.tolist()
+    [[0, 1]]
     """
 
     uniforms: torch.Tensor
@@ -55,7 +80,15 @@ class ChainNoise:
 
 @dataclass(frozen=True)
 class TreeNoise:
-    """Randomness of one tree call: ``uniforms`` float64[M] (one coin per node) and ``residual``."""
+    """Randomness of one tree call: ``uniforms`` float64[M] (one coin per node, used when the node
+    is tested as a child) and ``residual`` ([B, V] Exp(1) rows or [B] uniforms, as in
+    :class:`ChainNoise`); :func:`draw_tree_noise` draws it.
+
+    >>> from reference_gpu.api import draw_tree_noise
+    >>> noise = draw_tree_noise([4, 2], V=3, seeds=[5, 6])
+    >>> tuple(noise.uniforms.shape), tuple(noise.residual.shape), noise.kind
+    ((6,), (2, 3), 'exponential')
+    """
 
     uniforms: torch.Tensor
     residual: torch.Tensor
@@ -64,8 +97,9 @@ class TreeNoise:
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """``output_token_ids`` int32[B, max_L+1] (accepted drafts then one token, -1 padding) and
-    ``num_accepted`` int32[B] (tau: accepted drafts, excluding the emitted token)."""
+    """Result of :func:`verify_chain`: ``output_token_ids`` int32[B, max_L+1] (request b's
+    tau_b accepted drafts then one emitted token, -1 padding) and ``num_accepted`` int32[B]
+    (tau_b, excluding the emitted token), so request b emits tau_b + 1 tokens."""
 
     output_token_ids: torch.Tensor
     num_accepted: torch.Tensor
@@ -73,8 +107,9 @@ class VerifyResult:
 
 @dataclass(frozen=True)
 class TreeResult:
-    """``output_token_ids`` int32[B, max_depth+1], ``accepted_node`` (local node id, 0 = root) and
-    ``num_accepted`` (depth of that node) int32[B]."""
+    """Result of :func:`verify_tree`: ``output_token_ids`` int32[B, max_depth+1] (the accepted
+    path's tokens, then one emitted token, -1 padding), ``accepted_node`` (local node id,
+    0 = root) and ``num_accepted`` (depth of that node) int32[B]."""
 
     output_token_ids: torch.Tensor
     accepted_node: torch.Tensor
@@ -83,7 +118,9 @@ class TreeResult:
 
 @dataclass(frozen=True)
 class RaggedBatch:
-    """Ragged chain batch (layout in the module docstring)."""
+    """Ragged chain batch (vLLM v1 layout, module docstring): ``draft_token_ids`` [N],
+    ``cu_num_draft_tokens`` [B] (inclusive cumsum), ``draft_probs`` [N, V] or None,
+    ``target_probs`` [N + B, V]; :func:`ragged_to_dense` converts it (example there)."""
 
     draft_token_ids: torch.Tensor
     cu_num_draft_tokens: torch.Tensor
@@ -95,7 +132,7 @@ class RaggedBatch:
 class DenseBatch:
     """Dense chain batch (FlashInfer style): ``draft_token_ids`` [B, L] (-1 past ``num_draft_tokens``),
     ``draft_probs`` [B, L, V] or None, ``target_probs`` [B, L+1, V] (request b's bonus row at
-    index ``num_draft_tokens[b]``; padding rows are zero)."""
+    index ``num_draft_tokens[b]``; padding rows are zero); :func:`dense_to_ragged` converts it."""
 
     draft_token_ids: torch.Tensor
     draft_probs: torch.Tensor | None
@@ -105,12 +142,27 @@ class DenseBatch:
 
 # --------------------------------------------------------------------------- helpers
 def default_atol(dtype: torch.dtype) -> float:
-    """Tolerance on |row sum - 1|: 1e-6 (float64), 1e-4 (float32), 2e-2 (float16/bfloat16)."""
+    """Tolerance on |row sum - 1| used by the checks: 1e-6 (float64), 1e-4 (float32),
+    2e-2 (float16/bfloat16: 8 or 11 significand bits).
+
+    >>> import torch
+    >>> from reference_gpu.api import default_atol
+    >>> default_atol(torch.float32), default_atol(torch.bfloat16)
+    (0.0001, 0.02)
+    """
     return {torch.float64: 1e-6, torch.float32: 1e-4}.get(dtype, 2e-2)
 
 
 def triton_usable(device: torch.device) -> bool:
-    """True when the Triton kernels can run on ``device`` (CUDA, or CPU under TRITON_INTERPRET=1)."""
+    """True when the Triton kernels can run on ``device``: triton is installed and the device is
+    CUDA, or CPU with ``TRITON_INTERPRET=1`` in the environment (``backend="auto"`` then picks
+    Triton).
+
+    >>> import os, torch
+    >>> from reference_gpu.api import triton_usable
+    >>> triton_usable(torch.device("cpu")) == (os.environ.get("TRITON_INTERPRET") == "1")
+    True
+    """
     try:
         import triton  # noqa: F401
     except Exception:
@@ -210,7 +262,20 @@ def draw_chain_noise(num_draft_tokens: Sequence[int], V: int, seeds: Sequence[in
 
     Request b's noise comes from its own generator seeded with ``seeds[b]`` (or a seed drawn from
     ``generator``), so it does not depend on the rest of the batch (docs/theory.md §11.2).
-    Example: ``draw_chain_noise([3, 1], 32000, seeds=[7, 8])``.
+
+    Parameters: ``num_draft_tokens`` (L_b per request, >= 0), ``V``, ``seeds`` (one per request)
+    or ``generator`` (a ``torch.Generator``), ``kind`` (``"exponential"`` or ``"uniform"``),
+    ``device``.
+
+    Returns: a :class:`ChainNoise` in the ragged layout (N = sum L_b entries).
+
+    >>> from reference_gpu.api import draw_chain_noise
+    >>> noise = draw_chain_noise([2, 1], V=4, seeds=[11, 12])
+    >>> tuple(noise.uniforms.shape), tuple(noise.residual.shape)
+    ((3,), (2, 4))
+    >>> alone = draw_chain_noise([1], V=4, seeds=[12])       # request 1 on its own: same noise
+    >>> alone.uniforms.tolist() == noise.uniforms[2:].tolist()
+    True
     """
     if kind not in ref.NOISE_KINDS:
         raise ValueError(f"kind must be one of {ref.NOISE_KINDS}, got {kind!r}")
@@ -234,7 +299,16 @@ def draw_chain_noise(num_draft_tokens: Sequence[int], V: int, seeds: Sequence[in
 def draw_tree_noise(num_nodes: Sequence[int], V: int, seeds: Sequence[int] | None = None,
                     generator: torch.Generator | None = None, kind: str = "exponential",
                     device="cpu") -> TreeNoise:
-    """One coin per node and the residual noise per request, keyed by per-request seeds."""
+    """One coin per node and the residual noise per request, keyed by per-request seeds (the
+    noise :func:`draw_chain_noise` draws for ``num_nodes`` "tokens" per request).
+
+    Parameters: ``num_nodes`` (nodes per tree, the root included), ``V``, ``seeds`` or
+    ``generator``, ``kind``, ``device``.  Returns: a :class:`TreeNoise`.
+
+    >>> from reference_gpu.api import draw_tree_noise
+    >>> tuple(draw_tree_noise([4], V=3, seeds=[5], kind="uniform").residual.shape)
+    (1,)
+    """
     n = draw_chain_noise(num_nodes, V, seeds, generator, kind, device)
     return TreeNoise(n.uniforms, n.residual, kind)
 
@@ -283,12 +357,35 @@ def _validate_chain(ids, cu, q, p, noise, mode, atol):
 def verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs,
                  noise: ChainNoise, mode: str = "token", backend: str = "auto",
                  atol: float | None = None, validate: bool = True) -> VerifyResult:
-    """Verify a ragged batch of draft chains (token, block or greedy rule; see module docstring).
+    """Verify a ragged batch of draft chains: per request b, tau_b and the tokens
+    (x_1..x_tau, Y) of the module docstring, under the token rule (Leviathan et al.), the block
+    rule (Sun et al.) or greedy matching; the rules in full are in :mod:`reference_gpu.reference`.
 
-    ``backend``: ``"triton"`` (CUDA, or CPU with TRITON_INTERPRET=1), ``"torch"`` (the reference)
-    or ``"auto"``.  With ``validate`` every argument is checked first and bad input raises
-    ``ValueError``; inputs are never modified.
-    Example: ``verify_chain(ids, cu, None, p, draw_chain_noise(lens, V, seeds), mode="token")``.
+    Parameters: ``draft_token_ids`` int [N], ``cu_num_draft_tokens`` int [B], ``draft_probs``
+    [N, V] or ``None`` (one-hot drafts, docs/theory.md §3.2), ``target_probs`` [N + B, V],
+    ``noise`` (:class:`ChainNoise`), ``mode`` (``"token"``, ``"block"``, ``"greedy"``),
+    ``backend`` (``"triton"``: CUDA, or CPU with TRITON_INTERPRET=1; ``"torch"``: the
+    reference; ``"auto"``), ``atol`` (row-sum tolerance, default :func:`default_atol`),
+    ``validate`` (check every argument first; bad input raises ``ValueError`` naming it).
+    Inputs are never modified.
+
+    Returns: a :class:`VerifyResult`.
+
+    >>> import torch
+    >>> from reference_gpu.api import draw_chain_noise, verify_chain
+    >>> p = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.25] * 4, [0.4, 0.3, 0.2, 0.1],
+    ...                   [0.7, 0.1, 0.1, 0.1], [0.0, 0.0, 0.5, 0.5]], dtype=torch.float64)
+    >>> q = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4], [0.25] * 4], dtype=torch.float64)
+    >>> ids, cu, noise = torch.tensor([0, 3, 2]), torch.tensor([2, 3]), draw_chain_noise([2, 1], 4, seeds=[11, 12])
+    >>> for mode in ("token", "block", "greedy"):
+    ...     print(mode, verify_chain(ids, cu, q, p, noise, mode=mode, backend="torch").output_token_ids.tolist())
+    token [[0, 1, -1], [0, -1, -1]]
+    block [[3, -1, -1], [0, -1, -1]]
+    greedy [[3, -1, -1], [0, -1, -1]]
+    >>> verify_chain(ids, cu, q, p[:4], noise)
+    Traceback (most recent call last):
+    ...
+    ValueError: target_probs must have shape (5, 4), got (4, 4)
     """
     p = target_probs
     if validate:
@@ -317,7 +414,21 @@ def verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs
 # --------------------------------------------------------------------------- dense adapter
 def ragged_to_dense(batch: RaggedBatch) -> DenseBatch:
     """Ragged -> dense: pad drafts with -1 and probability rows with zeros (exact inverse of
-    :func:`dense_to_ragged`)."""
+    :func:`dense_to_ragged`).
+
+    Returns: a :class:`DenseBatch` with L = max_b L_b.
+
+    >>> import torch
+    >>> from reference_gpu.api import RaggedBatch, dense_to_ragged, ragged_to_dense
+    >>> p, q = torch.full((5, 4), 0.25, dtype=torch.float64), torch.full((3, 4), 0.25, dtype=torch.float64)
+    >>> ragged = RaggedBatch(torch.tensor([0, 3, 2]), torch.tensor([2, 3]), q, p)
+    >>> dense = ragged_to_dense(ragged)
+    >>> dense.draft_token_ids.tolist(), dense.num_draft_tokens.tolist(), tuple(dense.target_probs.shape)
+    ([[0, 3], [2, -1]], [2, 1], (2, 3, 4))
+    >>> back = dense_to_ragged(dense)
+    >>> back.draft_token_ids.tolist(), back.cu_num_draft_tokens.tolist(), torch.equal(back.target_probs, p)
+    ([0, 3, 2], [2, 3], True)
+    """
     ids, cu, q, p = batch.draft_token_ids, batch.cu_num_draft_tokens, batch.draft_probs, batch.target_probs
     cu64 = cu.to(torch.int64)
     lens = torch.diff(cu64, prepend=cu64.new_zeros(1))
@@ -342,7 +453,11 @@ def ragged_to_dense(batch: RaggedBatch) -> DenseBatch:
 
 
 def dense_to_ragged(batch: DenseBatch) -> RaggedBatch:
-    """Dense -> ragged: keep request b's first L_b drafts and L_b + 1 target rows."""
+    """Dense -> ragged: keep request b's first L_b drafts and L_b + 1 target rows (example in
+    :func:`ragged_to_dense`).
+
+    Returns: a :class:`RaggedBatch` (``cu_num_draft_tokens`` int32).
+    """
     ids, q, p, lens = batch.draft_token_ids, batch.draft_probs, batch.target_probs, batch.num_draft_tokens
     lens = torch.as_tensor(lens, device=ids.device).to(torch.int64)
     B, L = ids.shape
@@ -360,7 +475,21 @@ def verify_chain_dense(draft_token_ids, draft_probs, target_probs, noise: ChainN
     ``target_probs`` [B, L+1, V] (row L_b = bonus); ``num_draft_tokens`` [B] (default L for all).
 
     Converted with :func:`dense_to_ragged` and verified by :func:`verify_chain` (``noise`` is in
-    the ragged layout, e.g. ``draw_chain_noise(num_draft_tokens, V, seeds)``).  Output [B, L+1].
+    the ragged layout, e.g. ``draw_chain_noise(num_draft_tokens, V, seeds)``); ``mode``,
+    ``backend`` and ``atol`` as there.
+
+    Returns: a :class:`VerifyResult` with ``output_token_ids`` [B, L+1].
+
+    >>> import torch
+    >>> from reference_gpu.api import draw_chain_noise, verify_chain_dense
+    >>> p = torch.tensor([[[0.1, 0.2, 0.3, 0.4], [0.25] * 4, [0.4, 0.3, 0.2, 0.1]],
+    ...                   [[0.7, 0.1, 0.1, 0.1], [0.0, 0.0, 0.5, 0.5], [0.0] * 4]], dtype=torch.float64)
+    >>> q = torch.tensor([[[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]], [[0.25] * 4, [0.0] * 4]], dtype=torch.float64)
+    >>> ids = torch.tensor([[0, 3], [2, -1]])
+    >>> res = verify_chain_dense(ids, q, p, draw_chain_noise([2, 1], 4, seeds=[11, 12]), num_draft_tokens=[2, 1],
+    ...                          backend="torch")
+    >>> res.output_token_ids.tolist(), res.num_accepted.tolist()      # as the ragged example
+    ([[0, 1, -1], [0, -1, -1]], [1, 0])
     """
     ids = torch.as_tensor(draft_token_ids)
     if ids.ndim != 2:
@@ -437,7 +566,20 @@ def verify_tree(tokens, parent, cu_num_nodes, target_probs, draft_probs, noise: 
     emits its bonus from p_u).  Layout: ``tokens``/``parent`` int[M] (node 0 of each tree is the root:
     token -1, parent -1; local parent indices, parents first), ``cu_num_nodes`` int[B] inclusive,
     ``target_probs``/``draft_probs`` [M, V] (q rows used at internal nodes only).
-    Example: ``verify_tree(tok, par, cu, p, q, draw_tree_noise(sizes, V, seeds))``.
+
+    Parameters: those above, ``noise`` (:class:`TreeNoise`), ``backend`` and ``atol`` as in
+    :func:`verify_chain`; every argument is checked (``ValueError`` naming it).
+
+    Returns: a :class:`TreeResult`.
+
+    >>> import torch
+    >>> from reference_gpu.api import draw_tree_noise, verify_tree
+    >>> tokens, parent = torch.tensor([-1, 1, 2, 0]), torch.tensor([-1, 0, 0, 1])   # root -> 1 -> 0, root -> 2
+    >>> p = torch.tensor([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2], [1/3] * 3, [0.1, 0.1, 0.8]], dtype=torch.float64)
+    >>> q = torch.tensor([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25], [0.0] * 3, [0.0] * 3], dtype=torch.float64)
+    >>> res = verify_tree(tokens, parent, torch.tensor([4]), p, q, draw_tree_noise([4], 3, seeds=[5]), backend="torch")
+    >>> res.output_token_ids.tolist(), res.accepted_node.tolist(), res.num_accepted.tolist()
+    ([[1, 0, 2]], [3], [2])
     """
     tok, par, cu, u, r, D = _validate_tree(tokens, parent, cu_num_nodes, target_probs, draft_probs,
                                            noise, atol)

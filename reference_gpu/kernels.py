@@ -9,6 +9,23 @@ bfloat16; every value is widened to float64 on load (so accumulation is at least
 Raw launchers trust their inputs (no validation, no allocation of noise); use
 :mod:`reference_gpu.api` for validated calls.  Ids < 0 or >= V are never accepted (their target
 mass is read as 0) and emitted tokens always lie in [0, V).
+
+Without a CUDA device the kernels run under the Triton interpreter, which must be switched on
+(``TRITON_INTERPRET=1``) before this module is first imported: ``triton.jit`` reads it when the
+kernels are defined.
+
+>>> import torch
+>>> from reference_gpu.kernels import launch_chain
+>>> from reference_gpu.reference import chain_reference
+>>> device = "cuda" if torch.cuda.is_available() else "cpu"
+>>> f64 = dict(dtype=torch.float64, device=device)
+>>> p = torch.tensor([[0.5, 0.5], [0.0, 1.0]], **f64)                 # one request, L = 1
+>>> q, u, eta, E = torch.tensor([[0.9, 0.1]], **f64), torch.zeros(1, **f64), torch.zeros(1, **f64), torch.ones(1, 2, **f64)
+>>> ids, cu = torch.tensor([0], dtype=torch.int32, device=device), torch.tensor([1], dtype=torch.int32, device=device)
+>>> out, tau = torch.full((1, 2), -1, dtype=torch.int32, device=device), torch.empty(1, dtype=torch.int32, device=device)
+>>> launch_chain(ids, cu, q, p, u, eta, E, out, tau, "token", "exponential")
+>>> out.tolist(), tau.tolist(), torch.equal(out, chain_reference(ids, cu, q, p, u, eta, E, "token")[0])
+([[0, 1]], [1], True)
 """
 from __future__ import annotations
 
@@ -19,6 +36,8 @@ import triton.language as tl
 __all__ = ["chain_verify_kernel", "tree_verify_kernel", "launch_chain", "launch_tree",
            "MODE_IDS", "NOISE_IDS", "default_block_v"]
 
+#: ``mode`` and ``noise_kind`` names (:data:`reference_gpu.reference.MODES`, ``NOISE_KINDS``) ->
+#: the compile-time constants MODE and NOISE of the kernels.
 MODE_IDS = {"token": 0, "block": 1, "greedy": 2}
 NOISE_IDS = {"exponential": 0, "uniform": 1}
 _SCALE = 1152921504606846976.0          # 2^60, as reference.FIXED_SCALE
@@ -26,7 +45,13 @@ _INV_SCALE = 8.673617379884035e-19      # 2^-60 (exact)
 
 
 def default_block_v(V: int) -> int:
-    """Tile width: the next power of two >= V, clipped to [16, 4096]."""
+    """Tile width BLOCK_V: the next power of two >= V, clipped to [16, 4096] (one program
+    walks its rows in ceil(V / BLOCK_V) tiles).
+
+    >>> from reference_gpu.kernels import default_block_v
+    >>> default_block_v(5), default_block_v(1000), default_block_v(151936)
+    (16, 1024, 4096)
+    """
     return max(16, min(4096, triton.next_power_of_2(V)))
 
 
@@ -129,7 +154,12 @@ def chain_verify_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr
                         out_ptr, tau_ptr, V, out_stride,
                         MODE: tl.constexpr, HAS_Q: tl.constexpr, NOISE: tl.constexpr,
                         BLOCK_V: tl.constexpr):
-    """Chain verification of request ``program_id`` in the ragged layout (target rows [N+B, V])."""
+    """Chain verification of request b = ``program_id`` in the ragged layout (target rows
+    [N+B, V], request b's first at cu[b-1] + b): MODE 0 token rule (accept iff u q(x) < p(x)),
+    1 block rule (w_i, h_i, tau = max{i : eta_i < h_i}), 2 greedy match; then one token from the
+    residual (w_tau p_tau - q_tau)_+ or the bonus row p_L (:mod:`reference_gpu.reference`).
+    Writes ``out[b, :tau+1]`` and ``tau[b]``.  Launched by :func:`launch_chain` (example in the
+    module docstring)."""
     b = tl.program_id(0)
     end = tl.load(cu_ptr + b).to(tl.int64)
     start = tl.load(cu_ptr + b - 1, mask=b > 0, other=0).to(tl.int64)
@@ -204,7 +234,12 @@ def tree_verify_kernel(tok_ptr, par_ptr, cu_ptr, p_ptr, q_ptr, u_ptr, noise_ptr,
                        out_ptr, node_ptr, depth_ptr, V, out_stride,
                        NOISE: tl.constexpr, BLOCK_V: tl.constexpr):
     """SpecInfer recursive rejection sampling (closed-form residual R_j = (p - C_j q)_+) for the
-    tree of request ``program_id``; nodes [start_b, cu[b]) with local parent indices."""
+    tree of request ``program_id``; nodes [start_b, cu[b]) with local parent indices.
+
+    At the current node child c_j (node order) is accepted iff (U_{c_j} q(x)) m_j < R_j(x),
+    m_j = sum_v R_j(v) in fixed point; on acceptance the walk descends, otherwise C grows by
+    m_j; the emitted token comes from R (or the leaf's bonus row p).  Writes the path and the
+    token to ``out[b]``, the node and its depth.  Launched by :func:`launch_tree`."""
     b = tl.program_id(0)
     end = tl.load(cu_ptr + b).to(tl.int64)
     start = tl.load(cu_ptr + b - 1, mask=b > 0, other=0).to(tl.int64)
@@ -259,7 +294,32 @@ def tree_verify_kernel(tok_ptr, par_ptr, cu_ptr, p_ptr, q_ptr, u_ptr, noise_ptr,
 
 
 def launch_chain(ids, cu, q, p, u, eta, noise, out, tau, mode, noise_kind, block_v=None):
-    """Launch :func:`chain_verify_kernel` on prepared, contiguous tensors (no checks)."""
+    """Launch :func:`chain_verify_kernel` on prepared, contiguous tensors (no checks), one
+    program per request.
+
+    Parameters: ``ids``, ``cu`` int32 [N], [B]; ``q`` [N, V] or ``None`` (one-hot drafts);
+    ``p`` [N + B, V]; ``u``, ``eta`` float64 [N] (a 1-element dummy when N = 0); ``noise``
+    ([B, V] Exp(1) or [B] uniforms); ``out`` int32 [B, max_L + 1] filled with -1 and ``tau``
+    int32 [B], written in place; ``mode``; ``noise_kind``; ``block_v`` (default
+    :func:`default_block_v`).
+
+    Returns: ``None`` (results are in ``out`` and ``tau``).
+
+    >>> import torch
+    >>> from reference_gpu.kernels import launch_chain
+    >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+    >>> f64 = dict(dtype=torch.float64, device=device)
+    >>> p = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.25] * 4, [0.4, 0.3, 0.2, 0.1],
+    ...                   [0.7, 0.1, 0.1, 0.1], [0.0, 0.0, 0.5, 0.5]], **f64)
+    >>> q = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4], [0.25] * 4], **f64)
+    >>> ids = torch.tensor([0, 3, 2], dtype=torch.int32, device=device)
+    >>> cu = torch.tensor([2, 3], dtype=torch.int32, device=device)
+    >>> u, eta, E = torch.tensor([0.1, 0.5, 0.9], **f64), torch.zeros(3, **f64), torch.ones(2, 4, **f64)
+    >>> out, tau = torch.full((2, 3), -1, dtype=torch.int32, device=device), torch.empty(2, dtype=torch.int32, device=device)
+    >>> launch_chain(ids, cu, q, p, u, eta, E, out, tau, "block", "exponential")
+    >>> out.tolist(), tau.tolist()    # as reference_gpu.reference.chain_reference
+    ([[0, 3, 0], [2, 2, -1]], [2, 1])
+    """
     B, V = cu.numel(), p.shape[-1]
     if B == 0:
         return
@@ -270,7 +330,28 @@ def launch_chain(ids, cu, q, p, u, eta, noise, out, tau, mode, noise_kind, block
 
 
 def launch_tree(tokens, parent, cu, p, q, u, noise, out, node, depth, noise_kind, block_v=None):
-    """Launch :func:`tree_verify_kernel` on prepared, contiguous tensors (no checks)."""
+    """Launch :func:`tree_verify_kernel` on prepared, contiguous tensors (no checks), one
+    program per tree.
+
+    Parameters: ``tokens``, ``parent`` int32 [M], ``cu`` int32 [B], ``p``, ``q`` [M, V],
+    ``u`` float64 [M], ``noise`` ([B, V] or [B]); ``out`` int32 [B, max_depth + 1] filled with
+    -1, ``node`` and ``depth`` int32 [B], written in place; ``noise_kind``; ``block_v``.
+
+    Returns: ``None`` (results are in ``out``, ``node`` and ``depth``).
+
+    >>> import torch
+    >>> from reference_gpu.kernels import launch_tree
+    >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+    >>> i32, f64 = dict(dtype=torch.int32, device=device), dict(dtype=torch.float64, device=device)
+    >>> tokens, parent = torch.tensor([-1, 1, 2, 0], **i32), torch.tensor([-1, 0, 0, 1], **i32)   # root -> 1 -> 0, root -> 2
+    >>> p = torch.tensor([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2], [1/3] * 3, [0.1, 0.1, 0.8]], **f64)
+    >>> q = torch.tensor([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25], [0.0] * 3, [0.0] * 3], **f64)
+    >>> U = torch.tensor([0.0, 0.9, 0.5, 0.0], **f64)
+    >>> out, node, depth = torch.full((1, 3), -1, **i32), torch.empty(1, **i32), torch.empty(1, **i32)
+    >>> launch_tree(tokens, parent, torch.tensor([4], **i32), p, q, U, torch.ones(1, 3, **f64), out, node, depth, "exponential")
+    >>> out.tolist(), node.tolist(), depth.tolist()    # as reference_gpu.reference.tree_reference
+    ([[2, 0, -1]], [2], [1])
+    """
     B, V = cu.numel(), p.shape[-1]
     if B == 0:
         return

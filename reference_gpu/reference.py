@@ -24,6 +24,17 @@ Reductions (Z_i, m_j, inverse-CDF prefix sums) are done in 2^-60 fixed point on 
 associative, so the reference and the Triton kernel agree bit for bit whatever their reduction
 order; entries below 2^-60 are dropped from these sums (an absolute error <= V 2^-60).
 Elementwise arithmetic is float64 in a fixed order (the kernels run with FMA contraction off).
+
+Randomness is an input (docs/theory.md §11.2): with u = 0 every draft with p > 0 is accepted.
+
+>>> import torch
+>>> from reference_gpu.reference import chain_reference
+>>> p = torch.tensor([[0.5, 0.5], [0.0, 1.0]], dtype=torch.float64)   # one request, L = 1
+>>> q = torch.tensor([[0.9, 0.1]], dtype=torch.float64)
+>>> u, eta, E = torch.zeros(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64), torch.ones(1, 2, dtype=torch.float64)
+>>> out, tau = chain_reference(torch.tensor([0]), torch.tensor([1]), q, p, u, eta, E, "token")
+>>> out.tolist(), tau.tolist()    # x_1 = 0 accepted, then the bonus token from p_1
+([[0, 1]], [1])
 """
 from __future__ import annotations
 
@@ -34,26 +45,57 @@ __all__ = ["FIXED_SCALE", "fixed_point", "fixed_sum", "sample_row", "chain_refer
 
 #: Fixed-point scale for order-independent reductions.
 FIXED_SCALE = 2.0 ** 60
+#: Chain verification rules: Leviathan et al.'s token rule, Sun et al.'s block rule, greedy match.
 MODES = ("token", "block", "greedy")
+#: Residual noise: an Exp(1) row per request (exponential race) or one uniform (inverse CDF).
 NOISE_KINDS = ("exponential", "uniform")
 
 
 def fixed_point(x: torch.Tensor) -> torch.Tensor:
-    """floor(x * 2^60) as int64 for x >= 0 (truncation toward zero)."""
+    """floor(x 2^60) as int64 for x >= 0 (truncation toward zero; x < 2^-60 becomes 0).
+
+    >>> import torch
+    >>> from reference_gpu.reference import fixed_point
+    >>> fixed_point(torch.tensor([0.5, 2.0 ** -61], dtype=torch.float64)).tolist()
+    [576460752303423488, 0]
+    """
     return (x * FIXED_SCALE).to(torch.int64)
 
 
 def fixed_sum(x: torch.Tensor) -> torch.Tensor:
-    """sum_v floor(x_v 2^60) / 2^60 over the last axis, as float64 (order independent)."""
+    """sum_v floor(x_v 2^60) / 2^60 over the last axis, as float64: integer addition is
+    associative, so any reduction order (a kernel's tiles) gives the same bits.
+
+    >>> import torch
+    >>> from reference_gpu.reference import fixed_sum
+    >>> fixed_sum(torch.tensor([[0.25, 0.5], [0.1, 0.2]], dtype=torch.float64)).tolist()
+    [0.75, 0.30000000000000004]
+    """
     return fixed_point(x).sum(-1).to(torch.float64) / FIXED_SCALE
 
 
 def sample_row(R: torch.Tensor, P: torch.Tensor, noise: torch.Tensor, kind: str) -> torch.Tensor:
     """Draw one token per row from the unnormalised rows R [n, V] (fallback P) with given noise.
 
-    exponential: argmax_v R(v)/E_v, noise E [n, V];  uniform: the first v whose fixed-point prefix
-    sum exceeds U * mass (else the last v with positive mass), noise U [n].  Rows of R without
-    mass use P instead.  Returns int64 [n].
+    Both samplers draw v with probability R(v) / sum(R) (docs/theory.md §11.4):
+    exponential: argmax_v R(v)/E_v (ties to the lowest id), noise E [n, V] of Exp(1) entries;
+    uniform: the first v whose fixed-point prefix sum exceeds U * mass (else the last v with
+    positive mass), noise U [n] in [0, 1).  Rows of R without mass use P instead, so a token
+    with P = 0 is never drawn.
+
+    Parameters: ``R``, ``P`` (float64 [n, V], entries >= 0), ``noise``, ``kind`` (one of
+    :data:`NOISE_KINDS`).
+
+    Returns: int64 [n] token ids.
+
+    >>> import torch
+    >>> from reference_gpu.reference import sample_row
+    >>> R = torch.tensor([[0.0, 0.3, 0.1], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    >>> P = torch.tensor([[0.2, 0.3, 0.5], [0.2, 0.3, 0.5]], dtype=torch.float64)
+    >>> sample_row(R, P, torch.tensor([0.9, 0.1], dtype=torch.float64), "uniform").tolist()  # row 2: R has no mass
+    [2, 0]
+    >>> sample_row(R, P, torch.ones(2, 3, dtype=torch.float64), "exponential").tolist()
+    [1, 2]
     """
     if kind == "exponential":
         E = noise.to(torch.float64)
@@ -97,7 +139,33 @@ def chain_reference(draft_token_ids, cu_num_draft_tokens, draft_probs, target_pr
     (0 for b = 0) and the L_b + 1 target rows [start_b + b, cu[b] + b] (last = bonus row), so
     ``target_probs`` is [N + B, V].  ``uniforms``/``etas`` are float64 [N]; ``noise`` is the
     request noise ([B, V] exponential or [B] uniform).  Inputs are trusted (see ``api``).
-    Example: ``out, tau = chain_reference(ids, cu, q, p, u, eta, E, "block")``.
+    The rules (``mode`` in :data:`MODES`) are in the module docstring.
+
+    Parameters: ``draft_token_ids`` int [N], ``cu_num_draft_tokens`` int [B],
+    ``draft_probs`` [N, V] or ``None`` (one-hot drafts), ``target_probs`` [N + B, V],
+    ``uniforms``, ``etas``, ``noise``, ``mode``, ``noise_kind`` (one of :data:`NOISE_KINDS`).
+
+    Returns: ``(output, tau)``: int32 [B, max_L + 1], request b's row holding its tau_b accepted
+    drafts and one emitted token, -1 after; int32 [B] tau_b.
+
+    >>> import torch
+    >>> from reference_gpu.reference import chain_reference
+    >>> p = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.25] * 4, [0.4, 0.3, 0.2, 0.1],   # request 0: L = 2
+    ...                   [0.7, 0.1, 0.1, 0.1], [0.0, 0.0, 0.5, 0.5]], dtype=torch.float64)  # request 1: L = 1
+    >>> q = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4], [0.25] * 4], dtype=torch.float64)
+    >>> ids, cu = torch.tensor([0, 3, 2]), torch.tensor([2, 3])
+    >>> u, eta = torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
+    >>> E = torch.ones(2, 4, dtype=torch.float64)      # Exp(1) noise fixed at 1: argmax of the row
+    >>> for mode in ("token", "block", "greedy"):
+    ...     out, tau = chain_reference(ids, cu, q, p, u, eta, E, mode)
+    ...     print(mode, out.tolist(), tau.tolist())
+    token [[0, 3, 0], [0, -1, -1]] [2, 0]
+    block [[0, 3, 0], [2, 2, -1]] [2, 1]
+    greedy [[3, -1, -1], [0, -1, -1]] [0, 0]
+
+    Request 1 under the token rule: u q(2) = 0.225 >= p(2) = 0.1 rejects, and the residual
+    (p - q)_+ = (0.45, 0, 0, 0) emits 0; under the block rule eta_1 = 0 < h_1 = w_1 = 0.4 accepts
+    and the bonus row emits 2.
     """
     dev = target_probs.device
     B = cu_num_draft_tokens.numel()
@@ -188,7 +256,22 @@ def _q_rows(Q, rows, x, V, f64, dev):
 def block_stop_probs(draft, p, q):
     """(w [L+1], h [L+1]) of block verification for one draft, exactly as the kernel computes them.
 
-    ``h[0]`` is unused (1).  ``q`` None means one-hot draft rows.
+    w_0 = 1, w_i = min(1, w_{i-1} p_{i-1}(x_i) / q_{i-1}(x_i)); h_i = Z_i / ((Z_i + 1) - w_i)
+    with Z_i = sum_v (w_i p_i - q_i)_+ for i < L and h_L = w_L (docs/theory.md §4; Sun et al.,
+    arXiv 2403.10444); the block rule keeps x^{1:tau}, tau = max{i : eta_i < h_i}.
+
+    Parameters: ``draft`` (L token ids), ``p`` ([L+1, V]), ``q`` ([L, V] or ``None`` for
+    one-hot draft rows).
+
+    Returns: ``(w, h)`` float64 tensors [L+1]; ``h[0]`` is unused (1).
+
+    >>> import torch
+    >>> from reference_gpu.reference import block_stop_probs
+    >>> p = torch.tensor([[1/3, 2/3]] * 3, dtype=torch.float64)    # docs/theory.md §12, R2/R3 toy
+    >>> q = torch.tensor([[2/3, 1/3]] * 2, dtype=torch.float64)
+    >>> w, h = block_stop_probs([0, 1], p, q)
+    >>> w.tolist(), h.tolist()
+    ([1.0, 0.5, 1.0], [1.0, 0.0, 1.0])
     """
     f64 = torch.float64
     p = torch.as_tensor(p).to(f64)
@@ -219,8 +302,29 @@ def tree_reference(tokens, parent, cu_num_nodes, target_probs, draft_probs, unif
     Request b owns nodes [start_b, cu[b]) (node 0 of each tree is the root, token -1, parent -1;
     parents precede children; ``parent`` holds local indices).  ``target_probs``/``draft_probs``
     are [M, V] with p(.|path) and q(.|path) at every node; ``uniforms`` float64 [M] holds the coin
-    of each node (used when it is tested as a child).  Returns ``(output int32 [B, max_depth+1],
-    node int32 [B], depth int32 [B])``.  Per-request loop; vectorised over V.
+    of each node (used when it is tested as a child).  The rule is SpecInfer's recursive
+    rejection sampling in the closed form of the module docstring (docs/theory.md §6.1).
+    Per-request loop; vectorised over V.  Inputs are trusted (see ``api.verify_tree``).
+
+    Parameters: ``tokens``, ``parent`` int [M], ``cu_num_nodes`` int [B], ``target_probs``,
+    ``draft_probs`` [M, V], ``uniforms`` float64 [M], ``noise`` ([B, V] or [B]), ``noise_kind``.
+
+    Returns: ``(output, node, depth)``: int32 [B, max_nodes] (the accepted path's tokens then the
+    emitted token, -1 after), the accepted node (local id, 0 = root) and its depth, int32 [B].
+
+    >>> import torch
+    >>> from reference_gpu.reference import tree_reference
+    >>> tokens, parent = torch.tensor([-1, 1, 2, 0]), torch.tensor([-1, 0, 0, 1])   # root -> 1 -> 0, root -> 2
+    >>> p = torch.tensor([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2], [1/3] * 3, [0.1, 0.1, 0.8]], dtype=torch.float64)
+    >>> q = torch.tensor([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25], [0.0] * 3, [0.0] * 3], dtype=torch.float64)
+    >>> U = torch.tensor([0.0, 0.9, 0.5, 0.0], dtype=torch.float64)
+    >>> out, node, depth = tree_reference(tokens, parent, torch.tensor([4]), p, q, U, torch.ones(1, 3, dtype=torch.float64))
+    >>> out.tolist(), node.tolist(), depth.tolist()
+    ([[2, 0, -1, -1]], [2], [1])
+
+    Child 1 is rejected (0.9 q(1) = 0.54 >= p(1) = 0.3); child 2 is then tested against
+    R_1 = (p - q)_+ = (0.1, 0, 0.2) of mass m_1 = 0.3 and accepted (0.5 q(2) m_1 = 0.045 < 0.2);
+    node 2 is a leaf, so its bonus row emits 0.
     """
     dev = target_probs.device
     f64 = torch.float64
