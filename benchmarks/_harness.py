@@ -65,8 +65,13 @@ def measure(fn: Callable[[], Any], repeats: int, warmup: int = 1,
             timer: Callable[[Callable[[], Any]], tuple[float, Any]] = wall_timer) -> tuple[Timing, Any]:
     """Call ``fn`` ``warmup`` times untimed, then ``repeats`` times timed by ``timer``.
 
-    Returns the :class:`Timing` and the value of the last call (so a benchmark can check what it
-    timed without one more call).
+    ``timer(fn) -> (seconds, value)`` times one call (:func:`wall_timer`; the kernel benchmark
+    passes a CUDA-event timer).  Returns (:class:`Timing`, the value of the last call), so a
+    benchmark can check what it timed without one more call.
+
+    >>> ticks = iter([0.3, 0.1, 0.2])
+    >>> measure(lambda: "done", repeats=3, warmup=1, timer=lambda fn: (next(ticks), fn()))
+    (Timing(median_s=0.2, min_s=0.1, repeats=3, warmup=1), 'done')
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats!r}")
@@ -98,7 +103,11 @@ def _version(dist: str) -> str | None:
 
 
 def machine_info() -> dict:
-    """The banner's facts: CPU model, usable cores, platform, Python/numpy/torch versions, UTC date."""
+    """The banner's facts: CPU model, usable cores, platform, Python/numpy/torch versions, UTC date.
+
+    >>> tuple(machine_info()) == MACHINE_FIELDS
+    True
+    """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu": _cpu_model(), "cores": cores, "platform": platform.platform(),
             "python": platform.python_version(), "numpy": np.__version__, "torch": _version("torch"),
@@ -108,7 +117,11 @@ def machine_info() -> dict:
 def llm_like_pair(V: int, seed: int = 0, draft_weight: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
     """(p, q) = (softmax(3 z), softmax(draft_weight * 3 z + e)) with z, e ~ N(0, 1)^V i.i.d.
 
-    A heavy-tailed target over a real vocabulary size and a correlated, noisier draft.
+    A peaked target over a real vocabulary size and a correlated, noisier draft.
+
+    >>> p, q = llm_like_pair(151_936)
+    >>> p.shape, round(float(p.sum()), 12), round(float(q.sum()), 12)
+    ((151936,), 1.0, 1.0)
     """
     rng = np.random.default_rng(seed)
     logits = 3.0 * rng.standard_normal(V)
@@ -119,6 +132,11 @@ def llm_like_pair(V: int, seed: int = 0, draft_weight: float = 0.8) -> tuple[np.
 
 
 def format_seconds(s: float | None) -> str:
+    """Seconds with three significant digits in s, ms, us or ns.
+
+    >>> format_seconds(0.0123), format_seconds(4.5e-7), format_seconds(None)
+    ('12.3 ms', '450 ns', '-')
+    """
     if s is None or not math.isfinite(s):
         return "-"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):

@@ -44,7 +44,11 @@ def save(result: FigureResult, out_dir: Path = OUT) -> list[Path]:
 
 
 def command(name: str, quick: bool) -> str:
-    """The command that regenerates figure ``name`` (quoted in its caption)."""
+    """The command that regenerates figure ``name`` (quoted in its caption).
+
+    >>> command("fig_tree_vs_lp", quick=True)
+    'python -m paper_figs --only fig_tree_vs_lp --quick'
+    """
     return f"python -m paper_figs --only {name}" + (" --quick" if quick else "")
 
 

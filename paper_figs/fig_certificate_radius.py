@@ -22,7 +22,11 @@ TOP_PAIR = 0.8          # b_(1) + b_(2); the remaining mass is split evenly over
 
 
 def reference(margin: float) -> np.ndarray:
-    """b = (c + Delta/2, c - Delta/2, r/2, r/2) with 2c = TOP_PAIR, r = 1 - TOP_PAIR (x = token 0)."""
+    """b = (c + Delta/2, c - Delta/2, r/2, r/2) with 2c = TOP_PAIR, r = 1 - TOP_PAIR (x = token 0).
+
+    >>> reference(0.2).round(6).tolist()
+    [0.5, 0.3, 0.1, 0.1]
+    """
     c, r = TOP_PAIR / 2, 1.0 - TOP_PAIR
     return np.array([c + margin / 2, c - margin / 2, r / 2, r / 2])
 

@@ -28,7 +28,15 @@ PARAMS = ("mode", "B", "L", "V")
 
 
 def kernel_rows(data) -> list[dict]:
-    """The benchmark rows that carry a kernel bandwidth (CUDA runs only)."""
+    """The benchmark rows that carry a kernel bandwidth (CUDA runs only).
+
+    >>> row = {"name": "triton kernel", "params": {"mode": "token", "B": 1, "L": 4, "V": 64}, "metrics": {}}
+    >>> kernel_rows({"rows": [row]})                       # an interpreter run: no GB/s
+    []
+    >>> row["metrics"]["GB/s"] = 900.0
+    >>> len(kernel_rows({"rows": [row]}))
+    1
+    """
     rows = data.get("rows") if isinstance(data, dict) else None
     return [r for r in rows or () if isinstance(r, dict) and r.get("name") == KERNEL_ROW
             and all(k in r.get("params", {}) for k in PARAMS) and r.get("metrics", {}).get("GB/s")]

@@ -3,6 +3,7 @@ harness promises: its fields, baselines that are rows of the same run, ratios th
 quotient of the two medians, and each script's own agreement checks."""
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import json
 import os
@@ -120,3 +121,8 @@ def test_measure_reports_median_and_min_of_the_timed_calls():
     assert len(calls) == 5 and last == 5                  # two untimed calls, then three timed ones
     with pytest.raises(ValueError, match="repeats"):
         harness.measure(lambda: None, repeats=0)
+
+
+def test_harness_examples_run():
+    result = doctest.testmod(harness, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 5 and result.failed == 0

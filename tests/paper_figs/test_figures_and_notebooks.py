@@ -3,6 +3,8 @@ and writes under the current directory (or --out), never into the package; each 
 the kernel figure reads the kernel benchmark's JSON."""
 from __future__ import annotations
 
+import doctest
+import importlib
 import json
 import os
 import subprocess
@@ -110,3 +112,15 @@ def test_kernel_figure_plots_the_kernel_benchmark_json(tmp_path):
     run(["-m", "paper_figs.fig_kernel_bandwidth", "--out", "figs"], cwd=tmp_path, timeout=300)
     assert (tmp_path / "figs" / "fig_kernel_bandwidth.png").is_file()
     assert data["command"] in (tmp_path / "figs" / "fig_kernel_bandwidth.txt").read_text()
+
+
+def test_paper_figs_examples_run():
+    pytest.importorskip("matplotlib")
+    from paper_figs import FIGURES
+
+    attempted = 0
+    for name in ["_common", *FIGURES]:
+        result = doctest.testmod(importlib.import_module(f"paper_figs.{name}"))
+        assert result.failed == 0, name
+        attempted += result.attempted
+    assert attempted >= 3
