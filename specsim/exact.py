@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import check_int
+from ._deprecation import renamed_keyword
+from ._validate import check_model_pair
 from .drafts import DraftProcess, DraftTree, chain
 from .models import Model
-from .verifiers.base import OUTCOME_ATOL, Outcome, check_outcomes, verifier_kind
+from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, check_outcomes, verifier_kind
 
 __all__ = ["OutputLaw", "Certificate", "output_law", "completed_law", "check_lossless",
            "expected_accepted", "outcomes_on_tree"]
@@ -32,11 +33,20 @@ LOSSLESS_ATOL = 1e-9
 
 @dataclass(frozen=True)
 class OutputLaw:
-    """Emitted-string law of one iteration.
+    """Emitted-string law O of one iteration, by string length.
 
-    ``emitted[m]`` (m = 1..L+1) is a flat array over V^m: the probability of emitting exactly that
-    string of length m (index = base-V code, first token most significant).  ``accepted_at_least[d]``
-    is P(tau >= d) for d = 0..L.
+    ``emitted[m]`` (m = 1..L+1) is a flat array over V^m: O(s), the probability of emitting
+    exactly the string s of length m (accepted tokens, then one emitted token; index = base-V code
+    of s, first token most significant, :func:`specsim.models.prefix_index`).
+    ``accepted_at_least[d]`` is P(tau >= d) for d = 0..L, tau the number of accepted draft tokens.
+    ``n_drafts`` counts the draft objects enumerated (node-level options on the node-wise path).
+
+    >>> from specsim.exact import output_law
+    >>> from specsim.models import iid
+    >>> from specsim.verifiers import token
+    >>> law = output_law(token, iid([0.5, 0.5]), iid([0.5, 0.5]), L=1)
+    >>> law.emitted[2].tolist(), law.expected_accepted
+    ([0.25, 0.25, 0.25, 0.25], 1.0)
     """
 
     V: int
@@ -47,7 +57,7 @@ class OutputLaw:
 
     @property
     def expected_accepted(self) -> float:
-        """E[tau] = sum_{d>=1} P(tau >= d)."""
+        """E[tau] = sum_{d=1}^{L} P(tau >= d), accepted draft tokens per iteration."""
         return float(self.accepted_at_least[1:].sum())
 
     @property
@@ -56,7 +66,7 @@ class OutputLaw:
         return self.expected_accepted + 1.0
 
     def prob(self, s) -> float:
-        """Probability that one iteration emits exactly the string ``s``."""
+        """O(s): the probability that one iteration emits exactly the string ``s`` (0 outside lengths 1..L+1)."""
         s = tuple(s)
         if not 1 <= len(s) <= self.L + 1:
             return 0.0
@@ -68,11 +78,12 @@ class OutputLaw:
 
 @dataclass(frozen=True)
 class Certificate:
-    """Exact losslessness certificate of a verifier at one context.
+    """Exact losslessness certificate of a verifier at one context (docs/theory.md §2).
 
     ``max_abs_error`` = max_z |C(z) - P(z)| over z in V^{L+1}; ``tv`` = (1/2) sum_z |C(z) - P(z)|,
     the total-variation distance between the completed law and the target's first L+1 tokens;
-    ``worst_sequence`` attains the max with ``completed`` = C(z) and ``target`` = P(z).
+    ``worst_sequence`` attains the max with ``completed`` = C(z) and ``target`` = P(z);
+    ``lossless`` is ``max_abs_error <= atol``.  Built by :func:`check_lossless`.
     """
 
     verifier: str
@@ -107,45 +118,72 @@ def _name(obj) -> str:
 
 
 def outcomes_on_tree(verifier, tree: DraftTree) -> list[Outcome]:
-    """Apply a chain or tree verifier to a tree; chain ``accepted`` counts become node ids."""
+    """The outcome law of a chain or tree verifier on one draft tree, with node ids as ``accepted``.
+
+    A chain verifier is applied to the tree's single path (``tree.chain_arrays()``); chain nodes
+    are numbered by depth, so its ``accepted`` count k is node k.
+
+    Parameters: ``verifier`` (chain or tree protocol), ``tree`` (:class:`specsim.drafts.DraftTree`).
+
+    Returns: the list of :class:`specsim.verifiers.base.Outcome`.
+
+    >>> import numpy as np
+    >>> from specsim.drafts import DraftTree
+    >>> from specsim.exact import outcomes_on_tree
+    >>> from specsim.verifiers import token
+    >>> tree = DraftTree.from_chain((0,), np.array([[0.5, 0.5], [0.5, 0.5]]), np.array([[1.0, 0.0]]))
+    >>> [(o.accepted, round(o.prob, 6)) for o in outcomes_on_tree(token, tree)]
+    [(0, 0.5), (1, 0.5)]
+    """
     if verifier_kind(verifier) == "tree":
         return verifier.law(tree) if hasattr(verifier, "law") else verifier(tree)
     draft, p, q = tree.chain_arrays()  # chain nodes are numbered by depth, so k == node k
     return verifier.law(draft, p, q) if hasattr(verifier, "law") else verifier(draft, p, q)
 
 
-def _check_pair(target: Model, draft: Model, L: int) -> None:
-    if not isinstance(target, Model) or not isinstance(draft, Model):
-        raise ValueError("target and draft must be specsim.models.Model objects")
-    if target.V != draft.V:
-        raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
-    check_int(L, "L", 1)
-
-
-def output_law(verifier, target: Model, draft: Model, L: int, drafting: DraftProcess | None = None,
+@renamed_keyword("draft", "draft_model")
+def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
                context=(), progress: bool | None = None, atol: float = OUTCOME_ATOL) -> OutputLaw:
     """Exact law of the string emitted by one iteration, by enumerating every draft.
 
-    O(s) = sum_D Pr(D) sum_{outcomes (pi, v, d)} pi d(y) [s = path(v) y].
-    Every outcome list is validated (probabilities sum to 1, ``accepted`` within the draft).
+    O(s) = sum_D Pr(D) sum_{outcomes (pi, v, d)} pi d(y) [s = path(v) y], over every draft D
+    the process can produce (probability Pr(D)) and every outcome of the verifier on D: with
+    probability pi keep the path to node v and emit y ~ d.  Every outcome list is validated
+    (probabilities sum to 1 within ``atol``, ``accepted`` within the draft).
+
+    Parameters: ``verifier`` (chain or tree protocol), ``target`` and ``draft_model``
+    (:class:`~specsim.models.Model` over the same V), ``L`` (draft length / tree depth >= 1),
+    ``drafting`` (default :func:`specsim.drafts.chain`), ``context`` (the prefix both models are
+    conditioned on), ``progress`` (tqdm bar; ``None``: only on a terminal for large problems),
+    ``atol``.  ``draft=`` is a deprecated spelling of ``draft_model=``.
+
+    Returns: an :class:`OutputLaw`.
+
+    >>> from specsim.exact import output_law
+    >>> from specsim.models import iid, random_model
+    >>> from specsim.verifiers import block
+    >>> law = output_law(block, random_model(3, 0), random_model(3, 1), L=2)
+    >>> round(sum(float(o.sum()) for o in law.emitted.values()), 12), round(law.expected_accepted, 6)
+    (1.0, 0.34161)
+    >>> round(output_law(block, iid([0.2, 0.8]), iid([0.2, 0.8]), L=2).expected_accepted, 12)  # q = p: all accepted
+    2.0
     """
-    _check_pair(target, draft, L)
+    L = check_model_pair(target, draft_model, L)
     drafting = drafting or chain()
-    target, draft = target.shifted(context), draft.shifted(context)
+    target, draft_model = target.shifted(context), draft_model.shifted(context)
     V = target.V
     emitted = {m: np.zeros(V ** m) for m in range(1, L + 2)}
     depth_mass = np.zeros(L + 1)
-    items = drafting.enumerate(target, draft, L)
+    items = drafting.enumerate(target, draft_model, L)
     if progress or (progress is None and sys.stderr.isatty() and V ** L > 20000):
         from tqdm.auto import tqdm
         items = tqdm(items, desc=f"enumerating drafts ({_name(verifier)})", leave=False)
-    kind = verifier_kind(verifier)
-    batch = getattr(verifier, "batch_law", None) if kind == "chain" else None
-    rule = getattr(verifier, "node_rule", None) if kind == "tree" else None
+    as_v = as_verifier(verifier)  # a plain callable has neither batched nor node-wise form
+    batch, rule = as_v.batch_law, as_v.node_rule
     if batch is not None and hasattr(drafting, "arrays"):
-        n = _accumulate_batch(batch, drafting.arrays(target, draft, L), emitted, depth_mass, atol)
+        n = _accumulate_batch(batch, drafting.arrays(target, draft_model, L), emitted, depth_mass, atol)
     elif rule is not None and hasattr(drafting, "node_options"):
-        n = _accumulate_nodewise(rule, drafting, target, draft, L, emitted, depth_mass)
+        n = _accumulate_nodewise(rule, drafting, target, draft_model, L, emitted, depth_mass)
     else:
         n = _accumulate_trees(verifier, items, emitted, depth_mass, V, atol)
     at_least = np.cumsum(depth_mass[::-1])[::-1]
@@ -204,7 +242,7 @@ def _accumulate_batch(batch, arrays, emitted, depth_mass, atol) -> int:
     return N
 
 
-def _accumulate_nodewise(rule, drafting, target: Model, draft: Model, L: int, emitted, depth_mass) -> int:
+def _accumulate_nodewise(rule, drafting, target: Model, draft_model: Model, L: int, emitted, depth_mass) -> int:
     """The same accumulation for a node-wise verifier on a process drawing each node's children
     independently: walk the node states (prefix, number of draws that reached it) level by level,
     merging the probability of reaching each state, instead of enumerating whole trees.
@@ -214,7 +252,7 @@ def _accumulate_nodewise(rule, drafting, target: Model, draft: Model, L: int, em
     bonus row p(.|path).  Exact, and equal to the per-tree sum by linearity.
     """
     V = target.V
-    ptab, qtab = target.table(L), draft.table(L - 1)
+    ptab, qtab = target.table(L), draft_model.table(L - 1)
     zero = np.zeros(V)
     level: dict[tuple[int, int], float] = {(0, 1): 1.0}
     evaluations = 0
@@ -250,34 +288,61 @@ def _accumulate_nodewise(rule, drafting, target: Model, draft: Model, L: int, em
 
 
 def completed_law(law: OutputLaw, target: Model) -> tuple[np.ndarray, np.ndarray]:
-    """The completed law C(z) and the target law P(z) over z in V^{L+1} (flat, base-V codes).
+    """The completed law C(z) and the target law P(z) over z in V^{L+1} (docs/theory.md §2).
 
-    C(z) = sum_k O(z^{1:k}) P(z^{k+1:L+1} | z^{1:k}), by the recursion
-    A_{m+1} = A_m * p(.|z^{1:m}) + O_{m+1}; ``target`` must be conditioned on the same context as
+    C(z) = sum_{k=1}^{L+1} O(z^{1:k}) P(z^{k+1:L+1} | z^{1:k}): the law of the emitted string
+    extended with target samples to length L+1, by the recursion A_1 = O_1,
+    A_{m+1}(s t) = A_m(s) p(t|s) + O_{m+1}(s t); P(z) is ``target.joint(L + 1)``.
+
+    Parameters: ``law`` (an :class:`OutputLaw`), ``target`` conditioned on the same context as
     ``law`` (``target.shifted(context)``).
+
+    Returns: ``(C, P)``, two flat float64 arrays of length V^{L+1} indexed by base-V codes.
+
+    >>> from specsim.exact import completed_law, output_law
+    >>> from specsim.models import random_model
+    >>> from specsim.verifiers import token
+    >>> t, d = random_model(3, 0), random_model(3, 1)
+    >>> C, P = completed_law(output_law(token, t, d, L=2), t)
+    >>> C.shape, float(abs(C - P).max()) < 1e-15
+    ((27,), True)
     """
     ptab = target.table(law.L)
     A = law.emitted[1].copy()
-    P = ptab[0][0].copy()
     for m in range(1, law.L + 1):
         A = (A[:, None] * ptab[m]).ravel() + law.emitted[m + 1]
-        P = (P[:, None] * ptab[m]).ravel()
-    return A, P
+    return A, target.joint(law.L + 1)
 
 
-def check_lossless(verifier, target: Model, draft: Model, L: int, drafting: DraftProcess | None = None,
+@renamed_keyword("draft", "draft_model")
+def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
                    context=(), atol: float = LOSSLESS_ATOL, progress: bool | None = None) -> Certificate:
     """Certify a verifier exactly: is max_z |C(z) - P(z)| <= atol over all z in V^{L+1}?
 
-    Parameters: ``verifier`` (chain or tree protocol), ``target`` and ``draft`` models, draft
-    length / tree depth ``L``, ``drafting`` process (default :func:`specsim.drafts.chain`), the
-    ``context`` to certify at (default the empty prefix), tolerance ``atol``.
+    C is the completed law of :func:`completed_law` and P the target's joint law of its first
+    L+1 tokens; C = P for every target / draft pair is losslessness (docs/theory.md §2).  The
+    float64 enumeration error is ~1e-15, hence the default ``atol`` = 1e-9.
 
-    >>> cert = check_lossless(block, random_model(3, 0), random_model(3, 1), L=3)
-    >>> cert.lossless, round(cert.block_efficiency, 4)
+    Parameters: ``verifier`` (chain or tree protocol), ``target`` and ``draft_model`` models over
+    the same V, draft length / tree depth ``L`` (>= 1), ``drafting`` process (default
+    :func:`specsim.drafts.chain`), the ``context`` to certify at (default the empty prefix),
+    tolerance ``atol``, ``progress`` (as in :func:`output_law`).  ``draft=`` is a deprecated
+    spelling of ``draft_model=``.
+
+    Returns: a :class:`Certificate`.
+
+    >>> from specsim.exact import check_lossless
+    >>> from specsim.models import random_model
+    >>> from specsim.verifiers import block, hsd_released
+    >>> t, d = random_model(3, 0), random_model(3, 1)
+    >>> cert = check_lossless(block, t, d, L=3)
+    >>> cert.lossless, round(cert.block_efficiency, 6)
+    (True, 1.434242)
+    >>> check_lossless(hsd_released, t, d, L=3).lossless
+    False
     """
     drafting = drafting or chain()
-    law = output_law(verifier, target, draft, L, drafting, context, progress)
+    law = output_law(verifier, target, draft_model, L, drafting, context, progress)
     C, P = completed_law(law, target.shifted(context))
     err = np.abs(C - P)
     worst = int(np.argmax(err))
@@ -292,7 +357,19 @@ def check_lossless(verifier, target: Model, draft: Model, L: int, drafting: Draf
                        law.expected_accepted, law.block_efficiency, law.accepted_at_least, atol, law.n_drafts)
 
 
-def expected_accepted(verifier, target: Model, draft: Model, L: int, drafting: DraftProcess | None = None,
+@renamed_keyword("draft", "draft_model")
+def expected_accepted(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
                       context=()) -> float:
-    """E[tau]: expected number of accepted draft tokens per iteration (block efficiency minus 1)."""
-    return output_law(verifier, target, draft, L, drafting, context).expected_accepted
+    """E[tau] = sum_{d=1}^{L} P(tau >= d): accepted draft tokens per iteration (block efficiency - 1).
+
+    Parameters: as :func:`output_law` (``draft=`` is a deprecated spelling of ``draft_model=``).
+
+    Returns: a ``float``, computed exactly from the :class:`OutputLaw`.
+
+    >>> from specsim.exact import expected_accepted
+    >>> from specsim.models import iid
+    >>> from specsim.verifiers import token
+    >>> expected_accepted(token, iid([0.5, 0.5]), iid([1.0, 0.0]), L=2)
+    0.75
+    """
+    return output_law(verifier, target, draft_model, L, drafting, context).expected_accepted

@@ -2,8 +2,13 @@
 
 A :class:`Model` wraps any callable ``prefix -> probabilities``, validates every row it returns
 (finite, non-negative, sums to 1) and caches rows, so exact enumeration can ask for the same
-prefix many times.  ``Model.table(L)`` tabulates every prefix of length ``0..L`` at once, which
-is what the exact engine consumes.
+prefix many times.  ``Model.table(L)`` tabulates every prefix of length ``0..L`` at once, and
+``Model.joint(n)`` is the joint law P(z) = prod_k p(z_k | z^{1:k-1}) over V^n built from those
+tables: the one copy of P(z) used by the exact engine, Monte Carlo and the testing suite
+(docs/theory.md §2).
+
+Strings of length n are indexed by their base-V code, first token most significant
+(:func:`prefix_index`), everywhere in the package.
 """
 from __future__ import annotations
 
@@ -22,7 +27,19 @@ __all__ = [
 
 
 def prefix_index(prefix: Sequence[int], V: int) -> int:
-    """Base-V index of a prefix (first token most significant): the row of ``Model.table`` level ``len(prefix)``."""
+    """Base-V code of a string: sum_j s_j V^(n-1-j) for s = (s_0, ..., s_{n-1}) (first token most significant).
+
+    It is the row of ``Model.table(L)[len(prefix)]`` holding p(.|prefix) and the index of the
+    string in ``Model.joint(len(prefix))`` and :class:`specsim.exact.OutputLaw` arrays.
+
+    Parameters: ``prefix`` (token ids in 0..V-1), ``V`` (vocabulary size).
+
+    Returns: the code, an ``int`` in 0..V^n - 1.
+
+    >>> from specsim.models import prefix_index
+    >>> prefix_index((1, 2), 3)
+    5
+    """
     idx = 0
     for t in prefix:
         idx = idx * V + int(t)
@@ -30,11 +47,17 @@ def prefix_index(prefix: Sequence[int], V: int) -> int:
 
 
 class Model:
-    """An autoregressive model over ``V`` tokens: ``model(prefix)`` is the next-token law.
+    """An autoregressive model over ``V`` tokens: ``model(prefix)`` is the next-token law p(.|prefix).
 
-    Rows are validated on first use (``ValueError`` naming the prefix and the problem) and
-    cached.  Returned arrays are read-only views of the cache.
+    Rows are validated on first use (finite, non-negative, |sum - 1| <= ``atol``; ``ValueError``
+    naming the prefix and the problem) and cached; returned arrays are read-only views of the cache.
 
+    Parameters: ``fn`` (callable ``prefix tuple -> V probabilities``), ``V`` (>= 2), ``name``
+    (used in messages), ``atol`` (row-sum tolerance).
+
+    Returns: a callable ``Model``; ``model(prefix)`` returns a read-only float64 array [V].
+
+    >>> from specsim.models import iid
     >>> m = iid([0.2, 0.3, 0.5])
     >>> m((1, 2)).tolist()
     [0.2, 0.3, 0.5]
@@ -48,6 +71,7 @@ class Model:
         self._fn = fn
         self._cache: dict[Prefix, np.ndarray] = {}
         self._tables: list[np.ndarray] = []
+        self._joints: list[np.ndarray] = []  # _joints[k - 1] = P over V^k
 
     def __repr__(self) -> str:
         return f"Model({self.name}, V={self.V})"
@@ -68,7 +92,18 @@ class Model:
         return row
 
     def table(self, L: int) -> list[np.ndarray]:
-        """Rows for every prefix of length 0..L: level k is an array ``[V**k, V]`` indexed by :func:`prefix_index`."""
+        """Rows for every prefix of length 0..L: level k holds p(.|s) for all s in V^k.
+
+        Parameters: ``L`` (>= 0), the longest prefix.
+
+        Returns: a list of L + 1 read-only float64 arrays; level k has shape ``[V**k, V]`` with
+        row :func:`prefix_index` (s) = p(.|s).  Tabulated once and cached.
+
+        >>> from specsim.models import markov
+        >>> tab = markov([0.5, 0.5], [[0.9, 0.1], [0.2, 0.8]]).table(2)
+        >>> [level.shape for level in tab], tab[2][3].tolist()
+        ([(1, 2), (2, 2), (4, 2)], [0.2, 0.8])
+        """
         check_int(L, "L", 0)
         V = self.V
         while len(self._tables) <= L:
@@ -80,8 +115,45 @@ class Model:
             self._tables.append(rows)
         return self._tables[: L + 1]
 
+    def joint(self, n: int) -> np.ndarray:
+        """The joint law of the first n tokens: P(z) = prod_{k=1}^{n} p(z_k | z^{1:k-1}), z in V^n.
+
+        Built from :meth:`table` by the recursion P_{k+1}(s t) = P_k(s) p(t | s); this is the one
+        copy of the target law P(z) in the package (the losslessness criterion C(z) = P(z) of
+        docs/theory.md §2 is stated against it).
+
+        Parameters: ``n`` (>= 1), the string length.
+
+        Returns: a read-only flat float64 array of length ``V**n`` indexed by the base-V code of z
+        (:func:`prefix_index`, first token most significant); ``reshape((V,) * n)`` gives the
+        [V]*n array.  Computed once and cached.
+
+        >>> from specsim.models import markov
+        >>> P = markov([0.5, 0.5], [[0.9, 0.1], [0.2, 0.8]]).joint(2)
+        >>> P.tolist()
+        [0.45, 0.05, 0.1, 0.4]
+        """
+        check_int(n, "n", 1)
+        while len(self._joints) < n:
+            k = len(self._joints)  # build the law over V^(k+1)
+            rows = self.table(k)[k]
+            P = rows[0].copy() if k == 0 else (self._joints[-1][:, None] * rows).ravel()
+            P.setflags(write=False)
+            self._joints.append(P)
+        return self._joints[n - 1]
+
     def shifted(self, context: Sequence[int]) -> "Model":
-        """The same model conditioned on a fixed context: ``shifted(c)(s) == self(c + s)``."""
+        """The model conditioned on a fixed context c: ``shifted(c)(s) == self(c + s)``.
+
+        Parameters: ``context`` (token ids).
+
+        Returns: a new :class:`Model` (``self`` when the context is empty).
+
+        >>> from specsim.models import markov
+        >>> m = markov([0.5, 0.5], [[0.9, 0.1], [0.2, 0.8]])
+        >>> m.shifted((1,))(()).tolist()
+        [0.2, 0.8]
+        """
         ctx = tuple(int(t) for t in context)
         if not ctx:
             return self
@@ -96,13 +168,32 @@ def _index_prefix(i: int, k: int, V: int) -> Prefix:
 
 
 def iid(p: Sequence[float], name: str = "iid") -> Model:
-    """The same distribution ``p`` at every position (context-independent)."""
+    """The context-independent model p(.|s) = p for every prefix s.
+
+    Parameters: ``p`` (a probability vector over V >= 2 tokens), ``name``.
+
+    Returns: a :class:`Model`.
+
+    >>> from specsim.models import iid
+    >>> iid([0.25, 0.75])((0, 1, 1)).tolist()
+    [0.25, 0.75]
+    """
     row = as_distribution(p, f"{name}: p")
     return Model(lambda s: row, row.size, name)
 
 
 def markov(initial: Sequence[float], transition, name: str = "markov") -> Model:
-    """First-order Markov chain: ``p(.|()) = initial`` and ``p(.|s) = transition[s[-1]]``."""
+    """First-order Markov chain: p(.|()) = ``initial`` and p(.|s) = ``transition[s[-1]]``.
+
+    Parameters: ``initial`` (probability vector over V tokens), ``transition`` ([V, V] array whose
+    rows are probability vectors), ``name``.
+
+    Returns: a :class:`Model`.
+
+    >>> from specsim.models import markov
+    >>> markov([1.0, 0.0], [[0.9, 0.1], [0.2, 0.8]])((0, 1)).tolist()
+    [0.2, 0.8]
+    """
     init = as_distribution(initial, f"{name}: initial")
     T = np.asarray(transition, dtype=np.float64)
     if T.shape != (init.size, init.size):
@@ -113,7 +204,17 @@ def markov(initial: Sequence[float], transition, name: str = "markov") -> Model:
 
 
 def from_function(fn: Callable[[Prefix], Sequence[float]], V: int, name: str = "function") -> Model:
-    """Any callable ``prefix -> probabilities`` (validated row by row on use)."""
+    """A model from any callable ``fn(prefix) -> V probabilities`` (each row validated on first use).
+
+    Parameters: ``fn`` (callable on tuples of token ids), ``V`` (>= 2), ``name``.
+
+    Returns: a :class:`Model`.
+
+    >>> from specsim.models import from_function
+    >>> m = from_function(lambda s: [0.5, 0.5] if len(s) % 2 else [1.0, 0.0], 2)
+    >>> m(()).tolist(), m((0,)).tolist()
+    ([1.0, 0.0], [0.5, 0.5])
+    """
     if not callable(fn):
         raise ValueError(f"{name}: fn must be callable, got {type(fn).__name__}")
     return Model(fn, V, name)
@@ -121,11 +222,22 @@ def from_function(fn: Callable[[Prefix], Sequence[float]], V: int, name: str = "
 
 def random_model(V: int, seed: int, concentration: float = 1.0, depth: int | None = None,
                  name: str | None = None) -> Model:
-    """Context-dependent model with an independent Dirichlet(concentration) row for every prefix.
+    """Context-dependent model: p(.|s) ~ Dirichlet(concentration, ..., concentration), one
+    independent row per context.
 
-    Rows depend on the last ``depth`` tokens (all of the prefix when ``depth`` is None), are a
-    deterministic function of ``(seed, context)`` and so are reproducible across processes.
-    Small concentrations give peaked rows with near-zeros.
+    The context of prefix s is its last ``depth`` tokens (all of s when ``depth`` is None); rows
+    are a deterministic function of ``(seed, context)``, so they are reproducible across
+    processes.  Small concentrations give peaked rows with near-zeros.
+
+    Parameters: ``V`` (>= 2), ``seed`` (>= 0), ``concentration`` (> 0), ``depth`` (>= 0 or None),
+    ``name``.
+
+    Returns: a :class:`Model`.
+
+    >>> from specsim.models import random_model
+    >>> m = random_model(3, seed=0)
+    >>> round(float(m((2,)).sum()), 12), bool((m((2,)) != m((1,))).any())
+    (1.0, True)
     """
     check_int(V, "V", 2)
     check_int(seed, "seed", 0)
@@ -152,7 +264,17 @@ def _truncated(model: Model, keep: Callable[[np.ndarray], np.ndarray], name: str
 
 
 def temperature(model: Model, T: float) -> Model:
-    """Rows ``p**(1/T)`` renormalised; ``T = 0`` is greedy (one-hot argmax, ties to the lowest id)."""
+    """Temperature scaling: p_T(v|s) = p(v|s)^(1/T) / sum_u p(u|s)^(1/T); T = 0 is greedy
+    (one-hot on the argmax, ties to the lowest id).
+
+    Parameters: ``model``, ``T`` (finite, >= 0).
+
+    Returns: a :class:`Model`.
+
+    >>> from specsim.models import iid, temperature
+    >>> [round(x, 6) for x in temperature(iid([0.2, 0.8]), 0.5)(()).tolist()]
+    [0.058824, 0.941176]
+    """
     if not (np.isfinite(T) and T >= 0):
         raise ValueError(f"temperature must be finite and >= 0, got {T!r}")
 
@@ -172,7 +294,16 @@ def temperature(model: Model, T: float) -> Model:
 
 
 def mix(a: Model, b: Model, weight: float) -> Model:
-    """Mixture ``(1 - weight) * a + weight * b`` row by row."""
+    """Row-wise mixture: p(.|s) = (1 - weight) a(.|s) + weight b(.|s).
+
+    Parameters: ``a``, ``b`` (models over the same V), ``weight`` in [0, 1].
+
+    Returns: a :class:`Model`.
+
+    >>> from specsim.models import iid, mix
+    >>> mix(iid([1.0, 0.0]), iid([0.0, 1.0]), 0.25)(()).tolist()
+    [0.75, 0.25]
+    """
     if a.V != b.V:
         raise ValueError(f"cannot mix models with V={a.V} and V={b.V}")
     if not 0.0 <= weight <= 1.0:
@@ -181,7 +312,17 @@ def mix(a: Model, b: Model, weight: float) -> Model:
 
 
 def top_k(model: Model, k: int) -> Model:
-    """Keep the ``k`` most likely tokens (ties broken toward lower ids) and renormalise."""
+    """Top-k truncation: keep the ``k`` most likely tokens of each row (ties toward lower ids),
+    zero the rest and renormalise.
+
+    Parameters: ``model``, ``k`` (>= 1).
+
+    Returns: a :class:`Model`.
+
+    >>> from specsim.models import iid, top_k
+    >>> [round(x, 6) for x in top_k(iid([0.1, 0.2, 0.3, 0.4]), 2)(()).tolist()]
+    [0.0, 0.0, 0.428571, 0.571429]
+    """
     check_int(k, "k", 1)
 
     def keep(p: np.ndarray) -> np.ndarray:
@@ -194,7 +335,17 @@ def top_k(model: Model, k: int) -> Model:
 
 
 def top_p(model: Model, p_mass: float) -> Model:
-    """Nucleus truncation: the smallest most-likely set with mass >= ``p_mass`` (at least one token)."""
+    """Nucleus (top-p) truncation: keep the smallest set of most likely tokens whose mass reaches
+    ``p_mass`` (at least one token), zero the rest and renormalise.
+
+    Parameters: ``model``, ``p_mass`` in (0, 1].
+
+    Returns: a :class:`Model`.
+
+    >>> from specsim.models import iid, top_p
+    >>> [round(x, 6) for x in top_p(iid([0.1, 0.2, 0.3, 0.4]), 0.65)(()).tolist()]
+    [0.0, 0.0, 0.428571, 0.571429]
+    """
     if not 0.0 < p_mass <= 1.0:
         raise ValueError(f"top_p mass must be in (0, 1], got {p_mass!r}")
 

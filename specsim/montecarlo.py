@@ -3,8 +3,9 @@
 Each iteration draws a draft from the draft process, runs the verifier's sampling form with fresh
 randomness and records the emitted string.  Estimates come with standard errors.  When V^{L+1} is
 small enough to tabulate, the completed strings (each emitted string extended with target samples
-to length L+1) are also tested against the exact target law with a chi-square test; under a
-lossless verifier that test's p-value is uniform.
+to length L+1) are also tested against the exact target law P(z) = ``target.joint(L + 1)`` with
+the completion chi-square of :mod:`specsim.testing.stats` (docs/theory.md §2); under a lossless
+verifier that test's p-value is uniform.
 """
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
-from ._validate import check_int
+from ._deprecation import renamed_keyword
+from ._validate import check_int, check_model_pair
 from .drafts import DraftProcess, chain
-from .exact import _check_pair, _name
+from .exact import _name
 from .models import Model
-from .verifiers.base import sample_outcome, verifier_kind
+from .testing.stats import SubTest, complete_with_target, goodness_of_fit
+from .verifiers.base import Verifier, sample_outcome, verifier_kind
 
 __all__ = ["MonteCarloEstimate", "estimate", "sample_iteration"]
 
@@ -29,8 +31,12 @@ MAX_COMPLETION_CELLS = 2 ** 20
 
 @dataclass(frozen=True)
 class MonteCarloEstimate:
-    """Sampled E[tau] (with standard error), P(tau >= d), emitted-string counts and, when the
-    target law can be tabulated, a chi-square test of the completed strings against it."""
+    """Sampled E[tau] (with standard error sd / sqrt(n)), P(tau >= d) for d = 0..L, emitted-string
+    counts and, when the target law can be tabulated, ``completion``: the chi-square test
+    (:class:`~specsim.testing.stats.SubTest`) of the completed strings against P(z).
+    ``completion_chi2`` / ``completion_dof`` / ``completion_pvalue`` read that test (``None``
+    without it).  Built by :func:`estimate`.
+    """
 
     verifier: str
     drafting: str
@@ -41,44 +47,91 @@ class MonteCarloEstimate:
     expected_accepted_se: float
     accepted_at_least: np.ndarray
     emitted: Counter = field(repr=False)
-    completion_chi2: float | None = None
-    completion_dof: int | None = None
-    completion_pvalue: float | None = None
+    completion: SubTest | None = None
 
     @property
     def block_efficiency(self) -> float:
+        """E[tau] + 1: tokens emitted per target call."""
         return self.expected_accepted + 1.0
 
+    @property
+    def completion_chi2(self) -> float | None:
+        return None if self.completion is None else self.completion.statistic
 
-def sample_iteration(verifier, target: Model, draft: Model, L: int, drafting: DraftProcess,
+    @property
+    def completion_dof(self) -> int | None:
+        return None if self.completion is None else self.completion.df
+
+    @property
+    def completion_pvalue(self) -> float | None:
+        return None if self.completion is None else self.completion.p_value
+
+
+@renamed_keyword("draft", "draft_model")
+def sample_iteration(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess,
                      rng: np.random.Generator) -> tuple[int, ...]:
-    """One iteration: draw a draft, verify it with fresh randomness, return the emitted string."""
-    tree = drafting.sample(target, draft, L, rng)
+    """One iteration: draw a draft D from the process, verify it with fresh randomness and return
+    the emitted string path(v) + (y,), v the accepted node and y the emitted token.
+
+    Uses the verifier's own sampler when it has one, else draws from its exact law.
+
+    Parameters: ``verifier``, ``target``, ``draft_model`` (trusted: no checks), ``L``, ``drafting``,
+    ``rng`` (``numpy.random.Generator``).  ``draft=`` is a deprecated spelling of ``draft_model=``.
+
+    Returns: the emitted string, a tuple of 1..L+1 token ids.
+
+    >>> import numpy as np
+    >>> from specsim.drafts import chain
+    >>> from specsim.models import iid
+    >>> from specsim.montecarlo import sample_iteration
+    >>> from specsim.verifiers import token
+    >>> m = iid([0.0, 1.0])
+    >>> sample_iteration(token, m, m, 2, chain(), np.random.default_rng(0))
+    (1, 1, 1)
+    """
+    tree = drafting.sample(target, draft_model, L, rng)
     if verifier_kind(verifier) == "tree":
         args = (tree,)
     else:
         args = tree.chain_arrays()
-    if getattr(verifier, "sampler", None) is not None:  # trusted internal call: skip re-validation
+    if isinstance(verifier, Verifier) and verifier.sampler is not None:  # trusted call: no re-validation
         node, y = verifier.sampler(*args, rng=rng)
     else:
         node, y = sample_outcome(verifier.law(*args) if hasattr(verifier, "law") else verifier(*args), rng)
     return (*tree.path(node), int(y))
 
 
-def estimate(verifier, target: Model, draft: Model, L: int, n: int = 10_000,
+@renamed_keyword("draft", "draft_model")
+def estimate(verifier, target: Model, draft_model: Model, L: int, n: int = 10_000,
              drafting: DraftProcess | None = None, rng: np.random.Generator | int | None = None,
-             context=(), complete: bool = True, progress: bool | None = None) -> MonteCarloEstimate:
-    """Estimate E[tau] = mean(|s| - 1) over n sampled iterations, with standard error sd/sqrt(n).
+             context=(), complete: bool = True, progress: bool | None = None,
+             alpha: float = 1e-3) -> MonteCarloEstimate:
+    """Estimate E[tau] = mean(|s| - 1) over n sampled iterations s, with standard error sd / sqrt(n).
 
-    ``rng`` is a ``numpy.random.Generator`` (or a seed).  With ``complete`` and V^{L+1} <= 2^20,
-    every emitted string is completed with target samples to length L+1 and Pearson's chi-square
-    compares the counts with n P(z) (cells with expected count < 5 pooled).
+    With ``complete`` and V^{L+1} <= 2^20, every emitted string is completed with target samples
+    to length L+1 and the completion chi-square (:func:`specsim.testing.stats.goodness_of_fit`:
+    Pearson, cells of expected count < 5 pooled, p-value 0 for a string with P = 0) compares the
+    counts with n P(z); ``alpha`` is its level (its ``rejected`` verdict, and the TV it detects
+    with power 0.99).
+
+    Parameters: ``verifier``, ``target``, ``draft_model`` (models over the same V; ``draft=`` is
+    deprecated), ``L`` (>= 1), ``n`` (>= 2), ``drafting`` (default the chain process), ``rng`` (a
+    ``numpy.random.Generator`` or a seed), ``context``, ``complete``, ``progress``, ``alpha``.
+
+    Returns: a :class:`MonteCarloEstimate`.
+
+    >>> from specsim.models import random_model
+    >>> from specsim.montecarlo import estimate
+    >>> from specsim.verifiers import block
+    >>> e = estimate(block, random_model(3, 0), random_model(3, 1), L=2, n=2000, rng=0)
+    >>> round(e.expected_accepted, 3), round(e.expected_accepted_se, 3), e.completion.rejected  # exact: 0.34161
+    (0.331, 0.015, False)
     """
-    _check_pair(target, draft, L)
+    L = check_model_pair(target, draft_model, L)
     check_int(n, "n", 2)
     drafting = drafting or chain()
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    target, draft = target.shifted(context), draft.shifted(context)
+    target, draft_model = target.shifted(context), draft_model.shifted(context)
     it = range(n)
     if progress or (progress is None and sys.stderr.isatty() and n >= 50_000):
         from tqdm.auto import tqdm
@@ -86,40 +139,24 @@ def estimate(verifier, target: Model, draft: Model, L: int, n: int = 10_000,
     emitted: Counter = Counter()
     taus = np.empty(n)
     for k in it:
-        s = sample_iteration(verifier, target, draft, L, drafting, rng)
+        s = sample_iteration(verifier, target, draft_model, L, drafting, rng)
         emitted[s] += 1
         taus[k] = len(s) - 1
     at_least = np.array([(taus >= d).mean() for d in range(L + 1)])
-    chi2 = dof = pval = None
+    completion = None
     if complete and target.V ** (L + 1) <= MAX_COMPLETION_CELLS:
-        chi2, dof, pval = _completion_test(emitted, target, L, n, rng)
+        completion = _completion_test(emitted, target, L, rng, alpha)
     return MonteCarloEstimate(_name(verifier), _name(drafting), target.V, L, n, float(taus.mean()),
-                              float(taus.std(ddof=1) / np.sqrt(n)), at_least, emitted, chi2, dof, pval)
+                              float(taus.std(ddof=1) / np.sqrt(n)), at_least, emitted, completion)
 
 
-def _completion_test(emitted: Counter, target: Model, L: int, n: int, rng: np.random.Generator):
-    V = target.V
-    ptab = target.table(L)
-    strings = [st for st, c in emitted.items() for _ in range(c)]
-    lengths = np.array([len(st) for st in strings])
-    codes = np.array([sum(t * V ** (len(st) - 1 - j) for j, t in enumerate(st)) for st in strings])
-    for m in range(1, L + 1):  # extend every string of length <= m by one target sample
-        grow = lengths <= m
-        cdf = np.cumsum(ptab[m][codes[grow]], axis=1)
-        u = rng.random(int(grow.sum()))[:, None] * cdf[:, -1:]
-        nxt = np.minimum((cdf <= u).sum(axis=1), V - 1)
-        codes[grow] = codes[grow] * V + nxt
-        lengths[grow] += 1
-    counts = np.bincount(codes, minlength=V ** (L + 1)).astype(float)
-    P = ptab[0][0].copy()
-    for m in range(1, L + 1):
-        P = (P[:, None] * ptab[m]).ravel()
-    expected = n * P
-    big = expected >= 5
-    obs = np.append(counts[big], counts[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    keep = exp > 0
-    obs, exp = obs[keep], exp[keep]
-    chi2 = float(((obs - exp) ** 2 / exp).sum())
-    dof = int(obs.size - 1)
-    return chi2, dof, float(stats.chi2.sf(chi2, dof)) if dof > 0 else 1.0
+def _completion_test(emitted: Counter, target: Model, L: int, rng: np.random.Generator, alpha: float) -> SubTest:
+    """Complete every emitted string with target samples and test the counts against P(z)."""
+    strings = [s for s, c in emitted.items() for _ in range(c)]
+    z = np.zeros((len(strings), L + 1), dtype=np.int64)
+    for i, s in enumerate(strings):
+        z[i, :len(s)] = s
+    lengths = np.array([len(s) for s in strings])
+    _, codes = complete_with_target(z, lengths, target.table(L), rng)
+    counts = np.bincount(codes, minlength=target.V ** (L + 1))
+    return goodness_of_fit(counts, target.joint(L + 1), alpha, name="completed strings vs P(z)")

@@ -5,8 +5,9 @@ Point it at your own code:
 * exact law available (a verifier in the :mod:`specsim.verifiers` protocol):
   ``assert_lossless(my_verifier)`` certifies C(z) = P(z) (docs/theory.md §2) exactly on Hypothesis-drawn
   prefix-dependent model pairs and reports a shrunk counterexample;
-* sampling only: ``check_sampler(sample_fn, target, draft, L)`` (chi-square tests with a stated
-  false-alarm rate and power); with injectable uniforms, ``check_sampler_exact``;
+* sampling only: ``check_sampler(sample_fn, target, draft_model, L)`` (the completion chi-square
+  of :mod:`specsim.testing.stats`, with a stated false-alarm rate and power); with injectable
+  uniforms, ``check_sampler_exact``;
 * strategies (:mod:`specsim.testing.strategies`), adapters for torch batch samplers and
   transformers (:mod:`specsim.testing.adapters`), pytest fixtures (:mod:`specsim.testing.plugin`)
   and the self-test against mutation suites (:func:`mutation_table`).
@@ -21,8 +22,9 @@ import importlib
 _EXPORTS = {
     "assertions": ("assert_lossless", "LossyVerifierError", "Case", "certify_case", "describe_failure",
                    "tree_needs"),
-    "sampler": ("check_sampler", "check_sampler_exact", "SamplerCheck", "SubTest", "BatchSampler",
-                "completed_law", "samples_to_detect", "detection_threshold"),
+    "sampler": ("check_sampler", "check_sampler_exact", "SamplerCheck", "BatchSampler",
+                "completed_and_target_laws", "completed_law", "samples_to_detect"),
+    "stats": ("SubTest", "goodness_of_fit", "detection_threshold", "chi_square_power", "detectable_tv"),
     "adapters": ("from_verifier", "torch_batch_sampler", "transformers_sampler",
                  "find_transformers_speculative_sampling"),
     "strategies": ("distributions", "model_pairs", "adversarial_pairs", "ModelPair", "draft_processes",

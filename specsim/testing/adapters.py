@@ -9,20 +9,35 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..verifiers.base import as_verifier
 from .sampler import BatchSampler
 
 __all__ = ["from_verifier", "torch_batch_sampler", "transformers_sampler", "find_transformers_speculative_sampling"]
 
 
 def from_verifier(verifier):
-    """``sample_fn`` running ``verifier.sample`` (its own sampler, or a draw from its exact law).
+    """The chain ``sample_fn(draft, p, q, rng) -> (accepted, token)`` of a verifier: its own
+    sampler when it has one (the algorithm run with fresh uniforms), else one draw from its
+    exact outcome law.
 
-    >>> check_sampler(from_verifier(block), random_model(3, 0), random_model(3, 1), L=2)
+    Parameters: ``verifier`` (a chain :class:`~specsim.verifiers.base.Verifier` or a plain law
+    ``fn(draft, p, q) -> list[Outcome]``).
+
+    Returns: the ``sample_fn`` for :func:`~specsim.testing.check_sampler` (its ``name`` attribute
+    is the verifier's name).
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_sampler, from_verifier
+    >>> from specsim.verifiers import block
+    >>> check_sampler(from_verifier(block), random_model(3, 0), random_model(3, 1), L=2, n=1000).passed
+    True
     """
+    verifier = as_verifier(verifier)
+
     def sample_fn(draft, p, q, rng):
         return verifier.sample(draft, p, q, rng=rng)
 
-    sample_fn.name = getattr(verifier, "name", "verifier")
+    sample_fn.name = verifier.name
     return sample_fn
 
 
@@ -33,14 +48,27 @@ def _torch_dtype(dtype):
 
 
 def torch_batch_sampler(fn, dtype="float32", device="cpu", chunk: int = 4096, name: str | None = None) -> BatchSampler:
-    """Wrap a dense torch batch sampler (FlashInfer-style layout, docs/theory.md §11.1) for :func:`check_sampler`.
+    """Wrap a dense torch batch sampler (FlashInfer-style layout, docs/theory.md §11.1) for
+    :func:`~specsim.testing.check_sampler`.
 
     ``fn(draft_token_ids: int64[B, L], draft_probs: [B, L, V], target_probs: [B, L+1, V],
     generator: torch.Generator) -> (accepted: int[B], tokens: int[B])`` where ``accepted`` = tau
     (draft tokens kept) and ``tokens`` the emitted correction / bonus token.  The generator is
-    seeded from the check's numpy ``rng``, so runs are reproducible.
+    seeded from the check's numpy ``rng`` once per chunk, so runs are reproducible.
 
-    >>> res = check_sampler(torch_batch_sampler(my_kernel), target, draft, L=3, n=100_000)
+    Parameters: ``fn``; ``dtype`` of the probability tensors (name or ``torch.dtype``);
+    ``device``; ``chunk`` (drafts per call); ``name`` (for the report).
+
+    Returns: a :class:`~specsim.testing.BatchSampler`.
+
+    >>> import torch
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_sampler, torch_batch_sampler
+    >>> def reject_all(ids, q, p, generator):  # tau = 0, y ~ p_0: lossless, accepts nothing
+    ...     return torch.zeros(len(ids), dtype=torch.long), torch.multinomial(p[:, 0], 1, generator=generator)[:, 0]
+    >>> sampler = torch_batch_sampler(reject_all, dtype="float64")
+    >>> check_sampler(sampler, random_model(3, 0), random_model(3, 1), L=2, n=3000).passed
+    True
     """
     def run(drafts, p, q, rng):
         import torch
@@ -58,7 +86,16 @@ def torch_batch_sampler(fn, dtype="float32", device="cpu", chunk: int = 4096, na
 
 def find_transformers_speculative_sampling():
     """transformers' speculative sampling function (``transformers.generation.utils._speculative_sampling``
-    in 4.x / 5.x), or ``None`` when transformers or the function is missing."""
+    in 4.x / 5.x), or ``None`` when transformers (an optional third-party dependency) or the
+    function is missing.
+
+    Returns: the function or ``None``.
+
+    >>> from specsim.testing import find_transformers_speculative_sampling
+    >>> fn = find_transformers_speculative_sampling()
+    >>> fn is None or callable(fn)
+    True
+    """
     try:
         from transformers.generation import utils
     except Exception:  # noqa: BLE001 - transformers absent or broken
@@ -77,7 +114,15 @@ def transformers_sampler(dtype="float32", assistant_ensemble_weight: float | Non
     ``(n_matches, last emitted token)``.  ``assistant_ensemble_weight`` is forwarded when set
     (the static-ensemble option of transformers >= 5, lossy by design).
 
-    >>> res = check_sampler(transformers_sampler(), random_model(3, 0), random_model(3, 1), L=2)
+    Parameters: ``dtype`` of the logits; ``assistant_ensemble_weight`` (``None``: not passed).
+
+    Returns: the chain ``sample_fn`` for :func:`~specsim.testing.check_sampler`; ``ValueError``
+    when transformers or the option is missing.
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_sampler, transformers_sampler
+    >>> check_sampler(transformers_sampler(), random_model(3, 0), random_model(3, 1), L=2, n=500).passed
+    True
     """
     fn = find_transformers_speculative_sampling()
     if fn is None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ..drafts import chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless
-from ..verifiers.base import OUTCOME_ATOL, Verifier, check_outcomes, verifier_kind
+from ..verifiers.base import OUTCOME_ATOL, Verifier, as_verifier, chain_verifier, check_outcomes, tree_verifier
 from .strategies import ModelPair, _as_strategy, draft_processes, model_pairs
 
 __all__ = ["assert_lossless", "LossyVerifierError", "Case", "certify_case", "describe_failure", "tree_needs"]
@@ -24,7 +24,16 @@ __all__ = ["assert_lossless", "LossyVerifierError", "Case", "certify_case", "des
 
 @dataclass(frozen=True)
 class Case:
-    """One instance: a model pair, a draft length ``L`` and a draft process."""
+    """One instance of :func:`assert_lossless`: a :class:`~specsim.testing.strategies.ModelPair`,
+    a draft length / tree depth ``L`` and a draft process ``drafting``.
+
+    >>> from specsim.drafts import chain
+    >>> from specsim.models import random_model
+    >>> from specsim.testing.assertions import Case
+    >>> from specsim.testing.strategies import ModelPair
+    >>> Case(ModelPair(random_model(3, 0), random_model(3, 1), 3, None, seed=(0, 1)), 2, chain())
+    Case(ModelPair(V=3, random_model seeds=(0, 1)), L=2, drafting='chain')
+    """
 
     pair: ModelPair
     L: int
@@ -35,8 +44,18 @@ class Case:
 
 
 class LossyVerifierError(AssertionError):
-    """Raised by :func:`assert_lossless`; ``case`` is the (shrunk) failing instance and
-    ``certificate`` its exact certificate (``None`` when the verifier misbehaved instead)."""
+    """Raised by :func:`assert_lossless` (an ``AssertionError``); ``case`` is the (shrunk) failing
+    :class:`Case` and ``certificate`` its exact :class:`~specsim.exact.Certificate` (``None`` when
+    the verifier raised or returned an invalid outcome list instead).
+
+    >>> from specsim.testing import LossyVerifierError, assert_lossless
+    >>> from specsim.verifiers import hsd_released
+    >>> try:
+    ...     assert_lossless(hsd_released, max_examples=20, derandomize=True, shrink=False)
+    ... except LossyVerifierError as err:
+    ...     print(err.certificate.lossless, err.certificate.max_abs_error > 1e-6)
+    False True
+    """
 
     def __init__(self, message: str, case: Case, certificate: Certificate | None = None):
         super().__init__(message)
@@ -54,9 +73,8 @@ def _fmt(row) -> str:
 
 def _guarded(verifier, V: int) -> Verifier:
     """Wrap a verifier so exceptions and invalid outcome lists name the draft that caused them."""
-    kind = verifier_kind(verifier)
-    law = getattr(verifier, "law", verifier)
-    name = getattr(verifier, "name", getattr(verifier, "__name__", type(verifier).__name__))
+    verifier = as_verifier(verifier)
+    kind, law, name = verifier.kind, verifier.law, verifier.name
 
     def describe(args) -> str:
         if kind == "chain":
@@ -78,18 +96,50 @@ def _guarded(verifier, V: int) -> Verifier:
         except ValueError as exc:
             raise _VerifierFault(f"{name} returned an invalid outcome list: {exc}\n  on {describe(args)}") from None
 
-    return Verifier(name, wrapped, kind, None, getattr(verifier, "lossless", True))
+    if kind == "chain":
+        return chain_verifier(name, lossless=verifier.lossless)(wrapped)
+    return tree_verifier(name, needs=verifier.needs, lossless=verifier.lossless)(wrapped)
 
 
 def certify_case(verifier, case: Case, atol: float = LOSSLESS_ATOL) -> Certificate:
-    """Exact certificate of ``verifier`` on one :class:`Case` (``_VerifierFault`` if it misbehaves)."""
+    """Exact certificate (max_z |C(z) - P(z)| <= atol, :func:`specsim.exact.check_lossless`) of
+    ``verifier`` on one :class:`Case`, the verifier's outcome lists validated on every draft.
+
+    Parameters: ``verifier`` (chain or tree protocol), ``case``, ``atol``.
+
+    Returns: a :class:`~specsim.exact.Certificate`; raises ``_VerifierFault`` (naming the draft)
+    when the verifier raises or returns an invalid outcome list.
+
+    >>> from specsim.drafts import chain
+    >>> from specsim.models import random_model
+    >>> from specsim.testing.assertions import Case, certify_case
+    >>> from specsim.testing.strategies import ModelPair
+    >>> from specsim.verifiers import block
+    >>> pair = ModelPair(random_model(3, 0), random_model(3, 1), 3, None, seed=(0, 1))
+    >>> certify_case(block, Case(pair, 2, chain())).lossless
+    True
+    """
     pair = case.pair
     return check_lossless(_guarded(verifier, pair.V), pair.target, pair.draft, case.L, case.drafting, atol=atol)
 
 
 def describe_failure(cert: Certificate, case: Case) -> str:
     """Human-readable counterexample: the worst completed sequence z, C(z) vs P(z) and the target /
-    draft rows along z (the rows the verifier saw when it drafted or emitted a prefix of z)."""
+    draft rows along z (the rows the verifier saw when it drafted or emitted a prefix of z).
+
+    Parameters: ``cert`` (a failing :class:`~specsim.exact.Certificate`), ``case`` (its :class:`Case`).
+
+    Returns: the report, a multi-line ``str``.
+
+    >>> from specsim.drafts import chain
+    >>> from specsim.models import random_model
+    >>> from specsim.testing.assertions import Case, certify_case, describe_failure
+    >>> from specsim.testing.strategies import ModelPair
+    >>> from specsim.verifiers import hsd_released
+    >>> case = Case(ModelPair(random_model(3, 0), random_model(3, 1), 3, None, seed=(0, 1)), 2, chain())
+    >>> print(describe_failure(certify_case(hsd_released, case), case).splitlines()[0])
+    hsd_released is not lossless: Case(ModelPair(V=3, random_model seeds=(0, 1)), L=2, drafting='chain')
+    """
     z = cert.worst_sequence
     t, d = case.pair.target, case.pair.draft
     lines = [
@@ -108,24 +158,23 @@ def describe_failure(cert: Certificate, case: Case) -> str:
     return "\n".join(lines)
 
 
-def tree_needs(verifier):
-    """Children laws a tree verifier relies on: its ``needs`` attribute, else its entry in
-    ``specsim.verifiers.tree.TREE_VERIFIERS``, else ``None`` (no known requirement)."""
-    needs = getattr(verifier, "needs", None)
-    if needs is not None:
-        return frozenset(needs)
-    try:
-        from ..verifiers.tree import TREE_VERIFIERS
-    except ImportError:
-        return None
-    for v, n in TREE_VERIFIERS.values():
-        if v is verifier:
-            return frozenset(n)
-    return None
+def tree_needs(verifier) -> frozenset[str]:
+    """The children laws a verifier relies on: ``Verifier.needs`` (a plain callable is a chain
+    verifier, which needs ``{"chain"}``).
+
+    Parameters: ``verifier`` a :class:`~specsim.verifiers.base.Verifier` or a plain chain callable.
+
+    Returns: a ``frozenset`` of :data:`specsim.verifiers.base.NEED_TAGS`.
+
+    >>> from specsim.verifiers import sequoia
+    >>> sorted(tree_needs(sequoia))
+    ['swor']
+    """
+    return as_verifier(verifier).needs
 
 
 def _strategy_for(verifier, V, L, drafting, depth):
-    kind = verifier_kind(verifier)
+    kind = as_verifier(verifier).kind
     if drafting is None:
         drafting = draft_processes("chain") if kind == "chain" else draft_processes("any", tree_needs(verifier))
     if L is None:
@@ -160,8 +209,11 @@ def assert_lossless(verifier, *, V=None, L=None, drafting=None, depth=st.integer
     outcome list (probabilities not summing to 1, ``accepted`` beyond the draft) is reported the
     same way with the draft that caused it.  Do not call it inside another ``@given`` test.
 
+    Returns: ``None`` when every instance passes.
+
+    >>> from specsim.testing import assert_lossless
     >>> from specsim.verifiers import block
-    >>> assert_lossless(block)
+    >>> assert_lossless(block, max_examples=10)
     """
     cases = _strategy_for(verifier, V, L, drafting, depth)
     kw = dict(max_examples=max_examples, deadline=None, database=None,

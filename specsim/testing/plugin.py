@@ -19,6 +19,7 @@ import pytest
 
 
 def pytest_addoption(parser):
+    """Register ``--specsim-examples N``: Hypothesis examples per ``lossless_check`` call."""
     group = parser.getgroup("specsim", "specsim distribution-preservation checks")
     group.addoption("--specsim-examples", type=int, default=None,
                     help="Hypothesis examples per lossless_check call (default: assert_lossless's 60)")
@@ -26,7 +27,14 @@ def pytest_addoption(parser):
 
 @pytest.fixture
 def lossless_check(request):
-    """``lossless_check(verifier, **kw)``: exact property-based certification (assert_lossless)."""
+    """Fixture: ``lossless_check(verifier, **kw)`` asserts max_z |C(z) - P(z)| <= atol on every
+    Hypothesis-drawn instance (:func:`specsim.testing.assert_lossless`, same keywords; the default
+    ``max_examples`` comes from ``--specsim-examples``).
+
+    Returns: the check function; it raises :class:`specsim.testing.LossyVerifierError` (an
+    ``AssertionError``, so the test fails with the shrunk counterexample).  Fixtures are not
+    called directly; the module docstring shows a complete test file.
+    """
     from specsim.testing import assert_lossless
 
     n = request.config.getoption("--specsim-examples", default=None)
@@ -41,11 +49,17 @@ def lossless_check(request):
 
 @pytest.fixture
 def sampler_check():
-    """``sampler_check(sample_fn, target, draft, L, **kw)``: statistical check; fails with the report."""
+    """Fixture: ``sampler_check(sample_fn, target, draft_model, L, **kw)`` runs
+    :func:`specsim.testing.check_sampler` (the completion chi-square at false-alarm rate
+    ``alpha``, power stated in its report) and fails the test with the report when it rejects.
+
+    Returns: the check function, which returns the :class:`specsim.testing.SamplerCheck` when it
+    passes.  Fixtures are not called directly; see the module docstring.
+    """
     from specsim.testing import check_sampler
 
-    def check(sample_fn, target, draft, L, **kw):
-        res = check_sampler(sample_fn, target, draft, L, **kw)
+    def check(sample_fn, target, draft_model, L, **kw):
+        res = check_sampler(sample_fn, target, draft_model, L, **kw)
         if not res.passed:
             pytest.fail(str(res), pytrace=False)
         return res

@@ -3,61 +3,62 @@ implementation accepts injected uniforms, exact (``check_sampler_exact``).
 
 Statistical mode (docs/theory.md §2, tier 5).  Draw n drafts x ~ Q, run the implementation once per
 draft, complete every emitted string x^{1:tau} y with exact target samples to length L+1 and test
-the completed strings against the target law P(z) on V^{L+1} (Pearson chi-square), plus one
-chi-square per position on the marginal of z_k.  Under losslessness the completed strings are
-i.i.d. draws from P exactly, so the false-alarm rate is the chi-square level: ``alpha`` per call,
-split by Bonferroni over the L + 2 sub-tests.  Power comes from the non-central chi-square: a test
-with df degrees of freedom at level a rejects with probability ``power`` once the non-centrality
-n * chi2(C || P) reaches lambda*(df, a); since chi2(C || P) >= 4 TV(C, P)^2 (Cauchy-Schwarz), every
+the completed strings against the target law P(z) on V^{L+1}, plus one test per position on the
+marginal of z_k, with the completion chi-square of :mod:`specsim.testing.stats`.  Under
+losslessness the completed strings are i.i.d. draws from P exactly, so the false-alarm rate is the
+chi-square level: ``alpha`` per call, split by Bonferroni over the L + 2 sub-tests.  Power: every
 completed law with TV(C, P) >= sqrt(lambda* / 4n) (+ the target mass of pooled small cells) is
-detected with at least that power.  An emitted string with P = 0 is a certain failure.
+detected with probability ``power`` (non-central chi-square, see :mod:`specsim.testing.stats`).
+An emitted string with P = 0 is a certain failure.
 """
 from __future__ import annotations
 
 import itertools
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from .._validate import check_int
-from ..drafts import chain
-from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, output_law
+from .._deprecation import renamed_keyword
+from .._sampling import draw_rows
+from .._validate import check_int, check_model_pair
+from ..drafts import Chain, chain
+from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, completed_law as _exact_completed_law, output_law
 from ..models import Model
-from ..verifiers.base import Outcome, Verifier
+from ..verifiers.base import Outcome, chain_verifier
+from .stats import SubTest, chi_square_distance, complete_with_target, detection_threshold, goodness_of_fit
 
 __all__ = ["check_sampler", "check_sampler_exact", "SamplerCheck", "SubTest", "BatchSampler",
-           "completed_law", "samples_to_detect", "detection_threshold"]
+           "completed_and_target_laws", "completed_law", "samples_to_detect", "detection_threshold"]
+
+#: Largest V^{L+1} for which :func:`check_sampler` tabulates the joint test.
+MAX_JOINT_CELLS = 2_000_000
 
 
 @dataclass(frozen=True)
 class BatchSampler:
-    """A vectorised sampler: ``fn(drafts [B, L] int64, p [B, L+1, V], q [B, L, V], rng) ->
-    (accepted [B], tokens [B])``, called on chunks of ``chunk`` drafts by :func:`check_sampler`."""
+    """A vectorised sampler for :func:`check_sampler`, called on chunks of ``chunk`` drafts.
+
+    ``fn(drafts [B, L] int64, p [B, L+1, V], q [B, L, V], rng) -> (accepted [B], tokens [B])``:
+    row b is one verification of draft b (``p[b, k]`` = target(.|x^{1:k}), ``q[b, k]`` =
+    draft(.|x^{1:k})), ``accepted`` = tau in 0..L and ``tokens`` the emitted token; ``rng`` is the
+    check's ``numpy.random.Generator``.
+
+    >>> import numpy as np
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import BatchSampler, check_sampler
+    >>> def reject_all(drafts, p, q, rng):  # lossless: tau = 0, y ~ p_0
+    ...     c = np.cumsum(p[:, 0], axis=1)
+    ...     y = (c <= rng.random(len(drafts))[:, None]).sum(axis=1)
+    ...     return np.zeros(len(drafts), dtype=int), np.minimum(y, p.shape[2] - 1)
+    >>> check_sampler(BatchSampler(reject_all), random_model(3, 0), random_model(3, 1), L=2, n=3000).passed
+    True
+    """
 
     fn: Callable
     chunk: int = 4096
     name: str = "batch sampler"
-
-
-@dataclass(frozen=True)
-class SubTest:
-    """One chi-square goodness-of-fit test: ``statistic`` on ``df`` degrees of freedom, its
-    ``p_value`` and the Bonferroni ``level`` it is compared with; ``pooled_mass`` = target mass of
-    cells pooled to keep expected counts >= 5; ``detectable_tv`` = the TV distance (of the tested
-    law) detected with the stated power at this sample size."""
-
-    name: str
-    statistic: float
-    df: int
-    p_value: float
-    level: float
-    pooled_mass: float
-    detectable_tv: float
-
-    @property
-    def rejected(self) -> bool:
-        return self.p_value < self.level
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,11 @@ class SamplerCheck:
 
     ``alpha`` is the false-alarm rate of the whole call; ``detectable_tv`` is the smallest TV between
     the completed law and the target's first L+1 tokens that the joint test detects with
-    probability ``power`` at this ``n`` (Pearson chi-square, non-central chi-square power)."""
+    probability ``power`` at this ``n`` (Pearson chi-square, non-central chi-square power);
+    ``subtests`` are the :class:`~specsim.testing.stats.SubTest` objects (joint law first, then one
+    per position); ``invalid`` describes bad output of the implementation (``None`` if none).
+    ``str()`` is the report.
+    """
 
     passed: bool
     n: int
@@ -99,107 +104,60 @@ class SamplerCheck:
 
 
 # ----------------------------------------------------------------------------- statistics
-def detection_threshold(df: int, level: float, power: float = 0.99) -> float:
-    """lambda*: the non-centrality at which a level-``level`` chi-square test on ``df`` degrees of
-    freedom rejects with probability ``power`` (solves P(chi2'_{df}(lambda) > chi2_{df, 1-level}) = power)."""
-    from scipy import optimize, stats
-
-    crit = stats.chi2.isf(level, df)
-    return float(optimize.brentq(lambda lam: stats.ncx2.sf(crit, df, lam) - power, 1e-9, 1e7, xtol=1e-9))
-
-
-def _gof(name, counts, probs, n, level, power, min_expected):
-    """Pearson chi-square of ``counts`` against ``probs`` (positive cells), pooling small cells."""
-    from scipy import stats
-
-    expected = probs * n
-    order = np.argsort(expected, kind="stable")
-    e, c, pr = expected[order], counts[order], probs[order]
-    k = int(np.searchsorted(e, min_expected))  # cells below the threshold
-    if k:
-        cum = np.cumsum(e)
-        k = max(k, int(np.searchsorted(cum, min_expected)) + 1)
-        k = min(k, e.size)
-    groups_e = np.concatenate(([e[:k].sum()], e[k:])) if k else e
-    groups_c = np.concatenate(([c[:k].sum()], c[k:])) if k else c
-    pooled = float(pr[:k].sum()) if k > 1 else 0.0
-    df = groups_e.size - 1
-    if df < 1:
-        return SubTest(name, 0.0, 0, 1.0, level, pooled, 1.0)
-    stat = float(((groups_c - groups_e) ** 2 / groups_e).sum())
-    lam = detection_threshold(df, level, power)
-    return SubTest(name, stat, df, float(stats.chi2.sf(stat, df)), level, pooled,
-                   min(1.0, float(np.sqrt(lam / (4 * n))) + pooled))
-
-
-def _target_joint(target: Model, L: int) -> np.ndarray:
-    ptab = target.table(L)
-    P = ptab[0][0].copy()
-    for m in range(1, L + 1):
-        P = (P[:, None] * ptab[m]).ravel()
-    return P
-
-
 def _marginals(joint: np.ndarray, V: int, L: int) -> list[np.ndarray]:
     J = joint.reshape((V,) * (L + 1))
     return [J.sum(axis=tuple(a for a in range(L + 1) if a != k)) for k in range(L + 1)]
 
 
-def _draw(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One token per row by inverse CDF (never a zero-probability token)."""
-    c = np.cumsum(rows, axis=1)
-    u = rng.random(rows.shape[0]) * c[:, -1]
-    return np.minimum((c <= u[:, None]).sum(axis=1), rows.shape[1] - 1)
-
-
-def _codes(z: np.ndarray, V: int) -> np.ndarray:
-    code = np.zeros(z.shape[0], dtype=np.int64)
-    for k in range(z.shape[1]):
-        code = code * V + z[:, k]
-    return code
-
-
-def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000, alpha: float = 1e-3,
+@renamed_keyword("draft", "draft_model")
+def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int = 20000, alpha: float = 1e-3,
                   seed: int = 0, context=(), power: float = 0.99, min_expected: float = 5.0,
                   name: str | None = None, drafting=None) -> SamplerCheck:
     """Statistical losslessness test of a sampling-only implementation at one context.
 
     H0: C(z) = P(z) for all z in V^{L+1} (docs/theory.md §2), where C is the law of the emitted block
-    completed with target samples.  Sub-tests: one Pearson chi-square on the completed strings
-    (V^{L+1} cells, cells with expected count < ``min_expected`` pooled) and one per position on
-    the marginal of z_k (k = 1..L+1), each at level ``alpha`` / (L + 2) (Bonferroni), so the
-    false-alarm rate of the call is at most ``alpha`` (chi-square approximation).  Any emitted
-    string with P = 0 fails outright.  Power: the non-central chi-square, see
-    :class:`SamplerCheck`.  Cites Leviathan et al., arXiv 2211.17192, for the output format.
+    completed with target samples.  Sub-tests (:func:`specsim.testing.stats.goodness_of_fit`): one
+    Pearson chi-square on the completed strings (V^{L+1} cells, cells with expected count <
+    ``min_expected`` pooled) and one per position on the marginal of z_k (k = 1..L+1), each at
+    level ``alpha`` / (L + 2) (Bonferroni), so the false-alarm rate of the call is at most
+    ``alpha`` (chi-square approximation).  Any emitted string with P = 0 fails outright.  Power:
+    a completed law at TV(C, P) >= ``detectable_tv`` is flagged with probability >= ``power``
+    (non-central chi-square).  The output format (tau, then one token) is that of Leviathan et
+    al., arXiv 2211.17192.
 
     Parameters: ``sample_fn(draft_tokens, p, q, rng) -> (accepted, token)`` in the chain layout
     (``p`` [L+1, V], ``q`` [L, V]; ``rng`` a numpy Generator it may use) or a
-    :class:`BatchSampler`; ``target``, ``draft`` models; ``L``; ``n`` iterations; ``alpha``;
-    ``seed``; ``context``; ``power``.  With ``drafting`` (a tree draft process such as
-    ``iid_paths(2)``) the implementation is a tree sampler ``sample_fn(tree, rng) -> (node,
-    token)`` on trees drawn by that process, and the emitted string is path(node) + token.
+    :class:`BatchSampler`; ``target``, ``draft_model`` models over the same V; ``L`` (>= 1);
+    ``n`` iterations; ``alpha``; ``seed``; ``context``; ``power``; ``min_expected``; ``name``
+    (for the report).  With ``drafting`` (a tree draft process such as ``iid_paths(2)``) the
+    implementation is a tree sampler ``sample_fn(tree, rng) -> (node, token)`` on trees drawn by
+    that process, and the emitted string is path(node) + token.  ``draft=`` is a deprecated
+    spelling of ``draft_model=``.
 
+    Returns: a :class:`SamplerCheck` (``passed``, ``detectable_tv``, sub-tests; ``str()`` reports).
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_sampler
     >>> from specsim.verifiers import token
     >>> res = check_sampler(lambda d, p, q, rng: token.sample(d, p, q, rng=rng),
-    ...                     random_model(3, 0), random_model(3, 1), L=2)
-    >>> res.passed
-    True
+    ...                     random_model(3, 0), random_model(3, 1), L=2, n=2000)
+    >>> res.passed, len(res.subtests), round(res.detectable_tv, 3)
+    (True, 4, 0.099)
     """
-    check_int(L, "L", 1)
+    L = check_model_pair(target, draft_model, L)
     check_int(n, "n", 1)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     if not 0 < power < 1:
         raise ValueError(f"power must be in (0, 1), got {power!r}")
-    if not isinstance(target, Model) or not isinstance(draft, Model) or target.V != draft.V:
-        raise ValueError("target and draft must be specsim Models with the same V")
     name = name or getattr(sample_fn, "name", getattr(sample_fn, "__name__", "sampler"))
-    target, draft = target.shifted(context), draft.shifted(context)
+    target, draft_model = target.shifted(context), draft_model.shifted(context)
     V = target.V
-    if V ** (L + 1) > 2_000_000:
-        raise ValueError(f"V**(L+1) = {V ** (L + 1)} cells is too many for the joint test")
+    if V ** (L + 1) > MAX_JOINT_CELLS:
+        raise ValueError(f"V**(L+1) = {V ** (L + 1)} cells is too many for the joint test "
+                         f"(at most {MAX_JOINT_CELLS})")
     rng = np.random.default_rng(seed)
-    ptab, qtab = target.table(L), draft.table(L - 1)
+    ptab, qtab = target.table(L), draft_model.table(L - 1)
 
     x = np.zeros((n, L), dtype=np.int64)  # drafts; for trees, the accepted path (padded)
     acc = np.empty(n, dtype=np.int64)
@@ -210,7 +168,7 @@ def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000
     def fail(msg):
         return SamplerCheck(False, n, V, L, alpha, power, 1.0, 0, (), msg, name)
 
-    tree_mode = drafting is not None and getattr(drafting, "name", "") != "chain"
+    tree_mode = drafting is not None and not isinstance(drafting, Chain)
     if not tree_mode:  # drafts x ~ Q and their rows
         code = np.zeros(n, dtype=np.int64)
         P_rows = np.empty((n, L + 1, V))
@@ -218,13 +176,13 @@ def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000
         for i in range(L):
             Q_rows[:, i] = qtab[i][code]
             P_rows[:, i] = ptab[i][code]
-            x[:, i] = _draw(Q_rows[:, i], rng)
+            x[:, i] = draw_rows(Q_rows[:, i], rng)
             code = code * V + x[:, i]
         P_rows[:, L] = ptab[L][code]
 
     if tree_mode:
         for j in range(n):
-            tree = drafting.sample(target, draft, L, rng)
+            tree = drafting.sample(target, draft_model, L, rng)
             try:
                 node, t = sample_fn(tree, rng)
             except Exception as exc:  # noqa: BLE001 - report, do not crash the suite
@@ -253,46 +211,92 @@ def check_sampler(sample_fn, target: Model, draft: Model, L: int, n: int = 20000
         return fail(f"(accepted, token) = ({acc[j]}, {tok[j]}) outside 0..{L} x 0..{V - 1} "
                     f"on draft {tuple(x[j].tolist())}")
 
-    # complete every emitted string with target samples to length L + 1
-    z = np.zeros((n, L + 1), dtype=np.int64)
-    z[:, :L] = x
-    z[np.arange(n), acc] = tok
-    code = np.zeros(n, dtype=np.int64)
-    for k in range(L + 1):
-        fill = acc < k
-        if fill.any():
-            z[fill, k] = _draw(ptab[k][code[fill]], rng)
-        code = code * V + z[:, k]
+    # complete every emitted string x^{1:tau} y with target samples to length L + 1
+    emitted = np.zeros((n, L + 1), dtype=np.int64)
+    emitted[:, :L] = x
+    emitted[np.arange(n), acc] = tok
+    z, code = complete_with_target(emitted, acc + 1, ptab, rng)
 
-    joint = _target_joint(target, L)
-    counts = np.bincount(code, minlength=V ** (L + 1)).astype(float)
-    impossible = int(counts[joint <= 0].sum())
-    tests = [_gof("joint law of the completed block", counts[joint > 0], joint[joint > 0], n, level,
-                  power, min_expected)]
+    joint = target.joint(L + 1)
+    counts = np.bincount(code, minlength=V ** (L + 1))
+    tests = [goodness_of_fit(counts, joint, level, power, min_expected, "joint law of the completed block")]
     for k, marg in enumerate(_marginals(joint, V, L)):
-        c = np.bincount(z[:, k], minlength=V).astype(float)
-        tests.append(_gof(f"marginal of token {k + 1}", c[marg > 0], marg[marg > 0], n, level, power,
-                          min_expected))
-    passed = impossible == 0 and not any(t.rejected for t in tests)
-    return SamplerCheck(passed, n, V, L, alpha, power, tests[0].detectable_tv, impossible, tuple(tests),
-                        None, name)
+        tests.append(goodness_of_fit(np.bincount(z[:, k], minlength=V), marg, level, power, min_expected,
+                                     f"marginal of token {k + 1}"))
+    passed = not any(t.rejected for t in tests)
+    return SamplerCheck(passed, n, V, L, alpha, power, tests[0].detectable_tv, tests[0].impossible,
+                        tuple(tests), None, name)
 
 
 # ----------------------------------------------------------------------------- design of experiments
-def completed_law(verifier, target: Model, draft: Model, L: int, drafting=None, context=()):
-    """(C, P): the exact completed law C(z) and the target law P(z) over V^{L+1} (flat, base-V codes)."""
-    from .. import exact
+@renamed_keyword("draft", "draft_model")
+def completed_and_target_laws(verifier, target: Model, draft_model: Model, L: int, drafting=None, context=()):
+    """(C, P) of a verifier: the exact completed law C(z) and the target law P(z) over V^{L+1}.
 
-    law = output_law(verifier, target, draft, L, drafting or chain(), context)
-    return exact.completed_law(law, target.shifted(context))
+    C(z) = sum_k O(z^{1:k}) P(z^{k+1:L+1} | z^{1:k}) from the verifier's exact output law
+    (:func:`specsim.exact.output_law`, then :func:`specsim.exact.completed_law` at ``context``);
+    P = ``target.shifted(context).joint(L + 1)``.  This is what :func:`check_sampler` samples
+    from, so :func:`samples_to_detect` on (C, P) sizes a sampler check.
+
+    Parameters: ``verifier``, ``target``, ``draft_model``, ``L``, ``drafting`` (default the chain
+    process), ``context`` (as in :func:`specsim.exact.output_law`).
+
+    Returns: ``(C, P)``, flat float64 arrays of length V^{L+1} indexed by base-V codes.
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import completed_and_target_laws
+    >>> from specsim.verifiers import hsd_released
+    >>> C, P = completed_and_target_laws(hsd_released, random_model(3, 0), random_model(3, 1), L=2)
+    >>> round(float(abs(C - P).sum() / 2), 6)
+    0.062795
+    """
+    law = output_law(verifier, target, draft_model, L, drafting or chain(), context)
+    return _exact_completed_law(law, target.shifted(context))
+
+
+def completed_law(*args, **kwargs):
+    """Deprecated name of :func:`completed_and_target_laws` (renamed so that it differs from
+    :func:`specsim.exact.completed_law`, which takes an output law); removed in the next release.
+
+    Returns: ``(C, P)`` as :func:`completed_and_target_laws`, after a ``DeprecationWarning``.
+
+    >>> import warnings
+    >>> from specsim.models import random_model
+    >>> from specsim.testing.sampler import completed_law
+    >>> from specsim.verifiers import token
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     C, P = completed_law(token, random_model(3, 0), random_model(3, 1), 1)
+    >>> w[0].category.__name__, C.shape
+    ('DeprecationWarning', (9,))
+    """
+    warnings.warn("specsim.testing.completed_law is deprecated, use completed_and_target_laws",
+                  DeprecationWarning, stacklevel=2)
+    return completed_and_target_laws(*args, **kwargs)
 
 
 def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float = 1e-3,
                       power: float = 0.99) -> float:
-    """Smallest n at which :func:`check_sampler` flags completed law ``C`` with probability
-    ``power`` (approximately): min over its sub-tests of lambda*(df, alpha / (L+2)) / chi2(C || P),
-    chi2(C || P) = sum_z (C(z) - P(z))^2 / P(z) on the unpooled cells; mass on P = 0 cells is
-    flagged after log(1 - power) / log(1 - mass) draws.  ``inf`` when C = P."""
+    """Smallest n at which :func:`check_sampler` flags the completed law ``C`` with probability
+    ``power`` (approximately).
+
+    n = min over the sub-tests (joint law, then each position's marginal) of
+    lambda*(df, alpha / (L+2), power) / chi2(c || p), with chi2 the Pearson divergence on the
+    unpooled cells (:func:`specsim.testing.stats.chi_square_distance`); completed mass m on cells
+    with P = 0 is flagged after log(1 - power) / log(1 - m) draws.
+
+    Parameters: ``C``, ``P`` flat laws over V^{L+1} (e.g. from :func:`completed_and_target_laws`),
+    ``V``, ``L``, ``alpha``, ``power`` as in :func:`check_sampler`.
+
+    Returns: n as a ``float`` (rounded up), ``inf`` when C = P.
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import completed_and_target_laws, samples_to_detect
+    >>> from specsim.verifiers import hsd_released
+    >>> C, P = completed_and_target_laws(hsd_released, random_model(3, 0), random_model(3, 1), L=2)
+    >>> samples_to_detect(C, P, 3, 2)
+    1715.0
+    """
     level = alpha / (L + 2)
     best = np.inf
     zero = P <= 0
@@ -300,10 +304,10 @@ def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float
         best = np.log(1 - power) / np.log1p(-min(C[zero].sum(), 1 - 1e-15))
     pairs = [(C, P)] + list(zip(_marginals(C, V, L), _marginals(P, V, L)))
     for c, p in pairs:
-        pos = p > 0
-        chi = float(((c[pos] - p[pos]) ** 2 / p[pos]).sum())
-        if chi > 1e-24 and pos.sum() > 1:
-            best = min(best, detection_threshold(int(pos.sum()) - 1, level, power) / chi)
+        chi = chi_square_distance(c, p)
+        cells = int((p > 0).sum())
+        if chi > 1e-24 and cells > 1:
+            best = min(best, detection_threshold(cells - 1, level, power) / chi)
     return float(np.ceil(best)) if np.isfinite(best) else np.inf
 
 
@@ -385,7 +389,8 @@ def _integrate(f, m: int, grid: int, tol: float) -> tuple[dict, int]:
     return law, evals
 
 
-def check_sampler_exact(sample_fn, target: Model, draft: Model, L: int, n_uniforms: int | None = None,
+@renamed_keyword("draft", "draft_model")
+def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_uniforms: int | None = None,
                         grid: int = 2, tol: float = 2.0 ** -40, context=(),
                         atol: float = LOSSLESS_ATOL) -> Certificate:
     """Exact certificate of a sampler that takes its uniforms as an input.
@@ -408,17 +413,31 @@ def check_sampler_exact(sample_fn, target: Model, draft: Model, L: int, n_unifor
 
     Parameters: ``sample_fn(draft_tokens, p, q, u) -> (accepted, token)`` with ``u`` a float64
     array of ``n_uniforms`` (default L + 1: one per position, one for the emitted token) values in
-    [0,1); ``target``, ``draft``, ``L``; ``grid``; ``tol``; ``context``; ``atol``.
+    [0,1); ``target``, ``draft_model`` (``draft=`` is deprecated), ``L``; ``grid``; ``tol``;
+    ``context``; ``atol``.
 
-    >>> cert = check_sampler_exact(my_token_sampler_with_uniforms, random_model(3, 0),
-    ...                            random_model(3, 1), L=2)
+    Returns: the :class:`specsim.exact.Certificate` of the integrated law.
+
+    >>> import numpy as np
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_sampler_exact
+    >>> def token_sampler(draft, p, q, u):  # token-level rule, inverse CDF with u[-1]
+    ...     for i, t in enumerate(draft):
+    ...         if not u[i] * q[i, t] < p[i, t]:
+    ...             r = np.maximum(p[i] - q[i], 0)
+    ...             return i, int(np.searchsorted(np.cumsum(r), u[-1] * r.sum(), side="right"))
+    ...     return len(draft), int(np.searchsorted(np.cumsum(p[-1]), u[-1], side="right"))
+    >>> cert = check_sampler_exact(token_sampler, random_model(3, 0), random_model(3, 1), L=1)
+    >>> cert.lossless, cert.max_abs_error < 1e-9
+    (True, True)
     """
-    check_int(L, "L", 1)
+    L = check_model_pair(target, draft_model, L)
     m = check_int(L + 1 if n_uniforms is None else n_uniforms, "n_uniforms", 1)
     check_int(grid, "grid", 1)
     name = getattr(sample_fn, "name", getattr(sample_fn, "__name__", "sampler"))
 
-    def law(draft_tokens, p, q):
+    @chain_verifier(name)
+    def integrated(draft_tokens, p, q):
         V = p.shape[1]
 
         def f(u):
@@ -433,4 +452,4 @@ def check_sampler_exact(sample_fn, target: Model, draft: Model, L: int, n_unifor
             outs.setdefault(a, np.zeros(V))[t] += w
         return [Outcome(float(r.sum()), a, r / r.sum()) for a, r in sorted(outs.items())]
 
-    return check_lossless(Verifier(name, law, "chain", None, True), target, draft, L, chain(), context, atol)
+    return check_lossless(integrated, target, draft_model, L, chain(), context, atol)

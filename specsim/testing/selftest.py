@@ -1,27 +1,27 @@
 """Self-test of the suite: every mutant flagged, every lossless control passed, through the public API.
 
-For each faulty verifier in :data:`specsim.testing.mutants.CHAIN_MUTANTS` (and the tree suite
-``specsim.testing.tree_mutants`` when it exists) :func:`mutation_table` records
+For each faulty verifier in :data:`specsim.testing.mutants.CHAIN_MUTANTS` and the tree suite
+:data:`specsim.testing.tree_mutants.MUTANTS` (and each lossless control) :func:`mutation_table` records
 
 * the exact verdict of :func:`~specsim.testing.assert_lossless` and its shrunk counterexample;
 * the samples :func:`~specsim.testing.check_sampler` needs to flag it with 99% power, computed from
   the exact completed law C (non-central chi-square, :func:`samples_to_detect`) on the most
-  revealing of a few fixed instances (the shrunk counterexample and random prefix-dependent pairs);
+  revealing of a few fixed instances (the shrunk counterexample and random prefix-dependent pairs),
+  from :func:`~specsim.testing.completed_and_target_laws`;
 * optionally the sampler verdict of an actual :func:`check_sampler` run with that many samples.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..drafts import chain
 from ..models import random_model
-from ..verifiers.base import verifier_kind
+from . import mutants, tree_mutants
 from .adapters import from_verifier
 from .assertions import LossyVerifierError, assert_lossless
-from .sampler import check_sampler, completed_law, samples_to_detect
+from .sampler import check_sampler, completed_and_target_laws, samples_to_detect
 
 __all__ = ["MutationRow", "mutation_table", "format_table", "mutation_suites"]
 
@@ -31,7 +31,13 @@ class MutationRow:
     """One line of the mutation table.  ``exact_flagged`` / ``sampler_flagged``: did the exact and
     statistical modes flag the verifier (``None`` = not run); ``samples_needed``: n at which
     ``check_sampler`` flags it with 99% power at false-alarm rate ``alpha``; ``counterexample``:
-    the first line of the exact failure report."""
+    the first line of the exact failure report.
+
+    >>> from specsim.testing.selftest import MutationRow
+    >>> row = MutationRow("bonus_wrong_row", "mutants", False, "bonus from p_{L-1}", True, 120.0, None, None, "")
+    >>> row.correct
+    True
+    """
 
     name: str
     suite: str
@@ -45,7 +51,7 @@ class MutationRow:
 
     @property
     def correct(self) -> bool:
-        """Exact verdict agrees with the declaration, and the sampler's too when it ran."""
+        """The exact verdict agrees with the declaration, and the sampler's too when it ran."""
         ok = self.exact_flagged != self.expected_lossless
         if self.sampler_flagged is not None:
             ok = ok and self.sampler_flagged != self.expected_lossless
@@ -53,26 +59,24 @@ class MutationRow:
 
 
 def mutation_suites() -> dict:
-    """``{suite: {name: (verifier, expected lossless, assert_lossless keyword overrides)}}`` for
-    the suites present now: ``mutants`` (``CHAIN_MUTANTS``, ``LOSSLESS_CONTROLS``) and
-    ``tree_mutants`` (``MUTANTS``, ``CONTROLS``: each entry names its draft process and depth)."""
-    out = {}
-    for mod, mutants, controls in (("specsim.testing.mutants", "CHAIN_MUTANTS", "LOSSLESS_CONTROLS"),
-                                   ("specsim.testing.tree_mutants", "MUTANTS", "CONTROLS")):
-        try:
-            m = importlib.import_module(mod)
-        except ImportError:
-            continue
-        suite = {}
-        for attr, lossless in ((mutants, False), (controls, True)):
-            for name, v in getattr(m, attr, {}).items():
-                if hasattr(v, "verifier"):  # a tree mutant record: verifier + where to test it
-                    suite[name] = (v.verifier, lossless, {"drafting": v.drafting, "L": v.L, "V": 3})
-                else:
-                    suite[name] = (v, lossless, {})
-        if suite:
-            out[mod.rsplit(".", 1)[-1]] = suite
-    return out
+    """The two mutation suites with their lossless controls.
+
+    Returns: ``{suite: {name: (verifier, expected lossless, assert_lossless keyword overrides)}}``
+    for ``mutants`` (``CHAIN_MUTANTS`` and ``LOSSLESS_CONTROLS``, no overrides) and
+    ``tree_mutants`` (``MUTANTS`` and ``CONTROLS``; each entry's draft process, depth L and V = 3).
+
+    >>> from specsim.testing import mutation_suites
+    >>> suites = mutation_suites()
+    >>> sorted(suites), suites["mutants"]["block"][1]
+    (['mutants', 'tree_mutants'], True)
+    """
+    chain_suite = {name: (v, lossless, {})
+                   for table, lossless in ((mutants.CHAIN_MUTANTS, False), (mutants.LOSSLESS_CONTROLS, True))
+                   for name, v in table.items()}
+    tree_suite = {name: (m.verifier, lossless, {"drafting": m.drafting, "L": m.L, "V": 3})
+                  for table, lossless in ((tree_mutants.MUTANTS, False), (tree_mutants.CONTROLS, True))
+                  for name, m in table.items()}
+    return {"mutants": chain_suite, "tree_mutants": tree_suite}
 
 
 def _instances(err: LossyVerifierError | None, overrides: dict):
@@ -99,7 +103,14 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
     ``sampler_only`` restricts sampler mode to those names; ``shrink=False`` skips Hypothesis
     shrinking (faster; counterexamples unshrunk).
 
-    >>> print(format_table(mutation_table()))
+    Parameters: as above; ``alpha`` the sampler false-alarm rate, ``seed`` its seed.
+
+    Returns: a list of :class:`MutationRow`, one per verifier (see :func:`format_table`).
+
+    >>> from specsim.testing import mutation_suites, mutation_table
+    >>> one = {"mutants": {k: v for k, v in mutation_suites()["mutants"].items() if k == "bonus_wrong_row"}}
+    >>> [(r.name, r.exact_flagged, r.correct) for r in mutation_table(one, max_examples=10, run_sampler=False, shrink=False)]
+    [('bonus_wrong_row', True, True)]
     """
     suites = mutation_suites() if suites is None else suites
     rows = []
@@ -110,16 +121,16 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
                 assert_lossless(v, max_examples=max_examples, derandomize=True, shrink=shrink, **overrides)
             except LossyVerifierError as e:
                 err = e
-            fault = (getattr(v, "doc", "") or "").strip().splitlines()[0] if getattr(v, "doc", "") else ""
+            fault = v.doc.strip().splitlines()[0] if v.doc.strip() else ""
             needed, inst = np.inf, None
             for target, draft, L, drafting in _instances(err, overrides):
-                C, P = completed_law(v, target, draft, L, drafting)
+                C, P = completed_and_target_laws(v, target, draft, L, drafting)
                 n = samples_to_detect(C, P, target.V, L, alpha)
                 if n < needed or inst is None:
                     needed, inst = n, (target, draft, L, drafting)
             s_flag, s_n = None, None
             wanted = run_sampler and (sampler_only is None or name in sampler_only)
-            if wanted and verifier_kind(v) == "chain" and (lossless or needed <= sampler_cap):
+            if wanted and v.kind == "chain" and (lossless or needed <= sampler_cap):
                 s_n = sampler_cap if not np.isfinite(needed) else int(min(max(2 * needed, 2000), sampler_cap))
                 res = check_sampler(from_verifier(v), *inst[:3], n=s_n, alpha=alpha, seed=seed)
                 s_flag = not res.passed
@@ -129,7 +140,17 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
 
 
 def format_table(rows: list[MutationRow]) -> str:
-    """Markdown table: fault class, exact verdict, sampler verdict, samples needed (99% power)."""
+    """Markdown table of :func:`mutation_table` rows: suite, verifier, declaration, exact verdict,
+    sampler verdict (n), samples needed for 99% power.
+
+    Returns: the table, a ``str`` (header, rule, one line per row).
+
+    >>> from specsim.testing.selftest import MutationRow, format_table
+    >>> print(format_table([MutationRow("token", "mutants", True, "", False, float("inf"), False, 2000, "")]))
+    | suite | verifier | declared | exact mode | sampler mode (n) | samples to detect (99% power) |
+    |---|---|---|---|---|---|
+    | mutants | token | lossless | passed | passed (2000) | - |
+    """
     out = ["| suite | verifier | declared | exact mode | sampler mode (n) | samples to detect (99% power) |",
            "|---|---|---|---|---|---|"]
     for r in rows:

@@ -8,9 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from specsim import drafts, treeshape
+from specsim import drafts, exact, models, montecarlo, treeshape
 from specsim._validate import as_distribution, as_pair, as_rows, check_int, check_model_pair
 from specsim.models import iid
+from specsim.verifiers import block, token
 
 
 def cases(table):
@@ -142,5 +143,66 @@ VALIDATE = [
 
 @pytest.mark.parametrize("call, exc, pattern", cases(VALIDATE))
 def test_validate(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+# ---------------------------------------------------------------------------- specsim.models
+MODELS = [
+    ("row-sum-names-prefix", lambda: models.from_function(lambda s: [0.5, 0.5, 0.5] if s == (1,) else [0.2, 0.3, 0.5],
+                                                          3, "toy")((1,)), ValueError, r"toy at prefix \(1,\).*sum"),
+    ("row-negative", lambda: models.from_function(lambda s: [-0.1, 0.6, 0.5], 3)(()), ValueError, "negative"),
+    ("row-nan", lambda: models.from_function(lambda s: [np.nan, 0.5, 0.5], 3)(()), ValueError, "non-finite"),
+    ("row-shape", lambda: models.from_function(lambda s: [0.5, 0.5], 3)(()), ValueError, r"shape \(2,\), expected \(3,\)"),
+    ("prefix-token-outside-V", lambda: iid([0.5, 0.5])((2,)), ValueError, "token 2 outside 0..1"),
+    ("Model-V1", lambda: models.Model(lambda s: [1.0], 1), ValueError, "V must be >= 2"),
+    ("from_function-not-callable", lambda: models.from_function([0.5, 0.5], 2), ValueError, "fn must be callable"),
+    ("table-L-negative", lambda: HALF.table(-1), ValueError, "L must be >= 0"),
+    ("joint-n0", lambda: HALF.joint(0), ValueError, "n must be >= 1, got 0"),
+    ("joint-n-float", lambda: HALF.joint(2.0), ValueError, "n must be an integer"),
+    ("iid-sum", lambda: iid([0.5, 0.6]), ValueError, "iid: p: entries sum to 1.1"),
+    ("markov-transition-shape", lambda: models.markov([0.5, 0.5], [[1.0, 0.0]]), ValueError,
+     r"transition must have shape \(2, 2\)"),
+    ("markov-transition-row", lambda: models.markov([0.5, 0.5], [[1.0, 0.0], [0.5, 0.6]]), ValueError,
+     r"transition\[1\]: entries sum"),
+    ("random_model-concentration", lambda: models.random_model(3, 0, concentration=0.0), ValueError, "concentration"),
+    ("random_model-seed", lambda: models.random_model(3, -1), ValueError, "seed must be >= 0"),
+    ("random_model-depth", lambda: models.random_model(3, 0, depth=-1), ValueError, "depth must be >= 0"),
+    ("temperature-negative", lambda: models.temperature(HALF, -1), ValueError, "temperature must be finite and >= 0"),
+    ("mix-weight", lambda: models.mix(HALF, HALF, 1.5), ValueError, r"weight must be in \[0, 1\]"),
+    ("mix-V", lambda: models.mix(HALF, HALF3, 0.5), ValueError, "V=2 and V=3"),
+    ("top_k-0", lambda: models.top_k(HALF, 0), ValueError, "k must be >= 1"),
+    ("top_p-0", lambda: models.top_p(HALF, 0.0), ValueError, r"top_p mass must be in \(0, 1\]"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", cases(MODELS))
+def test_models(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+# ---------------------------------------------------------------------------- specsim.exact and specsim.montecarlo
+ENGINE = [
+    ("check_lossless-L0", lambda: exact.check_lossless(token, HALF, HALF, 0), ValueError, "L must be >= 1"),
+    ("check_lossless-V", lambda: exact.check_lossless(token, HALF, HALF3, 2), ValueError,
+     "target has V=2 but draft_model has V=3"),
+    ("check_lossless-target-type", lambda: exact.check_lossless(token, [0.5, 0.5], HALF, 1), TypeError,
+     "target must be a specsim.models.Model"),
+    ("output_law-draft-type", lambda: exact.output_law(block, HALF, np.full(2, 0.5), 1), TypeError,
+     "draft_model must be a specsim.models.Model, got ndarray"),
+    ("output_law-draft-and-draft_model", lambda: exact.output_law(block, HALF, draft=HALF, draft_model=HALF, L=1),
+     TypeError, r"got both 'draft' \(deprecated\) and 'draft_model'"),
+    ("expected_accepted-L-float", lambda: exact.expected_accepted(block, HALF, HALF, 1.0), ValueError,
+     "L must be an integer"),
+    ("estimate-n1", lambda: montecarlo.estimate(token, HALF, HALF, 2, n=1), ValueError, "n must be >= 2"),
+    ("estimate-V", lambda: montecarlo.estimate(token, HALF3, HALF, 2, n=10), ValueError,
+     "target has V=3 but draft_model has V=2"),
+    ("estimate-L0", lambda: montecarlo.estimate(token, HALF, HALF, 0, n=10), ValueError, "L must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", cases(ENGINE))
+def test_engine(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()

@@ -128,3 +128,21 @@ def test_nodewise_path_certifies_depth3_binary_trees_quickly():
     c = s.check_lossless(sequoia, t, d, 3, parse_drafting("binary:3"))
     assert c.lossless and 0 < c.expected_accepted <= 3
     assert c.n_drafts < 5000  # node-level evaluations, not the ~10^7 trees of the process
+
+
+def test_draft_keyword_still_works_with_a_deprecation_warning():
+    t, d = _pair()
+    new = s.expected_accepted(s.block, t, draft_model=d, L=2)
+    with pytest.warns(DeprecationWarning, match="'draft' is deprecated, use 'draft_model'"):
+        assert s.expected_accepted(s.block, t, draft=d, L=2) == new
+    with pytest.warns(DeprecationWarning):
+        assert s.check_lossless(s.block, t, draft=d, L=2).expected_accepted == new
+    with pytest.warns(DeprecationWarning):
+        assert s.output_law(s.block, t, draft=d, L=2).expected_accepted == new
+
+
+def test_completed_law_sums_to_one_and_its_target_is_the_joint_law():
+    t, d = _pair(3, 5)
+    C, P = s.exact.completed_law(s.output_law(s.hsd_released, t, d, 2, context=(1,)), t.shifted((1,)))
+    assert C.sum() == pytest.approx(1.0, abs=1e-13)
+    assert np.array_equal(P, t.shifted((1,)).joint(3))

@@ -1,43 +1,28 @@
+"""Models: cached, validated rows; tables indexed by base-V codes; the joint law P(z) = Model.joint(n).
+
+Bad input lives in tests/specsim/test_argument_validation.py.
+"""
+import itertools
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specsim import models as m
+from specsim.testing.strategies import model_pairs
 
 
-def test_row_validation_names_prefix_and_problem():
-    bad = m.from_function(lambda s: [0.5, 0.5, 0.5] if s == (1,) else [0.2, 0.3, 0.5], 3, "toy")
-    assert bad(()).sum() == pytest.approx(1.0)
-    with pytest.raises(ValueError, match=r"toy at prefix \(1,\).*sum"):
-        bad((1,))
-    neg = m.from_function(lambda s: [-0.1, 0.6, 0.5], 3)
-    with pytest.raises(ValueError, match="negative"):
-        neg(())
-    nan = m.from_function(lambda s: [np.nan, 0.5, 0.5], 3)
-    with pytest.raises(ValueError, match="non-finite"):
-        nan(())
-    with pytest.raises(ValueError, match="shape"):
-        m.from_function(lambda s: [0.5, 0.5], 3)(())
-    with pytest.raises(ValueError, match="outside"):
-        m.iid([0.5, 0.5])((2,))
-    with pytest.raises(ValueError, match="V must be >= 2"):
-        m.Model(lambda s: [1.0], 1)
+def test_rows_are_validated_once_and_cached_read_only():
+    calls = []
 
+    def fn(s):
+        calls.append(s)
+        return [0.2, 0.3, 0.5]
 
-def test_constructors_validate_arguments():
-    with pytest.raises(ValueError, match="sum"):
-        m.iid([0.5, 0.6])
-    with pytest.raises(ValueError, match="transition"):
-        m.markov([0.5, 0.5], [[1.0, 0.0]])
-    with pytest.raises(ValueError, match="concentration"):
-        m.random_model(3, 0, concentration=0.0)
-    with pytest.raises(ValueError, match="temperature"):
-        m.temperature(m.iid([0.5, 0.5]), -1)
-    with pytest.raises(ValueError, match="weight"):
-        m.mix(m.iid([0.5, 0.5]), m.iid([0.5, 0.5]), 1.5)
-    with pytest.raises(ValueError, match="V=2 and V=3"):
-        m.mix(m.iid([0.5, 0.5]), m.iid([0.2, 0.3, 0.5]), 0.5)
-    with pytest.raises(ValueError, match="k must be"):
-        m.top_k(m.iid([0.5, 0.5]), 0)
+    model = m.from_function(fn, 3, "toy")
+    a, b = model((1, 2)), model((1, 2))
+    assert a is b and calls == [(1, 2)] and not a.flags.writeable
 
 
 def test_random_model_is_deterministic_and_context_dependent():
@@ -63,6 +48,27 @@ def test_markov_and_table_indexing():
     assert not tab[1].flags.writeable
 
 
+@settings(max_examples=20)
+@given(model_pairs(V=st.integers(3, 4)), st.integers(1, 3))
+def test_joint_is_the_product_of_the_rows_along_every_string(pair, n):
+    """P(z) = prod_k p(z_k | z^{1:k-1}), checked string by string against the rows themselves."""
+    t = pair.target
+    P = t.joint(n)
+    assert P.shape == (t.V ** n,) and not P.flags.writeable
+    for z in itertools.product(range(t.V), repeat=n):
+        want = np.prod([t(z[:k])[z[k]] for k in range(n)])
+        assert P[m.prefix_index(z, t.V)] == pytest.approx(want, rel=1e-12, abs=1e-300)
+    assert P.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_joint_is_cached_and_marginalises_to_shorter_joints():
+    t = m.random_model(3, 5)
+    assert t.joint(3) is t.joint(3)
+    J = t.joint(3).reshape(3, 3, 3)
+    assert np.allclose(J.sum(axis=2).ravel(), t.joint(2), atol=1e-15)
+    assert np.array_equal(t.joint(1), t(()))
+
+
 def test_transforms():
     base = m.iid([0.1, 0.2, 0.3, 0.4])
     assert np.allclose(m.temperature(base, 1.0)(()), base(()))
@@ -74,4 +80,4 @@ def test_transforms():
     assert np.allclose(m.top_k(base, 2)(()), [0, 0, 3 / 7, 4 / 7])
     assert np.allclose(m.top_p(base, 0.65)(()), [0, 0, 3 / 7, 4 / 7])
     assert np.allclose(m.top_p(base, 0.75)(()), [0, 2 / 9, 3 / 9, 4 / 9])
-    assert np.allclose(m.shifted if False else base.shifted((1,))((2,)), base((1, 2)))
+    assert np.allclose(base.shifted((1,))((2,)), base((1, 2)))

@@ -28,12 +28,6 @@ def test_completion_test_catches_hsd_released():
     assert e.completion_pvalue < 1e-6
 
 
-def test_estimate_validates():
-    t = s.iid([0.5, 0.5])
-    with pytest.raises(ValueError, match="n must be"):
-        estimate(s.token, t, t, 2, n=1)
-
-
 @pytest.mark.parametrize("name,spec", [("specinfer", "iid:2"), ("sequoia", "swor:2"), ("traversal", "swor:2")])
 def test_estimate_on_tree_processes_agrees_with_exact(name, spec):
     from specsim.drafts import parse_drafting
@@ -45,3 +39,17 @@ def test_estimate_on_tree_processes_agrees_with_exact(name, spec):
     exact = s.expected_accepted(v, t, d, 2, drafting)
     assert abs(e.expected_accepted - exact) < 5.3 * e.expected_accepted_se
     assert e.completion_pvalue > 1e-6
+
+
+def test_completion_test_is_the_shared_goodness_of_fit():
+    """The completion fields read one SubTest from specsim.testing.stats; draft= still works."""
+    from specsim.testing.stats import SubTest
+    t, d = s.random_model(3, 1, concentration=0.7), s.random_model(3, 2, concentration=0.7)
+    e = estimate(s.token, t, d, 2, n=3000, rng=3)
+    assert isinstance(e.completion, SubTest) and e.completion.level == 1e-3
+    assert (e.completion_chi2, e.completion_dof, e.completion_pvalue) == (
+        e.completion.statistic, e.completion.df, e.completion.p_value)
+    with pytest.warns(DeprecationWarning, match="'draft' is deprecated"):
+        old = estimate(s.token, t, draft=d, L=2, n=3000, rng=3)
+    assert old.expected_accepted == e.expected_accepted and old.completion == e.completion
+    assert estimate(s.token, t, d, 2, n=50, rng=3, complete=False).completion is None

@@ -6,8 +6,8 @@ from scipy import stats
 
 from specsim.exact import check_lossless
 from specsim.models import random_model
-from specsim.testing import (BatchSampler, check_sampler, check_sampler_exact, completed_law, detection_threshold,
-                             from_verifier, samples_to_detect)
+from specsim.testing import (BatchSampler, check_sampler, check_sampler_exact, completed_and_target_laws,
+                             detection_threshold, from_verifier, samples_to_detect)
 from specsim.testing.mutants import CHAIN_MUTANTS
 from specsim.verifiers import block, hsd_released, token
 
@@ -56,7 +56,7 @@ def test_false_alarm_rate_is_as_stated():
 
 def test_power_at_the_predicted_sample_size():
     # hsd_released on this instance: the exact completed law C gives the n at which the test has 99% power
-    C, P = completed_law(hsd_released, TARGET, DRAFT, 2)
+    C, P = completed_and_target_laws(hsd_released, TARGET, DRAFT, 2)
     n = samples_to_detect(C, P, 3, 2)
     assert 100 < n < 1e6
     res = check_sampler(from_verifier(hsd_released), TARGET, DRAFT, 2, n=int(n))
@@ -99,13 +99,19 @@ def test_invalid_and_impossible_outputs():
     assert not res.passed and res.impossible == 200
 
 
-def test_bad_arguments():
-    with pytest.raises(ValueError, match="alpha"):
-        check_sampler(from_verifier(token), TARGET, DRAFT, 2, alpha=0)
-    with pytest.raises(ValueError, match="L must be"):
-        check_sampler(from_verifier(token), TARGET, DRAFT, 0)
-    with pytest.raises(ValueError, match="same V"):
-        check_sampler(from_verifier(token), TARGET, random_model(4, 1), 1)
+def test_old_names_still_work_with_a_deprecation_warning():
+    from specsim.testing import completed_law
+    with pytest.warns(DeprecationWarning, match="completed_and_target_laws"):
+        C, P = completed_law(hsd_released, TARGET, DRAFT, 2)
+    C2, P2 = completed_and_target_laws(hsd_released, TARGET, DRAFT, 2)
+    assert np.array_equal(C, C2) and np.array_equal(P, P2)
+    with pytest.warns(DeprecationWarning, match="'draft' is deprecated"):
+        old = check_sampler(from_verifier(token), TARGET, draft=DRAFT, L=1, n=500)
+    assert old == check_sampler(from_verifier(token), TARGET, draft_model=DRAFT, L=1, n=500)
+    with pytest.warns(DeprecationWarning):
+        completed_and_target_laws(token, TARGET, draft=DRAFT, L=1)
+    with pytest.warns(DeprecationWarning):
+        check_sampler_exact(_token_u, TARGET, draft=DRAFT, L=1)
 
 
 # ------------------------------------------------------------------- exact mode (injected uniforms)
@@ -166,10 +172,7 @@ def test_check_sampler_on_tree_samplers():
 
     False-alarm rate alpha = 1e-3 per call; the faulty sampler's completed-law TV on this pair is
     computed exactly first, and n is chosen so the call has power >= 0.99 against it."""
-    import numpy as np
-    from specsim import random_model
     from specsim.drafts import iid_paths
-    from specsim.testing import check_sampler
     from specsim.testing.tree_mutants import MUTANTS
     from specsim.verifiers.tree import specinfer
     t, d = random_model(3, 11, concentration=0.6), random_model(3, 12, concentration=0.6)
@@ -178,8 +181,7 @@ def test_check_sampler_on_tree_samplers():
     assert ok.passed, ok
     name = next(k for k in MUTANTS if "stale" in k)
     mutant = MUTANTS[name].verifier
-    from specsim.testing.sampler import completed_law, samples_to_detect
-    C, P = completed_law(mutant, t, d, 2, drafting=iid_paths(2))
+    C, P = completed_and_target_laws(mutant, t, d, 2, drafting=iid_paths(2))
     assert samples_to_detect(C, P, 3, 2) <= 6000  # power >= 0.99 at this n
     bad = check_sampler(lambda tree, rng: mutant.sample(tree, rng=rng), t, d, 2, n=6000,
                         drafting=iid_paths(2), seed=2)

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from specsim.testing.strategies import (RELATIONS, adversarial_pairs, available_draft_processes, distributions,
-                                        draft_processes, model_pairs)
+from specsim.models import random_model
+from specsim.testing.strategies import (RELATIONS, adversarial_pairs, available_draft_processes, chain_inputs,
+                                        distribution_pairs, distributions, draft_processes, model_pairs)
 
 
 @settings(max_examples=40)
@@ -23,11 +24,6 @@ def test_distributions_are_probability_vectors(vr):
 def test_distribution_options_are_respected(row):
     assert np.all(row > 0)
     assert len(set(row.tolist())) == 4
-
-
-def test_distributions_reject_bad_V():
-    with pytest.raises(ValueError, match="V >= 2"):
-        find(distributions(1), lambda r: True)
 
 
 def test_distributions_reach_degenerate_rows():
@@ -102,9 +98,40 @@ def test_draft_processes_discovery_and_needs():
     assert procs[0].name == "chain"
     assert [p.name for p in available_draft_processes("chain")] == ["chain"]
     from specsim import drafts
-    if hasattr(drafts, "draft_laws"):
-        for p in available_draft_processes("any", needs={"swor"}):
-            assert "swor" in drafts.draft_laws(p)
-    with pytest.raises(ValueError, match="kind"):
-        available_draft_processes("forest")
+    for p in available_draft_processes("any", needs={"swor"}):
+        assert "swor" in drafts.draft_laws(p)
+    assert {p.name for p in available_draft_processes("tree")} >= {"iid_paths(2)", "swor_tree(2)"}
     assert find(draft_processes("any"), lambda p: True).name == "chain"
+
+
+@settings(max_examples=30)
+@given(st.sampled_from(RELATIONS).flatmap(lambda rel: st.tuples(st.just(rel), distribution_pairs(relations=(rel,)))))
+def test_distribution_pairs_follow_their_relation(rel_pq):
+    rel, (p, q) = rel_pq
+    assert p.shape == q.shape and abs(p.sum() - 1) < 1e-12 and abs(q.sum() - 1) < 1e-12
+    if rel == "equal":
+        assert np.array_equal(p, q)
+    elif rel == "onehot":
+        assert np.count_nonzero(q) == 1
+    elif rel == "zeros":
+        assert q[int(np.argmax(p))] == 0 or np.allclose(q, 1 / p.size)
+
+
+@settings(max_examples=30)
+@given(chain_inputs(L=st.integers(1, 3)))
+def test_chain_inputs_are_valid_chain_verifier_arguments(args):
+    from specsim.verifiers.base import validate_chain_inputs
+    draft, p, q = args
+    L = len(draft)
+    assert p.shape == (L + 1, q.shape[1]) and q.shape == (L, p.shape[1])
+    validate_chain_inputs(draft, p, q)  # rows are distributions, every drafted token has q > 0
+
+
+def test_chain_inputs_read_the_rows_along_the_draft():
+    from specsim.testing.strategies import ModelPair
+    pair = ModelPair(random_model(3, 4), random_model(3, 5), 3, None, seed=(4, 5))
+    draft, p, q = find(chain_inputs(L=2, pairs=st.just(pair)), lambda a: True)
+    for k in range(3):
+        assert np.array_equal(p[k], pair.target(draft[:k]))
+        if k < 2:
+            assert np.array_equal(q[k], pair.draft(draft[:k]))
