@@ -373,16 +373,19 @@ def _options_topk(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]
 
 
 def _greedy_hub(row: np.ndarray, n: int) -> tuple[tuple[int, ...], float]:
-    # the n - 1 most likely tokens of q (ties to the lowest id) and the mass they leave
+    # the n - 1 most likely tokens of q (ties to the lowest id) and the mass outside them, summed
+    # directly: 1 - q(hub) cancels to rounding noise when the hub holds almost all the mass
     order = np.lexsort((np.arange(row.size), -row))
     hub = tuple(int(t) for t in order[: n - 1] if row[t] > 0)
-    return hub, float(1.0 - row[list(hub)].sum()) if hub else 1.0
+    outside = np.ones(row.size, dtype=bool)
+    outside[list(hub)] = False
+    return hub, float(row[outside].sum())
 
 
 def _options_greedy(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]]:
     # Hu et al.'s greedy draft set: the top n-1 tokens of q, then one draw from q outside them
     hub, rest = _greedy_hub(row, n)
-    if rest <= 1e-15:
+    if rest <= 0.0:
         return [(hub, 1.0)]
     others = [int(t) for t in np.flatnonzero(row > 0) if int(t) not in hub]
     return [(hub + (x,), float(row[x] / rest)) for x in others]
@@ -390,7 +393,7 @@ def _options_greedy(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], floa
 
 def _sample_greedy(row, n, rng):
     hub, rest = _greedy_hub(row, n)
-    if rest <= 1e-15:
+    if rest <= 0.0:
         return [(hub, 1.0)]
     tail = row.copy()
     tail[list(hub)] = 0.0
