@@ -1,3 +1,7 @@
+"""Hypothesis profiles for the suite: ``ci`` (set CI=1: 30 examples, derandomised, so a run is
+reproducible and bounded) and ``dev`` (the default: 60 random examples), or any profile named by
+SPECSIM_HYPOTHESIS_PROFILE.  The doctest namespace is set in the root conftest.py.
+"""
 import os
 
 from hypothesis import HealthCheck, settings
