@@ -258,7 +258,9 @@ def block_stop_probs(draft, p, q):
 
     w_0 = 1, w_i = min(1, w_{i-1} p_{i-1}(x_i) / q_{i-1}(x_i)); h_i = Z_i / ((Z_i + 1) - w_i)
     with Z_i = sum_v (w_i p_i - q_i)_+ for i < L and h_L = w_L (docs/theory.md §4; Sun et al.,
-    arXiv 2403.10444); the block rule keeps x^{1:tau}, tau = max{i : eta_i < h_i}.
+    arXiv 2403.10444); the block rule keeps x^{1:tau}, tau = max{i : eta_i < h_i}.  This is the
+    paper's form of h_i; specsim computes the same number as Z_i / sum_v (q_i - w_i p_i)_+,
+    which does not cancel when w_i rounds to 1 (docs/theory.md §4.1).
 
     Parameters: ``draft`` (L token ids), ``p`` ([L+1, V]), ``q`` ([L, V] or ``None`` for
     one-hot draft rows).
