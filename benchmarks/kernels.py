@@ -125,7 +125,7 @@ def main(argv=None) -> dict:
                             for b in range(B):  # transformers verifies one request per call
                                 hf(candidate_input_ids=ids_2d[b:b + 1], candidate_logits=q_logits[b:b + 1],
                                    candidate_length=L, new_logits=p_logits[b:b + 1])
-                        run.time(case, "transformers (one call per request)", transformers_batch, baseline=ref,
+                        run.time(case, "transformers, per request", transformers_batch, baseline=ref,
                                  repeats=max(2, run.repeats // 5), params=params, **timed)
     return run.finish()
 
