@@ -7,8 +7,14 @@ Submodules (import them directly; this package imports nothing heavy):
 - :mod:`lp.verification` -- the information-agnostic LP over all lossless verifiers with the
   standard output format, for any draft process (chains and trees), docs/theory.md §5.
 - :mod:`lp.tables` -- gap tables: each multi-draft verifier's acceptance next to the optimum.
-- :mod:`lp.lossy` -- acceptance-vs-divergence frontier (separate module, another owner).
-- :mod:`lp.bench` -- ``python -m lp.bench``: timings at real vocabulary sizes.
+- :mod:`lp.frontier` -- the acceptance-vs-divergence frontier beta*(eps) (closed forms, cvxpy check),
+  docs/theory.md §9.
+- :mod:`lp.certificates` -- exact certificates of lossy rules (one token and several), docs/theory.md §10.1.
+- :mod:`lp.radius` -- deterministic relaxed acceptance rules and their acceptance radii, docs/theory.md §10.2.
+- :mod:`lp.real_tables` -- the same quantities averaged over real next-token distributions.
 
-``lp`` may import :mod:`specsim`; :mod:`specsim` never imports ``lp`` or cvxpy.
+Timings at real vocabulary sizes: ``python benchmarks/lp_bounds.py`` (outside the package).
+
+``lp`` may import :mod:`specsim`; the core :mod:`specsim` never imports ``lp`` or cvxpy (only the
+application layer, :mod:`specsim.cli`, does).
 """

@@ -18,8 +18,7 @@ arXiv 2410.18234.
 from __future__ import annotations
 
 import itertools
-import math
-import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,46 +26,31 @@ import scipy.sparse as sp
 
 from specsim._validate import as_distribution, as_pair, check_int
 
+from ._race import wor_subset_quadrature
+from ._solvers import LP_SOLVERS, solve
+
 __all__ = ["Coupling", "maximal_coupling", "draft_set_law", "MultidraftSolution", "multidraft_lp",
            "MultidraftBound", "multidraft_bound", "multidraft_bound_bruteforce", "union_bound",
            "solve_lp"]
 
-#: Solvers tried in order when none is named: HiGHS (simplex/IPM for LPs), then Clarabel.
-DEFAULT_SOLVERS = ("HIGHS", "CLARABEL")
-#: Option ladders per solver: tight tolerances first (LP optima feed exact losslessness checks at
-#: atol ~1e-9), then looser ones when the tight run reports a spurious infeasibility.
-SOLVER_OPTIONS = {
-    "HIGHS": ({"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
-              {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9}, {}),
-    "CLARABEL": ({"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}, {}),
-}
 
+def solve_lp(problem, solver: str | Sequence[str] | None = None) -> str:
+    """Solve a cvxpy linear program through the solver ladder of :func:`lp._solvers.solve`.
 
-def solve_lp(problem, solver: str | None = None) -> str:
-    """Solve a cvxpy problem with an explicit solver (HiGHS, then Clarabel); return the solver used.
+    ``solver`` names one cvxpy solver or a sequence tried in order (default HiGHS, then Clarabel);
+    each runs through its ladder of tolerances (tight first).  Only status ``optimal`` counts.
 
-    Each solver runs through its ladder of tolerances in :data:`SOLVER_OPTIONS`.  ``RuntimeError``
-    if no attempt reaches status ``optimal``.
+    Parameters: ``problem`` (``cvxpy.Problem``), ``solver``.
+
+    Returns: the name of the solver used (``str``); ``lp._solvers.SolveError`` (a ``RuntimeError``)
+    listing every attempt if none reaches ``optimal``.
+
+    >>> import cvxpy as cp
+    >>> x = cp.Variable(nonneg=True)
+    >>> solve_lp(cp.Problem(cp.Minimize(x), [x >= 0.25]), "CLARABEL"), round(float(x.value), 6)
+    ('CLARABEL', 0.25)
     """
-    import cvxpy as cp
-
-    tried = []
-    for name in ([solver] if solver else DEFAULT_SOLVERS):
-        for opts in SOLVER_OPTIONS.get(name, ({},)):
-            try:
-                with warnings.catch_warnings():        # inaccurate results are rejected below
-                    warnings.simplefilter("ignore", UserWarning)
-                    problem.solve(solver=name, **opts)
-            except (cp.error.SolverError, ValueError) as exc:
-                tried.append(f"{name} {opts}: {str(exc)[:80]}")
-                continue
-            if problem.status == cp.OPTIMAL:
-                return name
-            tried.append(f"{name} {opts}: status {problem.status}")
-    raise RuntimeError("LP not solved to optimality (" + "; ".join(tried) + ")")
-
-
-_pair = as_pair
+    return solve(problem, LP_SOLVERS if solver is None else solver)
 
 
 # --------------------------------------------------------------------------- maximal coupling
@@ -91,11 +75,16 @@ def maximal_coupling(p, q, method: str = "closed", solver: str | None = None) ->
     pi = diag(min(p, q)) + (q - p)_+ (p - q)_+^T / TV.  ``method="lp"`` solves the transport LP
     with cvxpy instead (HiGHS, Clarabel fallback; ``solver`` names one explicitly).
 
-    Parameters: ``p`` target, ``q`` draft (1-D probability vectors of equal length).
+    Parameters: ``p`` target, ``q`` draft (probability vectors over the same V >= 2 tokens),
+    ``method`` (``"closed"`` or ``"lp"``), ``solver`` (for ``"lp"``: a cvxpy solver name or sequence).
 
-    >>> maximal_coupling([1/3, 2/3], [2/3, 1/3]).value   # 2/3
+    Returns: :class:`Coupling` (``value``, ``plan`` with row sums q and column sums p).
+
+    >>> c = maximal_coupling([1/3, 2/3], [2/3, 1/3])
+    >>> round(c.value, 6), c.plan.round(6).tolist()
+    (0.666667, [[0.333333, 0.333333], [0.0, 0.333333]])
     """
-    p, q = _pair(p, q)
+    p, q = as_pair(p, q)
     if method == "closed":
         m = np.minimum(p, q)
         value = float(m.sum())
@@ -135,9 +124,15 @@ def draft_set_law(q, K: int, replacement: bool = True) -> tuple[tuple[tuple[int,
     Without replacement (successive sampling): |S| = min(K, |supp q|) and
     Q(S) = sum over orderings (s_1..s_K) of S of prod_j q(s_j) / (1 - q(s_1) - ... - q(s_{j-1})).
     When K exceeds |supp q| the draws stop once the support is exhausted, so S = supp q.
-    Returns ``(sets, probs)``; cost C(V, K) sets, so for small V only.
+    Cost C(V, K) sets, so for small V only.
 
-    >>> draft_set_law([0.5, 0.5], 2)   # ({0}: 1/4, {1}: 1/4, {0, 1}: 1/2)
+    Parameters: ``q`` draft distribution, ``K`` >= 1 drafts, ``replacement`` (i.i.d. if True).
+
+    Returns: ``(sets, probs)``: a tuple of sorted token-id tuples and their probabilities.
+
+    >>> sets, probs = draft_set_law([0.5, 0.5], 2)
+    >>> sets, probs.tolist()
+    (((0,), (1,), (0, 1)), [0.25, 0.25, 0.5])
     """
     q = as_distribution(q, "q (draft)")
     k_eff = _check_K(q, K, replacement)
@@ -202,13 +197,17 @@ def multidraft_lp(p, q, K: int, replacement: bool = True, solver: str | None = N
     Solved by cvxpy with HiGHS (Clarabel fallback, or the named ``solver``); sparse constraints.
     Size ~ K * C(V, K) variables: V ~ 100 at K = 2.  Hu et al., arXiv 2502.18779; SpecTr, arXiv 2310.15141.
 
-    Parameters: ``p`` target, ``q`` draft, ``K`` drafts, ``replacement`` (i.i.d. if True).
+    Parameters: ``p`` target, ``q`` draft, ``K`` drafts, ``replacement`` (i.i.d. if True),
+    ``solver`` (a cvxpy solver name or sequence; default HiGHS, then Clarabel).
 
-    >>> multidraft_lp([1, 0], [0.5, 0.5], 2).value   # 0.75 (Sequoia App. F)
+    Returns: :class:`MultidraftSolution` (``value`` = alpha*, the flow and the optimal verifier).
+
+    >>> round(multidraft_lp([1, 0], [0.5, 0.5], 2).value, 6)   # Sequoia, App. F (docs/theory.md §12)
+    0.75
     """
     import cvxpy as cp
 
-    p, q = _pair(p, q)
+    p, q = as_pair(p, q)
     sets, Q = draft_set_law(q, K, replacement)
     V = p.size
     rows = np.concatenate([np.full(len(S), i) for i, S in enumerate(sets)])
@@ -276,221 +275,9 @@ def _wor_subset_k2(qs: np.ndarray, Qc: np.ndarray) -> np.ndarray:
     return np.clip(Qc * c1 - c2, 0.0, 1.0)
 
 
-def _race_states(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start, cols: np.ndarray):
-    """Law of N(t) = #{v in qtok: E_v <= t} (low part) after each prefix of ``qtok`` listed in ``cols``.
-
-    A state ``(e, n, m)`` over the grid rows means N = n + N' with P(N' = j) = e^{-m} e[j], j < K:
-    e[j] = e_j(o) is the elementary symmetric polynomial of o_v = e^{q_v t} - 1 over the tokens
-    with q_v t <= ``sure_at``, n counts the others (arrived to double precision) and m sums their
-    q_v t.  ``start`` is the state before the first token (e [K, g], n [g], m [g]); the result has
-    one column per prefix length in ``cols`` (0..len(qtok)).  Positive recursion
-    e_j <- e_j + o_v e_{j-1} as cumulative sums: O(g len(qtok) K), no cancellation.
-    """
-    e0, n0, m0 = start
-    g, n = t.shape[0], qtok.size
-    if cols.size == n + 1 and (cols.size == 0 or (cols[0] == 0 and cols[-1] == n)):
-        cols = slice(None)                                       # every prefix: views, no copies
-    qt = qtok[None, :] * t
-    sure = qt > sure_at
-    acc = np.empty((g, n + 1))
-    acc[:, 0] = 0.0
-    if sure.any():
-        qt[sure] = 0.0
-        np.cumsum(sure, axis=1, out=acc[:, 1:])
-        n_out = n0[:, None] + acc[:, cols]
-    else:
-        n_out = np.repeat(n0[:, None], n + 1, axis=1)[:, cols]
-    o = np.expm1(qt)
-    np.cumsum(qt, axis=1, out=acc[:, 1:])
-    m_out = m0[:, None] + acc[:, cols]
-    cur = np.empty((g, n + 1))
-    cur[:] = e0[0][:, None]
-    e_out = np.empty((K,) + m_out.shape)
-    e_out[0] = cur[:, cols]
-    for j in range(1, K):
-        np.multiply(o, cur[:, :n], out=qt)                       # o_v e_{j-1}(tokens before v)
-        np.cumsum(qt, axis=1, out=cur[:, 1:])
-        cur[:, 1:] += e0[j][:, None]
-        cur[:, 0] = e0[j]
-        e_out[j] = cur[:, cols]
-    return e_out, n_out, m_out
-
-
-def _low_probability(e: np.ndarray, n: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """P(N <= K - 1) from a state (see :func:`_race_states`); K = len(e)."""
-    low = np.zeros(n.shape)
-    with np.errstate(divide="ignore"):
-        for j in range(e.shape[0]):
-            low += np.where(n <= e.shape[0] - 1 - j, np.exp(np.log(e[j]) - m), 0.0)
-    return low
-
-
-def _small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float):
-    """State of the tokens ``q`` at the rows ``t`` [g], all with q_v t <= x_max, in O(len(q) R + g R K).
-
-    Power sums p_m(t) = sum_v (e^{q_v t} - 1)^m = sum_{r >= m} a_{m,r} t^r M_r, M_r = sum_v q_v^r,
-    a_{m,r} the (positive) Taylor coefficients of (e^x - 1)^m; then Newton's identities
-    e_j = (1/j) sum_{i<=j} (-1)^{i-1} e_{j-i} p_i.  Truncation at r = R: a_{m,r} <= m^r / r! and
-    (x/x_max)^r <= (x/x_max)^m give a relative error per token <= x_max^{-m} sum_{r>R} (m x_max)^r/r!,
-    made < 1e-17 (m x_max <= 2).  Terms (q_v / max q)^r below 1e-22 are dropped (relative 1e-22 len(q)).
-    Newton's identities cancel (error ~ eps h_j(o) / e_j(o) relative), but every o_v is at most
-    e^{x_max} - 1: against the recursion the error in P(N = j) = e^{-m} e_j measured <= 5e-15
-    (K = 3..15, 1..3000 tokens, Dirichlet 0.1..10 masses, q_v t up to x_max).
-    """
-    g = t.size
-    e = np.zeros((K, g))
-    e[0] = 1.0
-    if q.size == 0 or K == 1:
-        return e, np.zeros(g), np.zeros(g)
-    R, need = K, 1e-17 * x_max ** (K - 1)
-    while 2.0 * 2.0 ** (R + 1) / math.factorial(R + 1) > need:   # >= sum_{r > R} 2^r / r!
-        R += 1
-    tau = float(q.max())
-    moments = np.zeros(R + 1)                                    # sum_v (q_v / tau)^r >= 1
-    base = q / tau
-    power = base.copy()
-    for r in range(1, R + 1):
-        moments[r] = power.sum()
-        if r < R:
-            power *= base
-            if r & (r - 1) == 0:                                  # r = 1, 2, 4, ...: drop dead terms
-                keep = power > 1e-22                              # (relative 1e-22 len(q) <= 2e-16)
-                base, power = base[keep], power[keep]
-    a1 = np.array([0.0] + [1.0 / math.factorial(r) for r in range(1, R + 1)])
-    x_powers = (tau * t)[:, None] ** np.arange(R + 1)[None, :]   # [g, R + 1]
-    a = a1.copy()
-    psum = np.empty((K, g))
-    for m in range(1, K):
-        psum[m] = x_powers @ (a * moments)
-        a = np.convolve(a, a1)[:R + 1]
-    for j in range(1, K):
-        acc = np.zeros(g)
-        for i in range(1, j + 1):
-            acc += (-1.0) ** (i - 1) * e[j - i] * psum[i]
-        e[j] = np.maximum(acc / j, 0.0)
-    return e, np.zeros(g), float(q.sum()) * t
-
-
-#: q_v t above which a token counts as arrived (1 - P(arrived) = e^{-36} < 2.4e-16).
-_SURE = 36.0
-#: The largest draft masses of a block of tokens are multiplied in exactly; the rest via moments.
-_EXACT_TOP = 256
-#: A grid row whose P(N_H(t) <= K - 1) is provably below this counts as 0 (weights sum to ~1).
-_NEGLIGIBLE = 1e-18
-#: Candidate prefixes further apart than this many tokens are evaluated as separate clusters.
-_CLUSTER_GAP = 2048
 #: The cheap lower bound on Q_sub is evaluated on this many prefixes either side of the most
 #: optimistic one (any prefix's lower bound gives a valid cut-off; a far one only prunes less).
 _BOUND_WINDOW = 2048
-
-
-def _combine(a, b):
-    """State of the union of two disjoint token sets (product of the truncated polynomials)."""
-    (ea, na, ma), (eb, nb, mb) = a, b
-    e = np.zeros_like(ea)
-    for j in range(ea.shape[0]):
-        for i in range(j + 1):
-            e[j] += ea[i] * eb[j - i]
-    return e, na + nb, ma + mb
-
-
-def _take(state, rows):
-    e, n, m = state
-    return e[:, rows], n[rows], m[rows]
-
-
-def _put(state, rows, value):
-    for dst, src in zip(state, value):
-        dst[..., rows] = src
-
-
-def _block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior):
-    """State of ``prior`` joined with the tokens ``q`` (order irrelevant) at the rows ``t`` [g].
-
-    The ``_EXACT_TOP`` largest masses go through the recursion (:func:`_race_states`); the rest,
-    on rows where all of them have q_v t <= x_max, through moments (:func:`_small_token_state`).
-    On the other rows (large t): if P(N <= K - 1) of the joined set is already below
-    ``_NEGLIGIBLE`` on the last moment row, it is below it on all of them (it falls with t) and
-    they are marked negligible (n = K); otherwise they are done by the recursion as well.
-    """
-    g = t.size
-    n_small = max(q.size - _EXACT_TOP, 0)
-    split = np.argpartition(q, n_small) if 0 < n_small < q.size else np.arange(q.size)
-    small, exact = q[split[:n_small]], q[split[n_small:]]
-    x_max = min(1.0, 2.0 / max(K - 1, 1))
-    tau = float(small.max()) if small.size else 0.0
-    fast = t * tau <= x_max                                      # a prefix of the rows (t ascends)
-    out = (np.empty((K, g)), np.zeros(g), np.zeros(g))
-    last_col = np.array([exact.size])
-    if fast.any():
-        state = _combine(_take(prior, fast), _small_token_state(small, t[fast], K, x_max))
-        state = _race_states(exact, t[fast, None], K, sure_at, state, last_col)
-        _put(out, fast, tuple(s[..., 0] for s in state))
-    slow = ~fast
-    if slow.any():
-        last = np.flatnonzero(fast)[-1:]
-        if last.size and _low_probability(*_take(out, last))[0] < _NEGLIGIBLE:
-            _put(out, slow, (0.0, K, 0.0))
-        else:
-            state = _race_states(small, t[slow, None], K, sure_at, _take(prior, slow), np.array([small.size]))
-            state = _race_states(exact, t[slow, None], K, sure_at, tuple(s[..., 0] for s in state), last_col)
-            _put(out, slow, tuple(s[..., 0] for s in state))
-    return out
-
-
-def _wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: int,
-                           ks: np.ndarray, step: float) -> np.ndarray:
-    """Q_sub(H_k) for K draws without replacement at the prefixes ``ks`` (all with lam_k > 0).
-
-    Exponential race (successive sampling = order of E_v ~ Exp(q_v)): the first K draws all lie
-    in H iff the K-th arrival in H precedes the first arrival outside H (rate lam = q(V minus H)):
-        Q_sub(H) = int_0^inf lam e^{-lam t} P(N_H(t) >= K) dt,   N_H(t) = #{v in H: E_v <= t}.
-    N_H(t) is Poisson-binomial: P(N_H(t) = j) = e^{-q(H) t} e_j(o), o_v = e^{q_v t} - 1, where e_j
-    is the elementary symmetric polynomial, updated along the prefixes by the positive recursion
-    e_j^(k) = e_j^(k-1) + o_k e_{j-1}^(k-1) (cumulative sums, no cancellation).  Tokens with
-    q_v t > ``_SURE`` have arrived to double precision and shift N by one instead (keeps o finite).
-    The t integral is the trapezoid rule in log t with step ``step`` (error ~ exp(-pi^2/step)).
-
-    Cost.  The candidate prefixes are grouped into clusters (gaps <= ``_CLUSTER_GAP``).  The
-    tokens before a cluster are joined to the running law in one block per grid row
-    (:func:`_block_state`: largest masses exactly, the rest from the moments sum_v q_v^r), and
-    only the tokens inside a cluster go through the prefix recursion.  Since N_H >= N_B for
-    B subset of H, a row with P(N_B(t) <= K - 1) < ``_NEGLIGIBLE`` at the start of a cluster has
-    P(N_H(t) >= K) = 1 for all later candidates and is dropped.  Total
-    O(V R + G (#clusters _EXACT_TOP + cluster widths) K), R ~ 30 moments, instead of O(G max(ks) K).
-    """
-    kmax = int(ks.max())
-    sure_at = min(_SURE, 690.0 / max(K - 1, 1) - np.log(kmax + 1.0))
-    if sure_at < _SURE:
-        raise ValueError(f"K={K} without replacement is too large for the quadrature at V={qs.size} "
-                         "(needs K - 1 <= 690 / (36 + log V))")
-    t_lo = (1e-16 * math.factorial(K)) ** (1.0 / K)          # P(N >= K) <= t^K / K! below it
-    t_hi = 40.0 / float(lam[ks].min())                          # lam t e^{-lam t} < 2e-16 above it
-    t = np.exp(np.arange(np.log(t_lo), np.log(t_hi) + step, step))                # [G]
-    G = t.size
-    order = np.argsort(ks, kind="stable")
-    sorted_ks = ks[order]
-    clusters = np.split(sorted_ks, np.flatnonzero(np.diff(sorted_ks) > _CLUSTER_GAP) + 1)
-    state = (np.vstack([np.ones((1, G)), np.zeros((K - 1, G))]), np.zeros(G), np.zeros(G))
-    live = np.arange(G)                                          # rows not yet negligible
-    low = np.zeros((G, ks.size))                                 # P(N_H(t) <= K - 1), sorted ks
-    done, pos = 0, 0
-    for cl in clusters:
-        a, b = int(cl[0]), int(cl[-1])
-        if live.size:
-            start = _block_state(qs[done:a], t[live], K, sure_at, _take(state, live))
-            keep = _low_probability(*start) >= _NEGLIGIBLE
-            live = live[keep]
-        if live.size:
-            e, n, m = _race_states(qs[a:b], t[live, None], K, sure_at, _take(start, keep), cl - a)
-            low[live, pos:pos + cl.size] = _low_probability(e, n, m)
-            _put(state, live, (e[:, :, -1], n[:, -1], m[:, -1]))
-        done, pos = b, pos + cl.size
-    result = np.empty(ks.size)
-    lt = lam[sorted_ks][None, :] * t[:, None]
-    weight = step * lt * np.exp(-lt)                             # lam t e^{-lam t} d(log t)
-    result[order] = np.clip((weight * np.clip(1.0 - low, 0.0, 1.0)).sum(axis=0), 0.0, 1.0)
-    return result
 
 
 def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25) -> MultidraftBound:
@@ -509,19 +296,22 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25)
     by up to 2e-9), and for uniform q at V = 151,936 it matches C(|H|, K)/C(V, K) to 2e-12.
     For K >= 3 only prefixes whose cheap lower bound can beat the best cheap upper bound are
     integrated, and the common part of their prefixes is summarised once per grid point (see
-    ``_wor_subset_quadrature``): 20-65 ms at V = 151,936, K = 3..8, i.e. 8-24x one argsort of V
-    on 2 loaded cores (``python -m lp.bench``).
+    :func:`lp._race.wor_subset_quadrature`): 20-65 ms at V = 151,936, K = 3..8, i.e. 8-24x one argsort of V
+    on 2 loaded cores (``python benchmarks/lp_bounds.py``).
 
     Parameters: ``p`` target, ``q`` draft, ``K`` >= 1 drafts, ``replacement`` (i.i.d. drafts if
     True, else successive sampling; needs K <= V, and if K > |supp q| the draws stop when the
     support is exhausted, so the set is supp q).  Target mass where q = 0 is never drafted and
     so never accepted: the bound counts it as lost (those tokens sort last and only enter H if
-    nothing is gained by excluding them).
+    nothing is gained by excluding them).  ``step`` is the quadrature's log-t step.
 
-    >>> multidraft_bound([1, 0], [0.5, 0.5], 2).value                       # 0.75
-    >>> multidraft_bound([1, 0], [0.5, 0.5], 2, replacement=False).value    # 1.0
+    Returns: :class:`MultidraftBound` (``value`` = alpha* and the optimal token set ``H``).
+
+    >>> b = multidraft_bound([1, 0], [0.5, 0.5], 2)
+    >>> b.value, b.H.tolist(), multidraft_bound([1, 0], [0.5, 0.5], 2, replacement=False).value
+    (0.75, [1], 1.0)
     """
-    p, q = _pair(p, q)
+    p, q = as_pair(p, q)
     k_eff = _check_K(q, K, replacement)
     order = _prefix_order(p, q)
     ps, qs = np.take(p, order), np.take(q, order)
@@ -557,7 +347,7 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25)
             cand = np.flatnonzero((optimistic <= best_upper + 1e-12) & ~done & (Qc > 0))
             Qsub = done.astype(np.float64)                         # 1 where H holds supp q
             if cand.size:
-                Qsub[cand] = _wor_subset_quadrature(qs, Qc, lam, k_eff, cand, step)
+                Qsub[cand] = wor_subset_quadrature(qs, Qc, lam, k_eff, cand, step)
             # any other prefix has objective >= optimistic > best_upper + 1e-12 >= the objective
             # of the prefix attaining best_upper (itself a candidate), so it cannot win
     obj = Pc - Qsub                                              # objective minus 1
@@ -583,9 +373,15 @@ def multidraft_bound_bruteforce(p, q, K: int, replacement: bool = True) -> Multi
     Q_sub(H) = q(H)^K with replacement; without replacement the sum of the exact set law
     :func:`draft_set_law` over sets inside H.  For testing the prefix rule; V <= 16.
 
-    >>> multidraft_bound_bruteforce([0, .5, .5], [.8, .1, .1], 2).value   # 0.36
+    Parameters: as :func:`multidraft_bound`.
+
+    Returns: :class:`MultidraftBound` with ``method="bruteforce"``.
+
+    >>> b = multidraft_bound_bruteforce([0, .5, .5], [.8, .1, .1], 2)
+    >>> round(b.value, 12), b.H.tolist()
+    (0.36, [0])
     """
-    p, q = _pair(p, q)
+    p, q = as_pair(p, q)
     _check_K(q, K, replacement)
     V = p.size
     if V > 16:
@@ -606,7 +402,15 @@ def union_bound(p, q, K: int) -> float:
 
     An upper bound on the optimum (union bound), equal to it for V = 2 or K = 1, strictly larger
     in general (docs/theory.md §6.6 caution; p = (0, 1/2, 1/2), q = (0.8, 0.1, 0.1), K = 2: 0.38 vs 0.36).
+
+    Parameters: ``p`` target, ``q`` draft, ``K`` >= 1 i.i.d. drafts.
+
+    Returns: the bound (``float``).
+
+    >>> round(union_bound([0, .5, .5], [.8, .1, .1], 2), 12)
+    0.38
     """
-    p, q = _pair(p, q)
+    p, q = as_pair(p, q)
     K = check_int(K, "K", 1)
-    return float(np.minimum(p, -np.expm1(K * np.log1p(-np.minimum(q, 1.0)))).sum())
+    with np.errstate(divide="ignore"):                           # q_v = 1: log1p(-1) = -inf, exactly right
+        return float(np.minimum(p, -np.expm1(K * np.log1p(-np.minimum(q, 1.0)))).sum())

@@ -8,11 +8,11 @@ Per position (target p, draft q, full vocabulary) and averaged over positions:
   arXiv 2502.18779), from :func:`lp.coupling.multidraft_bound`;
 - lossy rules: exact output law, acceptance beta, KL(out||p), TV(out, p) and the gap to the
   acceptance-vs-divergence frontier beta*(D(out, p)) - beta (docs/theory.md §9, 10.1), from
-  :func:`lp.lossy.certify`; and the frontier itself beta*(eps) from :func:`lp.lossy.frontier`.
+  :func:`lp.certificates.certify`; and the frontier itself beta*(eps) from :func:`lp.frontier.frontier`.
 
-Sources are a :class:`specsim.real.RealDataset` or a list of :class:`specsim.real.Pair`. ``lp`` is
-imported lazily (it needs cvxpy only for its LP solvers, not for the closed forms used here).  It lives in
-``lp`` because ``specsim`` never imports ``lp``.
+Sources are a :class:`specsim.real.RealDataset` or a list of :class:`specsim.real.Pair`.  The
+module lives in ``lp`` because the core ``specsim`` never imports ``lp``; ``specsim real tables``
+(:mod:`specsim.cli`) prints these tables for a dataset.
 
 Example::
 
@@ -31,6 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsim._validate import check_int
+from specsim.verifiers.lossy import LOSSY_RULES
+
+from .certificates import certify
+from .coupling import multidraft_bound
+from .frontier import frontier
+from .tables import specinfer_acceptance, spectr_acceptance
 
 __all__ = ["AcceptanceRow", "MultidraftRow", "FrontierRow", "LossyRow", "DEFAULT_RULES", "acceptance_table",
            "multidraft_table", "frontier_table", "lossy_table", "format_rows"]
@@ -126,11 +132,20 @@ def _progress(it, desc, progress):
 
 
 def acceptance_table(source, drafts: Sequence[str] | None = None) -> list[AcceptanceRow]:
-    """alpha = sum_v min(p_v, q_v) per position, summarised per draft.
+    """alpha = sum_v min(p_v, q_v) = 1 - TV(p, q) per position, summarised per draft.
 
-    Example::
+    Parameters: ``source`` (a :class:`specsim.real.RealDataset` or a list of
+    :class:`specsim.real.Pair`), ``drafts`` (names to include; default all).
 
-        acceptance_table(ds)[0].mean
+    Returns: ``list`` of :class:`AcceptanceRow`, one per draft.
+
+    >>> import numpy as np
+    >>> from specsim.real import Pair
+    >>> pairs = [Pair(0, (1,), 2, np.array([0.5, 0.3, 0.2]), {"d": np.array([0.2, 0.3, 0.5])}),
+    ...          Pair(0, (1, 2), -1, np.array([0.1, 0.6, 0.3]), {"d": np.array([0.3, 0.4, 0.3])})]
+    >>> row = acceptance_table(pairs)[0]
+    >>> row.draft, row.n, round(row.mean, 6), round(row.min, 6)
+    ('d', 2, 0.75, 0.7)
     """
     rows = []
     for d, prs in _by_draft(source, drafts).items():
@@ -146,15 +161,21 @@ def multidraft_table(source, K: Iterable[int] = range(1, 9), drafts: Sequence[st
     next to SpecInfer RRS and SpecTr K-SEQ (closed forms in ``lp.tables``) and their gap to it.
 
     i.i.d. drafts cost O(V log V) per position; without replacement needs a quadrature for K >= 3
-    (~0.3 s per position on the committed SmolLM2 rows at V = 49,152), so ``without_replacement_max_K`` can cap it (larger K
-    gets nan).
+    (~0.3 s per position on the committed SmolLM2 rows at V = 49,152), so
+    ``without_replacement_max_K`` can cap it (larger K gets nan).
 
-    Example::
+    Parameters: ``source`` (dataset or list of pairs), ``K`` (numbers of drafts), ``drafts``,
+    ``without_replacement_max_K``, ``progress`` (tqdm bar; None = when interactive).
 
-        multidraft_table(ds, K=[1, 2])
+    Returns: ``list`` of :class:`MultidraftRow`, one per (draft, K).
+
+    >>> import numpy as np
+    >>> from specsim.real import Pair
+    >>> pairs = [Pair(0, (1,), 2, np.array([0.5, 0.3, 0.2]), {"d": np.array([0.2, 0.3, 0.5])}),
+    ...          Pair(0, (1, 2), -1, np.array([0.1, 0.6, 0.3]), {"d": np.array([0.3, 0.4, 0.3])})]
+    >>> [(r.K, round(r.iid, 6), round(r.without_replacement, 6)) for r in multidraft_table(pairs, K=[1, 2])]
+    [(1, 0.75, 0.75), (2, 0.93, 0.992857)]
     """
-    from .coupling import multidraft_bound
-    from .tables import specinfer_acceptance, spectr_acceptance
     Ks = [check_int(k, "K", 1) for k in K]
     if not Ks:
         raise ValueError("K: give at least one number of drafts")
@@ -174,13 +195,21 @@ def multidraft_table(source, K: Iterable[int] = range(1, 9), drafts: Sequence[st
 
 def frontier_table(source, eps: Iterable[float] = (0.0, 0.01, 0.05, 0.1, 0.5),
                    drafts: Sequence[str] | None = None) -> list[FrontierRow]:
-    """Mean beta*(eps) = max_pi sum min(q, pi) s.t. D(pi, p) <= eps (``lp.lossy.frontier``), D in TV, KL(pi||p), KL(p||pi).
+    """Mean over positions of beta*(eps) = max_pi sum min(q, pi) s.t. D(pi, p) <= eps
+    (:func:`lp.frontier.frontier`), for D in TV(pi, p), KL(pi||p), KL(p||pi).
 
-    Example::
+    Parameters: ``source`` (dataset or list of pairs), ``eps`` (budgets >= 0), ``drafts``.
 
-        frontier_table(ds, eps=[0.05])
+    Returns: ``list`` of :class:`FrontierRow`, one per (draft, budget).
+
+    >>> import numpy as np
+    >>> from specsim.real import Pair
+    >>> pairs = [Pair(0, (1,), 2, np.array([0.5, 0.3, 0.2]), {"d": np.array([0.2, 0.3, 0.5])}),
+    ...          Pair(0, (1, 2), -1, np.array([0.1, 0.6, 0.3]), {"d": np.array([0.3, 0.4, 0.3])})]
+    >>> r = frontier_table(pairs, eps=[0.05])[0]
+    >>> round(r.tv, 6), round(r.kl, 6), round(r.kl_reverse, 6)
+    (0.8, 0.863988, 0.871503)
     """
-    from .lossy import frontier
     budgets = [float(e) for e in eps]
     if any(not (e >= 0) for e in budgets):
         raise ValueError(f"eps: budgets must be >= 0, got {budgets}")
@@ -195,16 +224,21 @@ def frontier_table(source, eps: Iterable[float] = (0.0, 0.01, 0.05, 0.1, 0.5),
 
 def lossy_table(source, rules: Sequence[tuple[str, Mapping]] = DEFAULT_RULES,
                 drafts: Sequence[str] | None = None) -> list[LossyRow]:
-    """Exact certificates of lossy rules at every position (``lp.lossy.certify``), averaged per (draft, rule).
+    """Exact certificates of lossy rules at every position (``lp.certificates.certify``), averaged per (draft, rule).
 
-    ``rules`` are (name, parameters) with names from ``specsim.verifiers.lossy.LOSSY_RULES``.
+    Parameters: ``source`` (dataset or list of pairs), ``rules`` ((name, parameters) with names
+    from ``specsim.verifiers.lossy.LOSSY_RULES``), ``drafts``.
 
-    Example::
+    Returns: ``list`` of :class:`LossyRow`, one per (draft, rule).
 
-        lossy_table(ds, rules=[("lenience", {"l": 0.8})])
+    >>> import numpy as np
+    >>> from specsim.real import Pair
+    >>> pairs = [Pair(0, (1,), 2, np.array([0.5, 0.3, 0.2]), {"d": np.array([0.2, 0.3, 0.5])}),
+    ...          Pair(0, (1, 2), -1, np.array([0.1, 0.6, 0.3]), {"d": np.array([0.3, 0.4, 0.3])})]
+    >>> r = lossy_table(pairs, rules=[("lenience", {"l": 0.8})])[0]
+    >>> r.rule, round(r.beta, 6), round(r.gap_tv, 6)
+    ('lenience(l=0.8)', 0.7875, 0.0)
     """
-    from .lossy import certify
-    from specsim.verifiers.lossy import LOSSY_RULES
     made = []
     for name, params in rules:
         if name not in LOSSY_RULES:
@@ -225,7 +259,21 @@ def lossy_table(source, rules: Sequence[tuple[str, Mapping]] = DEFAULT_RULES,
 
 
 def format_rows(rows: Sequence, digits: int = 4) -> str:
-    """A Markdown table of result dataclasses (one column per field, floats to ``digits`` places)."""
+    """A Markdown table of result dataclasses: one column per field, floats to ``digits`` places.
+
+    Parameters: ``rows`` (dataclass instances of one type), ``digits``.
+
+    Returns: the table as text (``str``; ``"(no rows)"`` when empty).
+
+    >>> import numpy as np
+    >>> from specsim.real import Pair
+    >>> pairs = [Pair(0, (1,), 2, np.array([0.5, 0.3, 0.2]), {"d": np.array([0.2, 0.3, 0.5])}),
+    ...          Pair(0, (1, 2), -1, np.array([0.1, 0.6, 0.3]), {"d": np.array([0.3, 0.4, 0.3])})]
+    >>> print(format_rows(acceptance_table(pairs), digits=2))
+    | draft | n | mean | min | q25 | median | q75 | max |
+    |---|---|---|---|---|---|---|---|
+    | d | 2 | 0.75 | 0.70 | 0.72 | 0.75 | 0.78 | 0.80 |
+    """
     rows = list(rows)
     if not rows:
         return "(no rows)"

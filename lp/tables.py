@@ -18,12 +18,13 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from specsim._validate import check_int
+from specsim._deprecation import renamed_keyword
+from specsim._validate import as_pair, check_int, check_model_pair
 from specsim.models import Model, random_model
 
 from specsim.verifiers.tree import kseq_rho, multidraft_acceptance
 
-from .coupling import _pair, maximal_coupling, multidraft_bound
+from .coupling import maximal_coupling, multidraft_bound
 
 __all__ = ["specinfer_acceptance", "spectr_acceptance", "spectr_rho", "GapRow", "GapTable",
            "gap_table", "model_gap_table", "bounds_report", "DEFAULT_VERIFIERS"]
@@ -32,11 +33,17 @@ __all__ = ["specinfer_acceptance", "spectr_acceptance", "spectr_rho", "GapRow", 
 def specinfer_acceptance(p, q, K: int) -> float:
     """SpecInfer RRS with K i.i.d. drafts: alpha = 1 - prod_{j=1}^K (1 - a_j) (docs/theory.md §6.1).
 
-    a_j = sum_v min(R_{j-1}, q), R_0 = p, R_j = norm((R_{j-1} - q)_+); Miao et al., arXiv 2305.09781.
+    a_j = sum_v min(R_{j-1}, q), R_0 = p, R_j = norm((R_{j-1} - q)_+); Miao et al., "SpecInfer",
+    arXiv 2305.09781.
 
-    >>> specinfer_acceptance([1, 0], [0.5, 0.5], 2)   # 0.75
+    Parameters: ``p`` target, ``q`` draft (probability vectors over the same V >= 2), ``K`` >= 1.
+
+    Returns: the acceptance alpha (``float``).
+
+    >>> specinfer_acceptance([1, 0], [0.5, 0.5], 2)
+    0.75
     """
-    p, q = _pair(p, q)
+    p, q = as_pair(p, q)
     K = check_int(K, "K", 1)
     R, miss = p.copy(), 1.0
     for _ in range(K):
@@ -50,8 +57,18 @@ def specinfer_acceptance(p, q, K: int) -> float:
 
 
 def spectr_rho(p, q, K: int) -> float:
-    """rho* = the smallest valid rho in [1, K] for SpecTr's K-SEQ (docs/theory.md §6.4); the verifier's own
-    :func:`specsim.verifiers.tree.kseq_rho`, re-exported so tables and verifier agree by construction."""
+    """rho* = the smallest valid rho in [1, K] for SpecTr's K-SEQ (docs/theory.md §6.4).
+
+    The verifier's own :func:`specsim.verifiers.tree.kseq_rho`, so tables and verifier agree by
+    construction.
+
+    Parameters: ``p`` target, ``q`` draft, ``K`` >= 1 drafts.
+
+    Returns: rho* (``float``).
+
+    >>> spectr_rho([1, 0], [0.5, 0.5], 2)
+    1.0
+    """
     return kseq_rho(p, q, check_int(K, "K", 1))
 
 
@@ -60,9 +77,14 @@ def spectr_acceptance(p, q, K: int) -> float:
 
     Sun, Suresh, Ro, Beirami, Jain, Yu, "SpecTr", arXiv 2310.15141 (the paper's p is the draft).
 
-    >>> spectr_acceptance([1, 0], [0.5, 0.5], 2)   # 0.75
+    Parameters: ``p`` target, ``q`` draft (probability vectors over the same V >= 2), ``K`` >= 1.
+
+    Returns: the acceptance (``float``).
+
+    >>> spectr_acceptance([1, 0], [0.5, 0.5], 2)
+    0.75
     """
-    p, q = _pair(p, q)
+    p, q = as_pair(p, q)
     rho = spectr_rho(p, q, K)
     beta = float(np.minimum(q, p / rho).sum())
     return 1.0 - (1.0 - beta) ** K
@@ -73,7 +95,8 @@ def spectr_acceptance(p, q, K: int) -> float:
 MAX_EXACT_TUPLES = 5000
 
 
-def _exact(name: str, replacement: bool):
+def _enumerated_acceptance(name: str, replacement: bool):
+    """acceptance(p, q, K) of tree verifier ``name`` by exact enumeration of the V^K draft tuples."""
     def acceptance(p, q, K):
         if p.size ** K > MAX_EXACT_TUPLES:
             return None  # no closed form and too many draft tuples to enumerate: row omitted
@@ -86,10 +109,10 @@ DEFAULT_VERIFIERS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, int], float
     "speculative sampling (1 draft)": (lambda p, q, K: maximal_coupling(p, q).value, True),
     "SpecInfer RRS": (specinfer_acceptance, True),
     "SpecTr K-SEQ": (spectr_acceptance, True),
-    "Khisti two-step (exact)": (_exact("khisti", True), True),
-    "GBV, L=1 (exact)": (_exact("gbv", True), True),
-    "Sequoia SWOR RRS (exact)": (_exact("sequoia", False), False),
-    "traversal, L=1 (exact)": (_exact("traversal", False), False),
+    "Khisti two-step (exact)": (_enumerated_acceptance("khisti", True), True),
+    "GBV, L=1 (exact)": (_enumerated_acceptance("gbv", True), True),
+    "Sequoia SWOR RRS (exact)": (_enumerated_acceptance("sequoia", False), False),
+    "traversal, L=1 (exact)": (_enumerated_acceptance("traversal", False), False),
 }
 
 
@@ -135,9 +158,15 @@ def gap_table(p, q, K_values=(1, 2, 4), verifiers: Mapping | None = None, title:
     optimum for its draft law, then the optima themselves (i.i.d. and, when K <= V, without
     replacement).  Gap = 100 (optimum - acceptance) / optimum.
 
-    >>> print(gap_table([1, 0], [0.5, 0.5], K_values=(2,)))
+    Parameters: ``p`` target, ``q`` draft, ``K_values`` (ints >= 1), ``verifiers``, ``title``.
+
+    Returns: :class:`GapTable` (``str()`` prints it).
+
+    >>> t = gap_table([1, 0], [0.5, 0.5], K_values=(2,))
+    >>> [(r.name, round(r.acceptance, 6), round(r.gap_percent, 2)) for r in t.rows][:3]
+    [('speculative sampling (1 draft)', 0.5, 33.33), ('SpecInfer RRS', 0.75, 0.0), ('SpecTr K-SEQ', 0.75, 0.0)]
     """
-    p, q = _pair(p, q)
+    p, q = as_pair(p, q)
     verifiers = DEFAULT_VERIFIERS if verifiers is None else verifiers
     Ks = [check_int(K, "K", 1) for K in np.atleast_1d(K_values).tolist()]
     rows = []
@@ -155,22 +184,40 @@ def gap_table(p, q, K_values=(1, 2, 4), verifiers: Mapping | None = None, title:
     return GapTable(tuple(rows), p.size, title)
 
 
-def model_gap_table(target: Model, draft: Model, K_values=(1, 2, 4), context=(),
+@renamed_keyword("draft", "draft_model")
+def model_gap_table(target: Model, draft_model: Model, K_values=(1, 2, 4), context=(),
                     verifiers: Mapping | None = None) -> GapTable:
-    """:func:`gap_table` for a model pair at the first position after ``context``: p = target(context), q = draft(context)."""
-    if not isinstance(target, Model) or not isinstance(draft, Model):
-        raise ValueError("target and draft must be specsim.models.Model objects")
-    if target.V != draft.V:
-        raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
-    return gap_table(target(context), draft(context), K_values, verifiers,
-                     f"{target.name} vs {draft.name} at context {tuple(context)}")
+    """:func:`gap_table` for a model pair at the position after ``context``: p = target(context),
+    q = draft_model(context).
+
+    Parameters: ``target``, ``draft_model`` (:class:`~specsim.models.Model` over the same V;
+    ``draft=`` is a deprecated spelling), ``K_values``, ``context`` (token ids), ``verifiers``.
+
+    Returns: :class:`GapTable`.
+
+    >>> from specsim.models import iid
+    >>> t = model_gap_table(iid([1.0, 0.0]), iid([0.5, 0.5]), K_values=(2,))
+    >>> [(r.name, r.replacement, round(r.acceptance, 6)) for r in t.rows if r.name == "optimum"]
+    [('optimum', True, 0.75), ('optimum', False, 1.0)]
+    """
+    check_model_pair(target, draft_model, 0, min_L=0)   # one position: no draft length
+    return gap_table(target(context), draft_model(context), K_values, verifiers,
+                     f"{target.name} vs {draft_model.name} at context {tuple(context)}")
 
 
 def bounds_report(p=None, q=None, K=(1, 2, 4), V: int = 8, seed: int = 0) -> str:
     """Text report for ``specsim bounds``: the gap table for (p, q), or for a random pair.
 
     Without ``p`` and ``q``, p and q are the first-position rows of ``random_model(V, seed)`` and
-    ``random_model(V, seed + 1)``.  ``K`` is an int or a sequence of ints.
+    ``random_model(V, seed + 1)``.
+
+    Parameters: ``p``, ``q`` (both or neither), ``K`` (an int or a sequence of ints), ``V``,
+    ``seed`` (random pair).
+
+    Returns: the table as text (``str``).
+
+    >>> print(bounds_report([1, 0], [0.5, 0.5], K=2).splitlines()[0])
+    V=2
     """
     if (p is None) != (q is None):
         raise ValueError("give both p and q, or neither (a random pair is drawn)")

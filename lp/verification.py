@@ -16,15 +16,17 @@ Source: Thomas & Pal, arXiv 2602.16961 (information-agnostic LP; the formulation
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
-from specsim._validate import check_int
-from specsim.drafts import DraftProcess, DraftTree, chain
+from specsim._deprecation import renamed_keyword
+from specsim._validate import check_model_pair
+from specsim.drafts import DraftProcess, DraftTree, chain, draft_laws
 from specsim.models import Model
-from specsim.verifiers.base import Outcome, Verifier
+from specsim.verifiers.base import Outcome, Verifier, tree_verifier
 
 from .coupling import solve_lp
 
@@ -32,7 +34,21 @@ __all__ = ["VerificationLP", "verification_lp", "tree_key"]
 
 
 def tree_key(tree: DraftTree) -> tuple[tuple[int, ...], ...]:
-    """Canonical form of a draft tree: its sorted root-to-node paths (node numbering ignored)."""
+    """Canonical form of a draft tree: the sorted tuple of its root-to-node token paths.
+
+    Two trees with the same paths are the same draft to a verifier (node numbering ignored), so
+    :func:`verification_lp` merges them and its optimal verifier looks trees up by this key.
+
+    Parameters: ``tree`` (:class:`~specsim.drafts.DraftTree`).
+
+    Returns: ``tuple`` of token-id tuples, the root's path ``()`` first.
+
+    >>> import numpy as np
+    >>> from specsim.drafts import DraftTree
+    >>> rows = np.full((3, 3), 1 / 3)
+    >>> tree_key(DraftTree((-1, 0, 2), (-1, 0, 0), rows, rows))
+    ((), (0,), (2,))
+    """
     return tuple(sorted(tree.path(i) for i in range(tree.num_nodes)))
 
 
@@ -92,36 +108,42 @@ def _polish(x: np.ndarray, M: sp.csc_matrix, rhs: np.ndarray) -> np.ndarray:
     return polished if np.abs(M @ polished - rhs).max() < before else x
 
 
-def verification_lp(target: Model, draft: Model, L: int, drafting: DraftProcess | None = None,
-                    solver: str | None = None, context=()) -> VerificationLP:
-    """Maximise E[tau] over all lossless verifiers with the prefix-plus-one-token output (docs/theory.md §5.1/5.2).
+@renamed_keyword("draft", "draft_model")
+def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
+                    solver: str | Sequence[str] | None = None, context=()) -> VerificationLP:
+    """Maximise E[tau] over all lossless verifiers with the prefix-plus-one-token output (docs/theory.md §5.1, §5.2).
 
-    max sum_D Pr(D) sum_{v,y} depth(v) pi(D,v,y) subject to sum_{v,y} pi(D,v,y) = 1 and the
-    completion criterion C(z) = P(z) for all z in V^{L+1}.  Draft trees come from
-    ``drafting.enumerate(target, draft, L)`` (chains by default; any :class:`DraftProcess`), trees
-    with the same paths are merged, and the LP is built with scipy.sparse and solved by cvxpy
-    (HiGHS, Clarabel fallback, or the named ``solver``).  For one path it equals block
-    verification (Sun et al., arXiv 2403.10444); for L = 1 and K drafts it is the multi-draft OT
-    of :func:`lp.coupling.multidraft_lp`.  Thomas & Pal, arXiv 2602.16961.
+    max sum_D Pr(D) sum_{v,y} depth(v) pi(D,v,y) subject to sum_{v,y} pi(D,v,y) = 1 for every
+    draft tree D and the completion criterion C(z) = P(z) for all z in V^{L+1}.  Draft trees come
+    from ``drafting.enumerate(target, draft_model, L)`` (chains by default; any
+    :class:`~specsim.drafts.DraftProcess`), trees with the same paths are merged
+    (:func:`tree_key`), and the LP is built with scipy.sparse and solved by cvxpy through
+    :func:`lp.coupling.solve_lp`.  For one path it equals block verification (Sun et al.,
+    arXiv 2403.10444); for L = 1 and K drafts it is the multi-draft OT of
+    :func:`lp.coupling.multidraft_lp`.  Thomas & Pal, arXiv 2602.16961.  Size: sum over trees of
+    nodes x V variables, V^{L+1} + #trees equalities (V = 3, L = 4: 1215 variables).
 
-    Parameters: ``target``, ``draft`` (:class:`~specsim.models.Model`, same V), ``L`` draft
-    length / tree depth, ``drafting`` process, ``solver``, ``context`` (prefix to condition on).
-    Size: sum over trees of nodes x V variables, V^{L+1} + #trees equalities (V = 3, L = 4: 1215
-    variables).
+    Parameters: ``target``, ``draft_model`` (:class:`~specsim.models.Model` over the same V;
+    ``draft=`` is a deprecated spelling), ``L`` draft length / tree depth, ``drafting`` process,
+    ``solver`` (cvxpy solver name or sequence; default HiGHS, then Clarabel), ``context`` (the
+    prefix to condition on).
 
-    >>> sol = verification_lp(iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)
-    >>> sol.value                                    # 11/9, block verification's E[tau]
-    >>> check_lossless(sol.verifier, iid([1/3, 2/3]), iid([2/3, 1/3]), 2).lossless
+    Returns: :class:`VerificationLP` (the optimum ``value`` = E[tau] and the optimal ``verifier``).
+
+    >>> from specsim.exact import check_lossless
+    >>> from specsim.models import iid
+    >>> target, draft_model = iid([1/3, 2/3]), iid([2/3, 1/3])
+    >>> sol = verification_lp(target, draft_model, L=2)
+    >>> round(sol.value, 6), round(11 / 9, 6)            # block verification's E[tau] (docs/theory.md §12)
+    (1.222222, 1.222222)
+    >>> check_lossless(sol.verifier, target, draft_model, 2).lossless
+    True
     """
     import cvxpy as cp
 
-    if not isinstance(target, Model) or not isinstance(draft, Model):
-        raise ValueError("target and draft must be specsim.models.Model objects")
-    if target.V != draft.V:
-        raise ValueError(f"target has V={target.V} but draft has V={draft.V}")
-    L = check_int(L, "L", 1)
+    L = check_model_pair(target, draft_model, L)
     drafting = drafting or chain()
-    target_c, draft_c = target.shifted(context), draft.shifted(context)
+    target_c, draft_c = target.shifted(context), draft_model.shifted(context)
     V = target.V
 
     merged: dict[tuple, float] = {}
@@ -133,7 +155,7 @@ def verification_lp(target: Model, draft: Model, L: int, drafting: DraftProcess 
         merged[key] = merged.get(key, 0.0) + float(prob)
         total += float(prob)
     if abs(total - 1.0) > 1e-9:
-        raise ValueError(f"draft process {getattr(drafting, 'name', drafting)!r} enumerated total probability {total!r}, not 1")
+        raise ValueError(f"draft process {drafting.name!r} enumerated total probability {total!r}, not 1")
     keys = list(merged)
     weights = np.array([merged[k] for k in keys])
 
@@ -201,9 +223,10 @@ def verification_lp(target: Model, draft: Model, L: int, drafting: DraftProcess 
         node = {tree.path(i): i for i in range(tree.num_nodes)}
         return [Outcome(mass, node[path], dist) for path, mass, dist in entries]
 
-    name = f"lp_optimal[{getattr(drafting, 'name', 'drafts')}, L={L}]"
-    verifier = Verifier(name, law, "tree", None, True,
-                        "Optimal verifier of the information-agnostic LP (table lookup by tree paths).")
+    name = f"lp_optimal[{drafting.name}, L={L}]"
+    # the table covers the trees this process draws: it needs the laws the process guarantees
+    verifier = tree_verifier(name, needs=draft_laws(drafting) or {"any"},
+                             doc="Optimal verifier of the information-agnostic LP (table lookup by tree paths).")(law)
     value = float(np.concatenate(objective) @ xv.ravel())
-    return VerificationLP(value, verifier, V, L, getattr(drafting, "name", "drafts"), len(keys), n,
+    return VerificationLP(value, verifier, V, L, drafting.name, len(keys), n,
                           A.shape[0] + len(keys), used, seconds)

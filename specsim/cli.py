@@ -1,26 +1,48 @@
-"""The ``specsim`` command.
+"""The ``specsim`` command: the application layer over ``specsim``, ``lp`` and ``specsim.real``.
 
 ``specsim compare`` (the main job) prints every applicable verifier's exact E[tau], block
 efficiency and losslessness certificate on a context-dependent toy pair; ``specsim bounds`` and
 ``specsim lossy`` print the LP/OT gap table and lossy certificates (need the ``lp`` extra);
-``specsim real`` builds and tabulates real next-token distributions (needs the ``real`` extra).
+``specsim real build|info|tables`` builds and tabulates real next-token distributions (needs the
+``real`` extra to build).  The core ``specsim`` modules never import ``lp``; this module does,
+inside the command functions, so ``import specsim.cli`` stays light.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from pathlib import Path
+
+import numpy as np
 
 from . import models
+from .drafts import parse_drafting
 from .exact import check_lossless
+from .verifiers.tree import verifiers_for
+
+__all__ = ["MODEL_KINDS", "model_pair", "compare", "bounds", "lossy_report", "lossy", "real",
+           "build_parser", "main"]
 
 MODEL_KINDS = ("random", "near", "markov", "toy")
 
 
 def model_pair(kind: str, V: int, seed: int) -> tuple[models.Model, models.Model]:
-    """Default (target, draft) pairs: ``random`` (independent Dirichlet rows per prefix),
-    ``near`` (draft = 70% target + 30% independent noise), ``markov`` (random first-order chains),
-    ``toy`` (the block-verification paper's p = (1/3, 2/3), q = (2/3, 1/3); V is ignored)."""
+    """The default (target, draft model) pair of ``specsim compare``.
+
+    ``random``: independent Dirichlet rows per prefix (``random_model(V, seed)`` and
+    ``random_model(V, seed + 1)``); ``near``: draft = 0.7 target + 0.3 independent rows;
+    ``markov``: random first-order chains; ``toy``: the block-verification paper's
+    p = (1/3, 2/3), q = (2/3, 1/3) at every prefix (V is ignored).
+
+    Parameters: ``kind`` (one of :data:`MODEL_KINDS`), ``V`` vocabulary size, ``seed``.
+
+    Returns: ``(target, draft_model)``, two :class:`~specsim.models.Model` objects.
+
+    >>> target, draft_model = model_pair("toy", 0, 0)
+    >>> target(()).round(4).tolist(), draft_model((1,)).round(4).tolist()
+    ([0.3333, 0.6667], [0.6667, 0.3333])
+    """
     if kind == "toy":
         return models.iid([1 / 3, 2 / 3], "toy-p"), models.iid([2 / 3, 1 / 3], "toy-q")
     if kind == "random":
@@ -29,58 +51,105 @@ def model_pair(kind: str, V: int, seed: int) -> tuple[models.Model, models.Model
         t = models.random_model(V, seed, name="target")
         return t, models.mix(t, models.random_model(V, seed + 1), 0.3)
     if kind == "markov":
-        import numpy as np
         rng = np.random.default_rng(seed)
-        mk = lambda name: models.markov(rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=V), name)
+        mk = lambda name: models.markov(rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=V), name)  # noqa: E731
         return mk("target"), mk("draft")
     raise ValueError(f"unknown model kind {kind!r}; choose one of {MODEL_KINDS}")
 
 
-def _drafting(spec: str):
-    from . import drafts
-    if spec == "chain":
-        return drafts.chain()
-    parse = getattr(drafts, "parse_drafting", None)
-    if parse is None:
-        raise SystemExit(f"drafting {spec!r} is not available in this version (only 'chain')")
-    return parse(spec)
-
-
-def _verifiers_for(drafting):
-    from .verifiers import tree as tree_mod  # noqa: F401  (tree verifiers, when installed)
-    return tree_mod.verifiers_for(drafting)
-
-
 def compare(args) -> int:
-    target, draft = model_pair(args.model, args.V, args.seed)
-    drafting = _drafting(args.drafting)
-    try:
-        verifiers = _verifiers_for(drafting)
-    except (ImportError, AttributeError):
-        from .verifiers.chain import CHAIN_VERIFIERS
-        verifiers = list(CHAIN_VERIFIERS.values())
-    V = target.V
-    print(f"target {target.name}, draft {draft.name}, V={V}, L={args.L}, drafting={drafting.name}")
+    """``specsim compare``: exact E[tau], block efficiency E[tau] + 1 and the losslessness certificate
+    max_z |C(z) - P(z)| (docs/theory.md §2) of every verifier that applies to the draft process.
+
+    Parameters: ``args`` with ``model``, ``V``, ``seed``, ``L`` and ``drafting`` (a
+    :func:`specsim.drafts.parse_drafting` spec).
+
+    Returns: the exit status 0; the table goes to stdout.
+
+    >>> _ = main(["compare", "--model", "toy", "--L", "1"])   # doctest: +ELLIPSIS
+    target toy-p, draft toy-q, V=2, L=1, drafting=chain
+    ...
+    token                    0.66667     1.66667       yes    0.00e+00...
+    ...
+    """
+    target, draft_model = model_pair(args.model, args.V, args.seed)
+    drafting = parse_drafting(args.drafting)
+    print(f"target {target.name}, draft {draft_model.name}, V={target.V}, L={args.L}, drafting={drafting.name}")
     head = f"{'verifier':<22}{'E[tau]':>10}{'block eff.':>12}{'lossless':>10}{'max |C-P|':>12}{'time (s)':>10}"
     print(head)
     print("-" * len(head))
-    for v in verifiers:
+    for v in verifiers_for(drafting):
         t0 = time.perf_counter()
-        c = check_lossless(v, target, draft, args.L, drafting, progress=None)
+        c = check_lossless(v, target, draft_model, args.L, drafting, progress=None)
         dt = time.perf_counter() - t0
-        claim = "" if getattr(v, "lossless", True) else "  (negative control / lossy by design)"
+        claim = "" if v.lossless else "  (negative control / lossy by design)"
         print(f"{v.name:<22}{c.expected_accepted:>10.5f}{c.block_efficiency:>12.5f}"
               f"{'yes' if c.lossless else 'NO':>10}{c.max_abs_error:>12.2e}{dt:>10.3f}{claim}")
     return 0
 
 
 def bounds(args) -> int:
+    """``specsim bounds``: each multi-draft verifier's acceptance next to the optimum
+    alpha* = min_H [p(H) + 1 - Q_sub(H)] (docs/theory.md §6.6; :func:`lp.tables.bounds_report`).
+
+    Parameters: ``args`` with ``p``, ``q`` (both or neither), ``K``, ``V``, ``seed``.
+
+    Returns: the exit status 0; the table goes to stdout.
+
+    >>> _ = main(["bounds", "--p", "1", "0", "--q", "0.5", "0.5", "--K", "2"])   # doctest: +ELLIPSIS
+    V=2
+    ...
+      2  SpecInfer RRS                     iid         0.750000  0.750000    0.00
+    ...
+    """
     from lp.tables import bounds_report
     print(bounds_report(p=args.p, q=args.q, K=tuple(args.K), V=args.V, seed=args.seed))
     return 0
 
 
-def _param(text: str) -> tuple[str, object]:
+def lossy_report(rule_name: str = "typical", budget: float | None = None, p=None, q=None, **params) -> str:
+    """Certificate of one lossy rule at (p, q) and the frontier beta*(eps) it is measured against.
+
+    The certificate is :func:`lp.certificates.certify` (exact output law, KL both ways, TV, gap to
+    the frontier); the sweep lists beta*_TV, beta*_KL(pi||p), beta*_KL(p||pi) of
+    :func:`lp.frontier.frontier_curve` at eps in {0, .02, .05, .1, .2, .5, 1} plus ``budget``.
+
+    Parameters: ``rule_name`` (a key of ``specsim.verifiers.lossy.LOSSY_RULES``), ``budget``
+    (extra eps, marked), ``p`` target and ``q`` draft (default E1 of docs/theory.md §12),
+    ``params`` (the rule factory's arguments, e.g. ``delta=0.05`` for cactus).
+
+    Returns: the report (``str``).
+
+    >>> print(lossy_report("cactus", delta=0.05).splitlines()[6])
+      KL(out||p) = 0.082227   frontier at that KL: 0.569970  (gap +0.001049)
+    """
+    from lp.certificates import certify
+    from lp.frontier import E1_P, E1_Q, frontier_curve
+    from specsim.divergences import DIVERGENCES, kl, tv
+    from specsim.verifiers.lossy import LOSSY_RULES
+    from ._validate import as_pair
+
+    if rule_name not in LOSSY_RULES:
+        raise ValueError(f"unknown rule {rule_name!r}; choose from {sorted(LOSSY_RULES)}")
+    p, q = as_pair(E1_P if p is None else p, E1_Q if q is None else q)
+    cert = certify(LOSSY_RULES[rule_name](**params), p, q)
+    budgets = [0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
+    if budget is not None:
+        budgets = sorted(set(budgets) | {float(budget)})
+    curves = {k: frontier_curve(p, q, budgets, k) for k in DIVERGENCES}
+    lines = [f"p = {np.array2string(p, precision=6)}   q = {np.array2string(q, precision=6)}",
+             f"TV(p,q) = {tv(p, q):.6f}   KL(q||p) = {kl(q, p):.6f}   KL(p||q) = {kl(p, q):.6f}", "",
+             str(cert), "", "frontier beta*(eps)",
+             f"  {'eps':>8}  {'TV':>9}  {'KL(pi||p)':>10}  {'KL(p||pi)':>10}"]
+    for i, e in enumerate(budgets):
+        mark = "  <- budget" if budget is not None and e == float(budget) else ""
+        lines.append(f"  {e:8.4g}  {curves['tv'].beta[i]:9.6f}  {curves['kl'].beta[i]:10.6f}  "
+                     f"{curves['kl_reverse'].beta[i]:10.6f}{mark}")
+    return "\n".join(lines)
+
+
+def _parse_rule_param(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` -> (NAME, int, float or str VALUE) for ``--param``."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise ValueError(f"--param expects NAME=VALUE, got {text!r}")
@@ -93,18 +162,101 @@ def _param(text: str) -> tuple[str, object]:
 
 
 def lossy(args) -> int:
-    from lp.lossy import lossy_report
-    params = dict(_param(t) for t in args.param)
+    """``specsim lossy``: :func:`lossy_report` for ``--rule`` with ``--param NAME=VALUE`` arguments.
+
+    Parameters: ``args`` with ``rule``, ``budget``, ``param`` (list of ``NAME=VALUE`` strings).
+
+    Returns: the exit status 0; the report goes to stdout.
+
+    >>> _ = main(["lossy", "--rule", "lenience", "--param", "l=0.8"])   # doctest: +ELLIPSIS
+    p = [0.05 0.15 0.25 0.55]   q = [0.55 0.25 0.15 0.05]
+    ...
+    lenience(l=0.8)
+    ...
+    """
+    params = dict(_parse_rule_param(t) for t in args.param)
     print(lossy_report(rule_name=args.rule, budget=args.budget, **params))
     return 0
 
 
 def real(args) -> int:
-    from .real import main as real_main
-    return real_main(args.rest) or 0
+    """``specsim real build|info|tables``: build a dataset of real next-token rows, summarise one,
+    or print its tables (single-draft acceptance sum min(p, q), optimal K-draft acceptance, the
+    lossy frontier and each lossy rule's certificate; :mod:`lp.real_tables`).
+
+    Parameters: ``args`` with ``cmd`` (``build``, ``info`` or ``tables``) and that command's
+    options (see ``specsim real <cmd> --help``).
+
+    Returns: the exit status 0; output goes to stdout.
+
+    >>> _ = main(["real", "info"])   # doctest: +ELLIPSIS
+    /.../smollm2_small: ... positions, V = 49152, drafts [...], tail 0.0001, ...
+    | draft | n | mean | min | q25 | median | q75 | max |
+    ...
+    """
+    from . import real as real_data
+
+    if args.cmd == "build":
+        prompts = real_data.DEFAULT_PROMPTS
+        if args.prompts_file:
+            prompts = [s.replace("\\n", "\n") for s in Path(args.prompts_file).read_text().splitlines() if s.strip()]
+        path = real_data.build_dataset(args.out, prompts, args.positions, args.T, args.drafts, args.tail,
+                                       progress=True)
+        ds = real_data.load_dataset(path)
+        size = sum(f.stat().st_size for f in path.parent.iterdir())
+        print(f"wrote {path.parent}: {len(ds)} positions x {1 + len(ds.drafts)} rows, {size} bytes")
+        return 0
+    from lp import real_tables
+
+    ds = real_data.load_dataset(args.path or real_data.committed_dataset())
+    if args.cmd == "info":
+        m = ds.manifest
+        print(f"{ds.path}: {len(ds)} positions, V = {ds.V}, drafts {list(ds.drafts)}, tail {m['tail']:g}, "
+              f"max remainder {m['max_remainder']:.3g}, model sha256 {(m.get('model') or {}).get('sha256')}")
+        print(real_tables.format_rows(real_tables.acceptance_table(ds)))
+        return 0
+    print(real_tables.format_rows(real_tables.acceptance_table(ds)))
+    print()
+    print(real_tables.format_rows(real_tables.multidraft_table(ds, K=range(1, args.K + 1),
+                                                               without_replacement_max_K=args.wor_max_K)))
+    print()
+    print(real_tables.format_rows(real_tables.frontier_table(ds)))
+    print()
+    print(real_tables.format_rows(real_tables.lossy_table(ds)))
+    return 0
+
+
+def _add_real_commands(r: argparse.ArgumentParser) -> None:
+    from .real import DEFAULT_DRAFTS
+
+    sub = r.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="generate a dataset from the shipped SmolLM2 model")
+    b.add_argument("--out", default=None, help="output folder (default: $SPECSIM_CACHE or ~/.cache/specsim, /real/smollm2)")
+    b.add_argument("--prompts-file", default=None, help="text file, one prompt per line (default: built-in prompts)")
+    b.add_argument("--positions", type=int, nargs="*", default=None,
+                   help="context lengths; negative counts from the end (-1 = whole prompt); default: all")
+    b.add_argument("--T", type=float, default=1.0, help="target temperature")
+    b.add_argument("--drafts", nargs="+", default=list(DEFAULT_DRAFTS))
+    b.add_argument("--tail", type=float, default=1e-4, help="mass left out of each stored row")
+    for name in ("info", "tables"):
+        s = sub.add_parser(name, help="validate and summarise" if name == "info" else "acceptance tables")
+        s.add_argument("path", nargs="?", default=None, help="dataset folder (default: the committed one)")
+        if name == "tables":
+            s.add_argument("--K", type=int, default=8, help="largest number of drafts")
+            s.add_argument("--wor-max-K", type=int, default=4,
+                           help="largest K for the without-replacement bound (~0.3 s per position for K >= 3 on these rows)")
+    r.set_defaults(func=real)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``specsim`` argument parser (subcommands compare, bounds, lossy, real).
+
+    Returns: ``argparse.ArgumentParser``; each subcommand sets ``func`` to its command function.
+
+    >>> args = build_parser().parse_args(["bounds", "--K", "2", "3"])
+    >>> args.func.__name__, args.K
+    ('bounds', [2, 3])
+    """
     ap = argparse.ArgumentParser(prog="specsim", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command")
     c = sub.add_parser("compare", help="exact E[tau], block efficiency and lossless certificate per verifier")
@@ -127,13 +279,20 @@ def build_parser() -> argparse.ArgumentParser:
     lo.add_argument("--param", nargs="*", default=[], metavar="NAME=VALUE",
                     help="rule parameters, e.g. --param epsilon=0.09 delta=0.3")
     lo.set_defaults(func=lossy)
-    r = sub.add_parser("real", help="real SmolLM2 next-token distributions: build | info | tables (extra 'real')")
-    r.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for python -m specsim.real")
-    r.set_defaults(func=real)
+    _add_real_commands(sub.add_parser("real", help="real SmolLM2 next-token distributions: build | info | tables"))
     return ap
 
 
 def main(argv=None) -> int:
+    """Run the ``specsim`` command line (``compare`` when no subcommand is given).
+
+    Parameters: ``argv`` (list of strings; default ``sys.argv[1:]``).
+
+    Returns: the exit status: 0, or 2 with ``specsim: error: ...`` on stderr for bad input.
+
+    >>> main(["bounds", "--p", "0.5", "0.6", "--q", "0.5", "0.5"])
+    2
+    """
     ap = build_parser()
     args = ap.parse_args(argv)
     if args.command is None:

@@ -33,7 +33,6 @@ Example::
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import importlib.util
@@ -579,56 +578,19 @@ def committed_dataset() -> Path:
     return Path(__file__).resolve().parent / "data" / "smollm2_small"
 
 
-# ----------------------------------------------------------------------------------------------
-# command line
-# ----------------------------------------------------------------------------------------------
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m specsim.real build|info|tables``: build a dataset, summarise it, print its tables."""
-    ap = argparse.ArgumentParser(prog="python -m specsim.real", description=main.__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="generate a dataset from the shipped SmolLM2 model")
-    b.add_argument("--out", default=None, help="output folder (default: $SPECSIM_CACHE or ~/.cache/specsim, /real/smollm2)")
-    b.add_argument("--prompts-file", default=None, help="text file, one prompt per line (default: built-in prompts)")
-    b.add_argument("--positions", type=int, nargs="*", default=None,
-                   help="context lengths; negative counts from the end (-1 = whole prompt); default: all")
-    b.add_argument("--T", type=float, default=1.0, help="target temperature")
-    b.add_argument("--drafts", nargs="+", default=list(DEFAULT_DRAFTS))
-    b.add_argument("--tail", type=float, default=1e-4, help="mass left out of each stored row")
-    for name in ("info", "tables"):
-        s = sub.add_parser(name, help="validate and summarise" if name == "info" else "acceptance tables")
-        s.add_argument("path", nargs="?", default=None, help="dataset folder (default: the committed one)")
-        if name == "tables":
-            s.add_argument("--K", type=int, default=8, help="largest number of drafts")
-            s.add_argument("--wor-max-K", type=int, default=4,
-                           help="largest K for the without-replacement bound (~0.3 s per position for K >= 3 on these rows)")
-    args = ap.parse_args(argv)
-    if args.cmd == "build":
-        prompts = DEFAULT_PROMPTS
-        if args.prompts_file:
-            prompts = [s.replace("\\n", "\n") for s in Path(args.prompts_file).read_text().splitlines() if s.strip()]
-        path = build_dataset(args.out, prompts, args.positions, args.T, args.drafts, args.tail, progress=True)
-        ds = load_dataset(path)
-        size = sum(f.stat().st_size for f in path.parent.iterdir())
-        print(f"wrote {path.parent}: {len(ds)} positions x {1 + len(ds.drafts)} rows, {size} bytes")
-        return 0
-    ds = load_dataset(args.path or committed_dataset())
-    from lp import real_tables  # optional: needs the lp package
-    if args.cmd == "info":
-        m = ds.manifest
-        print(f"{ds.path}: {len(ds)} positions, V = {ds.V}, drafts {list(ds.drafts)}, tail {m['tail']:g}, "
-              f"max remainder {m['max_remainder']:.3g}, model sha256 {(m.get('model') or {}).get('sha256')}")
-        print(real_tables.format_rows(real_tables.acceptance_table(ds)))
-        return 0
-    print(real_tables.format_rows(real_tables.acceptance_table(ds)))
-    print()
-    print(real_tables.format_rows(real_tables.multidraft_table(ds, K=range(1, args.K + 1),
-                                                               without_replacement_max_K=args.wor_max_K)))
-    print()
-    print(real_tables.format_rows(real_tables.frontier_table(ds)))
-    print()
-    print(real_tables.format_rows(real_tables.lossy_table(ds)))
-    return 0
+    """``python -m specsim.real build|info|tables``: the same as ``specsim real build|info|tables``.
+
+    The command line lives in :mod:`specsim.cli` (the application layer, which may import ``lp``
+    for the tables); this module only provides the data.
+
+    Parameters: ``argv`` (arguments after ``python -m specsim.real``; default ``sys.argv[1:]``).
+
+    Returns: the exit status (0, or 2 for bad input).
+    """
+    from .cli import main as cli_main
+
+    return cli_main(["real", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

