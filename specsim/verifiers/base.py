@@ -199,7 +199,8 @@ def law_from_batch(batch, draft, p, q) -> list[Outcome]:
     >>> def reject_all(drafts, p, q):
     ...     probs = np.zeros((len(drafts), drafts.shape[1] + 1)); probs[:, 0] = 1.0
     ...     return probs, p
-    >>> [(o.prob, o.accepted) for o in law_from_batch(reject_all, (0,), np.full((2, 2), 0.5), np.full((1, 2), 0.5))]
+    >>> p, q = np.full((2, 2), 0.5), np.full((1, 2), 0.5)
+    >>> [(o.prob, o.accepted) for o in law_from_batch(reject_all, (0,), p, q)]
     [(1.0, 0)]
     """
     probs, dists = batch(np.asarray(draft, dtype=np.int64)[None], p[None], q[None])

@@ -78,7 +78,7 @@ def _token_batch(drafts, p, q):
 
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import token
-    >>> cert = check_lossless(token, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert = check_lossless(token, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # §12 toy pair
     >>> cert.lossless, round(cert.expected_accepted, 6)
     (True, 1.111111)
     """
@@ -107,7 +107,7 @@ def _onehot_batch(drafts, p, q):
 
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import onehot
-    >>> cert = check_lossless(onehot, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert = check_lossless(onehot, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # §12 toy pair
     >>> cert.lossless, round(cert.expected_accepted, 6)
     (True, 0.641975)
     """
@@ -183,7 +183,7 @@ def _block_batch(drafts, p, q):
 
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import block
-    >>> cert = check_lossless(block, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert = check_lossless(block, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # §12 toy pair
     >>> cert.lossless, round(cert.expected_accepted, 6)
     (True, 1.222222)
     """
@@ -213,7 +213,7 @@ def _greedy_batch(drafts, p, q):
 
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import greedy
-    >>> cert = check_lossless(greedy, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert = check_lossless(greedy, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # §12 toy pair
     >>> cert.lossless, round(cert.expected_accepted, 6)
     (False, 0.444444)
     """
@@ -257,7 +257,7 @@ def _hsd_released_batch(drafts, p, q):
 
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import hsd_released
-    >>> cert = check_lossless(hsd_released, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert = check_lossless(hsd_released, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # §12 toy pair
     >>> cert.lossless, round(cert.expected_accepted, 6)
     (False, 1.333333)
     """
@@ -270,7 +270,7 @@ def _hsd_capped_batch(drafts, p, q):
 
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import hsd_capped
-    >>> cert = check_lossless(hsd_capped, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # docs/theory.md §12 toy pair
+    >>> cert = check_lossless(hsd_capped, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # §12 toy pair
     >>> cert.lossless, round(cert.expected_accepted, 6)
     (True, 1.222222)
     """

@@ -304,7 +304,8 @@ def topk_accept(k: int) -> LossyVerifier:
             return q.copy()
         return np.where(S, q + (1.0 - qS) * (1.0 - q) / den, 0.0)
 
-    return single_token_chain(SingleTokenRule("topk_accept", decide, out, beta, dict(k=k)), doc=topk_accept.__doc__)
+    rule = SingleTokenRule("topk_accept", decide, out, beta, dict(k=k))
+    return single_token_chain(rule, doc=topk_accept.__doc__)
 
 
 # --------------------------------------------------------------------------- 8.4 FSD
@@ -434,7 +435,8 @@ def cactus(delta: float) -> LossyVerifier:
         G += acc
         return G
 
-    return single_token_chain(SingleTokenRule("cactus", decide, out, beta, dict(delta=delta)), doc=cactus.__doc__)
+    rule = SingleTokenRule("cactus", decide, out, beta, dict(delta=delta))
+    return single_token_chain(rule, doc=cactus.__doc__)
 
 
 # --------------------------------------------------------------------------- 8.6 mentored
@@ -468,7 +470,8 @@ def mentored(alpha: float) -> LossyVerifier:
     def beta(p, q):
         return np.minimum(q, a * p).sum()
 
-    return single_token_chain(SingleTokenRule("mentored", decide, out, beta, dict(alpha=alpha)), doc=mentored.__doc__)
+    rule = SingleTokenRule("mentored", decide, out, beta, dict(alpha=alpha))
+    return single_token_chain(rule, doc=mentored.__doc__)
 
 
 # --------------------------------------------------------------------------- 8.7 static ensemble

@@ -162,7 +162,7 @@ def _sequoia_law(tree):
     decides what happens after the last child).  ``ValueError`` on repeated draws.
 
     >>> from specsim.verifiers.tree import multidraft_acceptance
-    >>> round(multidraft_acceptance("sequoia", [1/3, 2/3], [2/3, 1/3], 2, replacement=False), 6)   # K = 2 drafts
+    >>> round(multidraft_acceptance("sequoia", [1/3, 2/3], [2/3, 1/3], 2, replacement=False), 6)
     1.0
     """
     return _nodewise(tree, _sequoia_rule)
@@ -191,7 +191,8 @@ def _deterministic_law(tree):
     >>> from specsim import expected_accepted, random_model
     >>> from specsim.drafts import topk_tree
     >>> from specsim.verifiers import deterministic_children
-    >>> round(expected_accepted(deterministic_children, random_model(3, 0), random_model(3, 1), 2, topk_tree((2, 2))), 6)
+    >>> target, draft_model = random_model(3, 0), random_model(3, 1)
+    >>> round(expected_accepted(deterministic_children, target, draft_model, 2, topk_tree((2, 2))), 6)
     0.569416
     """
     return _nodewise(tree, _deterministic_rule)
@@ -549,8 +550,8 @@ def gbv_path_model(draft_model: Model, K: int, capped: bool = False, target: Mod
         A, Qv = 0.0, 1.0
         for i, t in enumerate(prefix):
             _, A, Qv = _gbv_step(target(prefix[:i]), draft_model(prefix[:i]), t, A, Qv, K, capped)
-        if Qv <= 0:  # unreachable prefix: any valid row
-            return draft_model(prefix)
+            if Qv <= 0:  # unreachable prefix (a token of draft probability 0): any valid row
+                return draft_model(prefix)
         return _gbv_step(target(prefix), draft_model(prefix), 0, A, Qv, K, capped)[0]
 
     return Model(row, draft_model.V, f"gbv_path({draft_model.name}, K={K})")
@@ -571,7 +572,7 @@ def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
     the key.  Needs K i.i.d. full paths (``iid_paths``).
 
     >>> from specsim.verifiers.tree import multidraft_acceptance
-    >>> round(multidraft_acceptance("gbv", [1/3, 2/3], [2/3, 1/3], 2), 6)   # 8/9, the optimum (docs/theory.md §6.7)
+    >>> round(multidraft_acceptance("gbv", [1/3, 2/3], [2/3, 1/3], 2), 6)   # 8/9, the optimum of §6.6
     0.888889
     """
     tree_paths(tree)  # validates the K-path structure
@@ -666,7 +667,8 @@ def _sequoia_sample(tree, rng):
 specinfer = tree_verifier("specinfer", needs={"iid"}, sampler=_specinfer_sample,
                           node_rule=_specinfer_rule)(_specinfer_law)
 specinfer_first_path = tree_verifier("specinfer_first_path", needs={"iid"})(_specinfer_first_path_law)
-sequoia = tree_verifier("sequoia", needs={"swor"}, sampler=_sequoia_sample, node_rule=_sequoia_rule)(_sequoia_law)
+sequoia = tree_verifier("sequoia", needs={"swor"}, sampler=_sequoia_sample,
+                        node_rule=_sequoia_rule)(_sequoia_law)
 traversal = tree_verifier("traversal", needs={"swor"})(_traversal_law)
 deterministic_children = tree_verifier("deterministic_children", needs={"any"}, sampler=_deterministic_sample,
                                        node_rule=_deterministic_rule)(_deterministic_law)

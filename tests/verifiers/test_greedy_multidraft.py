@@ -5,19 +5,15 @@ from hypothesis import given, settings, strategies as st
 
 import specsim as s
 from specsim.drafts import greedy_drafts, parse_drafting
+from specsim.testing.strategies import distributions, model_pairs
 from specsim.verifiers.base import tree_verifier
 from specsim.verifiers.tree import _nodewise, _rrs, greedy_multidraft, verifiers_for
 
 
-def _pair(V, seed, conc=1.0):
-    return s.random_model(V, seed, concentration=conc), s.random_model(V, seed + 500, concentration=conc)
-
-
 @settings(max_examples=15)
-@given(V=st.integers(3, 4), K=st.integers(1, 3), L=st.integers(1, 3), seed=st.integers(0, 5000),
-       conc=st.sampled_from([0.3, 1.0, 4.0]))
-def test_lossless_on_context_dependent_pairs(V, K, L, seed, conc):
-    t, d = _pair(V, seed, conc)
+@given(pair=model_pairs(), K=st.integers(1, 3), L=st.integers(1, 3))
+def test_lossless_on_context_dependent_pairs(pair, K, L):
+    t, d = pair
     assert s.check_lossless(greedy_multidraft, t, d, L, greedy_drafts(K)).lossless
 
 
@@ -40,10 +36,11 @@ def _dual_bound(p, q, K):
     return best
 
 
-@pytest.mark.parametrize("V,K,seed", [(4, 2, 3), (5, 2, 4), (5, 3, 5), (6, 4, 6)])
-def test_acceptance_equals_closed_form_lp_and_dual(V, K, seed):
-    rng = np.random.default_rng(seed)
-    p, q = rng.dirichlet(np.full(V, 0.7)), rng.dirichlet(np.full(V, 0.7))
+@settings(max_examples=8)
+@given(pq=st.integers(4, 6).flatmap(lambda V: st.tuples(distributions(V), distributions(V))),
+       K=st.integers(2, 4))
+def test_acceptance_equals_closed_form_lp_and_dual(pq, K):
+    p, q = pq
     exact = s.expected_accepted(greedy_multidraft, s.iid(p), s.iid(q), 1, greedy_drafts(K))
     assert exact == pytest.approx(_closed_form(p, q, K), abs=1e-12)
     assert exact == pytest.approx(_dual_bound(p, q, K), abs=1e-12)
@@ -58,7 +55,7 @@ def test_using_q_instead_of_the_restricted_draft_law_is_flagged():
         descend, stop, row = _rrs(tree.p[u], tree.q[u], (x,))
         return descend, stop, row
     faulty = tree_verifier("greedy_against_q", needs={"greedy"}, lossless=False)(lambda tree: _nodewise(tree, rule))
-    t, d = _pair(4, 9, 0.7)
+    t, d = s.random_model(4, 9, 0.7), s.random_model(4, 509, 0.7)
     assert not s.check_lossless(faulty, t, d, 2, greedy_drafts(2)).lossless
     assert s.check_lossless(greedy_multidraft, t, d, 2, greedy_drafts(2)).lossless
 
@@ -68,7 +65,7 @@ def test_process_parsing_and_applicability():
     assert proc.name == "greedy_drafts(3)"
     names = [v.name for v in verifiers_for(proc)]
     assert "greedy_multidraft" in names and "specinfer" not in names
-    t, d = _pair(4, 2)
+    t, d = s.random_model(4, 2), s.random_model(4, 502)
     items = list(proc.enumerate(t, d, 2))
     assert sum(pr for pr, _ in items) == pytest.approx(1.0)
     root_draws = {tree.draws[0][:2] for _, tree in items}

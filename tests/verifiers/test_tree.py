@@ -1,21 +1,19 @@
 """Tree and multi-draft verifiers: exact certificates, reductions, anchors, mutants."""
 import itertools
-from collections import Counter
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from scipy.stats import chisquare
 
-from specsim.drafts import (DraftTree, chain, delayed_expansion, fixed_shape, iid_paths, parse_drafting,
-                            swor_tree, topk_tree)
+from specsim.drafts import chain, delayed_expansion, fixed_shape, iid_paths, parse_drafting, swor_tree, topk_tree
 from specsim.exact import check_lossless, expected_accepted
-from specsim.models import from_function, iid, random_model
+from specsim.models import iid, random_model
+from specsim.testing.strategies import distributions, model_pairs
 from specsim.testing.tree_mutants import CONTROLS, MUTANTS
 from specsim.verifiers.chain import block, hsd_released, token
-from specsim.verifiers.tree import (TREE_VERIFIERS, deterministic_children, gbv, gbv_capped, khisti,
-                                    khisti_selection_law, kseq_rho, multidraft_acceptance, sequoia,
-                                    specinfer, spectr, traversal, tree_paths, verifiers_for)
+from specsim.verifiers.tree import (gbv, gbv_capped, khisti, khisti_selection_law, kseq_rho,
+                                    multidraft_acceptance, sequoia, specinfer, spectr, traversal, tree_paths,
+                                    verifiers_for)
 
 # process, depth L used with V = 3
 PROCESSES = [(chain(), 2), (iid_paths(2), 2), (iid_paths(3), 1), (swor_tree(2), 2), (swor_tree(3), 1),
@@ -23,36 +21,8 @@ PROCESSES = [(chain(), 2), (iid_paths(2), 2), (iid_paths(3), 1), (swor_tree(2), 
              (delayed_expansion(1, 2), 2), (delayed_expansion(1, 2, replacement=False), 2)]
 
 
-def _degenerate(V, seed):
-    """Prefix-dependent rows with zeros, one-hots, ties and p = q spots."""
-    base = random_model(V, seed, 0.5)
-
-    def row(s):
-        r = np.array(base(s))
-        k = (len(s) + sum(s)) % 4
-        if k == 0:
-            r = np.zeros(V)
-            r[sum(s) % V] = 1.0
-        elif k == 1:
-            r[(seed + len(s)) % V] = 0.0
-            r = r / r.sum() if r.sum() > 0 else np.full(V, 1.0 / V)
-        elif k == 2:
-            r = np.full(V, 1.0 / V)
-        return r
-
-    return from_function(row, V, f"degenerate({seed})")
-
-
-models = st.one_of(
-    st.builds(lambda s, c: (random_model(3, s, c), random_model(3, s + 1, c)),
-              st.integers(0, 10_000), st.sampled_from([0.3, 1.0, 3.0])),
-    st.builds(lambda s: (_degenerate(3, s), random_model(3, s + 2, 0.5)), st.integers(0, 10_000)),
-    st.builds(lambda s: (random_model(3, s, 0.5), _degenerate(3, s + 3)), st.integers(0, 10_000)),
-)
-
-
 @settings(max_examples=12)
-@given(pair=models)
+@given(pair=model_pairs(V=3))
 def test_every_lossless_tree_verifier_is_certified_on_every_applicable_process(pair):
     target, draft = pair
     for proc, L in PROCESSES:
@@ -97,10 +67,10 @@ def _same(a, b, atol=1e-12):
 
 
 @settings(max_examples=20)
-@given(V=st.sampled_from([3, 4]), seed=st.integers(0, 10_000), L=st.integers(1, 3))
-def test_chain_reductions_outcome_by_outcome(V, seed, L):
+@given(pair=model_pairs(), L=st.integers(1, 3))
+def test_chain_reductions_outcome_by_outcome(pair, L):
     """On a chain: traversal = GBV (K = 1) = block; SpecInfer = Sequoia = SpecTr = Khisti = token."""
-    target, draft = random_model(V, seed, 0.5), random_model(V, seed + 1, 0.5)
+    target, draft = pair
     for _, tree in chain().enumerate(target, draft, L):
         d, p, q = tree.chain_arrays()
         _same(traversal.law(tree), block.law(d, p, q))
@@ -150,12 +120,13 @@ def _rrs_closed_form(p, q, K):
     return 1 - miss
 
 
+row_pairs = st.integers(3, 4).flatmap(lambda V: st.tuples(distributions(V), distributions(V)))
+
+
 @settings(max_examples=25)
-@given(V=st.sampled_from([3, 4]), seed=st.integers(0, 10_000), K=st.sampled_from([1, 2, 3]),
-       conc=st.sampled_from([0.3, 1.0]))
-def test_multidraft_acceptance_closed_forms_and_optimum(V, seed, K, conc):
-    rng = np.random.default_rng(seed)
-    p, q = rng.dirichlet(np.full(V, conc)), rng.dirichlet(np.full(V, conc))
+@given(pq=row_pairs, K=st.sampled_from([1, 2, 3]))
+def test_multidraft_acceptance_closed_forms_and_optimum(pq, K):
+    p, q = pq
     acc = {n: multidraft_acceptance(n, p, q, K) for n in ("specinfer", "spectr", "khisti", "gbv")}
     assert acc["specinfer"] == pytest.approx(_rrs_closed_form(p, q, K), abs=1e-12)
     rho = kseq_rho(p, q, K)
@@ -194,27 +165,6 @@ def test_block_efficiency_theorems():
     assert e["specinfer"] == pytest.approx(e["token"], abs=1e-12)
 
 
-def test_samplers_match_laws():
-    """Chi-square of 8000 samplings of (accepted, token) per verifier on one fixed tree against the
-    exact law; false-alarm rate 1e-4 per verifier (seeded, reproducible).  A sampler with a wrong
-    residual or descent rule (TV >= 0.05 from the law) fails with power > 0.99."""
-    target, draft = random_model(3, 31), random_model(3, 32, 0.5)
-    cases = [(specinfer, iid_paths(3)), (sequoia, swor_tree(2)), (deterministic_children, topk_tree((2, 2)))]
-    rng = np.random.default_rng(1)
-    for v, proc in cases:
-        tree = proc.sample(target, draft, 2, rng)
-        law = Counter()
-        for o in v.law(tree):
-            for y in range(3):
-                law[(o.accepted, y)] += o.prob * o.next_dist[y]
-        counts = Counter(v.sample(tree, rng=rng) for _ in range(8000))
-        keys = [k for k in law if law[k] > 0]
-        assert set(counts) <= set(keys)
-        obs = np.array([counts[k] for k in keys])
-        exp = np.array([law[k] for k in keys]) * 8000
-        assert chisquare(obs, exp / exp.sum() * obs.sum()).pvalue > 1e-4, v.name
-
-
 def test_tree_paths_recovers_the_paths():
     target, draft = random_model(3, 41), random_model(3, 42)
     for _, t in iid_paths(3).enumerate(target, draft, 2):
@@ -222,38 +172,3 @@ def test_tree_paths_recovers_the_paths():
         assert len(paths) == 3
         for i, nodes in enumerate(paths):
             assert t.tokens[nodes[0]] == t.draws[0][i]
-
-
-def test_bad_inputs_raise():
-    target, draft = random_model(3, 0), random_model(3, 1)
-    _, t = next(iter(iid_paths(3).enumerate(target, draft, 1)))  # draws (0, 0, 0): repeats
-    with pytest.raises(ValueError, match="distinct"):
-        sequoia(t)
-    with pytest.raises(ValueError, match="distinct"):
-        traversal(t)
-    _, t = next(iter(fixed_shape((2, 2)).enumerate(target, draft, 2)))
-    with pytest.raises(ValueError, match="paths"):
-        gbv(t)
-    with pytest.raises(ValueError, match="unknown"):
-        multidraft_acceptance("nope", [0.5, 0.5], [0.5, 0.5], 2)
-    with pytest.raises(ValueError, match="replacement"):
-        multidraft_acceptance("sequoia", [0.5, 0.5], [0.5, 0.5], 2)
-    with pytest.raises(ValueError):
-        multidraft_acceptance("specinfer", [0.5, 0.5], [0.2, 0.3, 0.5], 2)
-    with pytest.raises(ValueError):
-        multidraft_acceptance("specinfer", [0.5, 0.6], [0.5, 0.5], 2)
-    with pytest.raises(ValueError):
-        kseq_rho([0.5, 0.5], [0.5, 0.5], 0)
-    with pytest.raises(ValueError):
-        DraftTree((-1, 0), (-1, 1), np.full((2, 3), 1 / 3), np.full((2, 3), 1 / 3))  # self-parent
-
-
-def test_registry_and_verifiers_for():
-    assert set(TREE_VERIFIERS) >= {"specinfer", "specinfer_first_path", "sequoia", "traversal",
-                                   "deterministic_children", "spectr", "khisti", "gbv"}
-    names = lambda d: {v.name for v in verifiers_for(d)}  # noqa: E731
-    assert {"token", "block", "traversal", "gbv", "specinfer"} <= names(chain())
-    assert "sequoia" not in names(iid_paths(2)) and "gbv" in names(iid_paths(2))
-    assert names(swor_tree(2)) == {"sequoia", "traversal", "deterministic_children"}
-    assert names(topk_tree((2,))) == {"deterministic_children"}
-    assert "gbv" not in names(fixed_shape((2, 2)))
