@@ -27,7 +27,13 @@ __all__ = ["TreeMutant", "MUTANTS", "CONTROLS"]
 
 @dataclass(frozen=True)
 class TreeMutant:
-    """A faulty (or, in :data:`CONTROLS`, correct) tree verifier and where to test it."""
+    """A faulty (or, in :data:`CONTROLS`, correct) tree verifier and where to test it: ``drafting``
+    and depth ``L``, with ``bug`` describing the fault.
+
+    >>> m = MUTANTS["sequoia_unmasked"]
+    >>> m.verifier.lossless, m.drafting.name, m.L, sorted(m.verifier.needs)
+    (False, 'binary(2)', 2, ['swor'])
+    """
 
     name: str
     verifier: Verifier

@@ -312,6 +312,10 @@ def as_verifier(obj) -> Verifier:
 def verifier_kind(verifier) -> Kind:
     """``verifier.kind`` for a :class:`Verifier`, ``"chain"`` for a plain callable.
 
+    Parameters: ``verifier`` a :class:`Verifier` or a callable.
+
+    Returns: ``"chain"`` or ``"tree"``.
+
     >>> from specsim.verifiers import block, sequoia
     >>> verifier_kind(block), verifier_kind(sequoia), verifier_kind(print)
     ('chain', 'tree', 'chain')

@@ -76,6 +76,9 @@ def _token_batch(drafts, p, q):
     residual norm((p_i - q_i)_+);  P(tau = L) = prod_k a_k with bonus row p_L.  On i.i.d. rows
     E[tau] = sum_{i=1}^{L} alpha^i with alpha = sum_v min(p_v, q_v).
 
+    Returns: ``(P(tau = k) [N, L+1], law of the emitted token given tau = k [N, L+1, V])``; the
+    verifier's per-draft ``law`` is this at N = 1.
+
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import token
     >>> cert = check_lossless(token, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # §12 toy pair
@@ -104,6 +107,9 @@ def _onehot_batch(drafts, p, q):
 
     Accept x_k with probability p_{k-1}(x_k); on rejection emit from p_{k-1} with x_k removed and
     renormalised.  Lossless for any drafter because the test ignores q.
+
+    Returns: ``(P(tau = k) [N, L+1], law of the emitted token given tau = k [N, L+1, V])``; the
+    verifier's per-draft ``law`` is this at N = 1.
 
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import onehot
@@ -181,6 +187,9 @@ def _block_batch(drafts, p, q):
     Emit norm((w_tau p_tau - q_tau)_+) if tau < L, else p_L.  Optimal among lossless verifiers
     with this output format (it equals the LP optimum of docs/theory.md §5).
 
+    Returns: ``(P(tau = k) [N, L+1], law of the emitted token given tau = k [N, L+1, V])``; the
+    verifier's per-draft ``law`` is this at N = 1.
+
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import block
     >>> cert = check_lossless(block, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # §12 toy pair
@@ -210,6 +219,9 @@ def _greedy_batch(drafts, p, q):
 
     Lossless only when every target row is one-hot (temperature 0); on stochastic targets it is a
     deterministic, lossy rule and serves as a negative control.
+
+    Returns: ``(P(tau = k) [N, L+1], law of the emitted token given tau = k [N, L+1, V])``; the
+    verifier's per-draft ``law`` is this at N = 1.
 
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import greedy
@@ -255,6 +267,9 @@ def _hsd_released_batch(drafts, p, q):
     (**uncapped**); otherwise tau = the largest k < L without a step-back (probability 1 - s_k),
     emitting norm(d_tau^+).  LOSSY: a documented negative control (docs/theory.md §7).
 
+    Returns: ``(P(tau = k) [N, L+1], law of the emitted token given tau = k [N, L+1, V])``; the
+    verifier's per-draft ``law`` is this at N = 1.
+
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import hsd_released
     >>> cert = check_lossless(hsd_released, iid([1/3, 2/3]), iid([2/3, 1/3]), L=2)   # §12 toy pair
@@ -267,6 +282,9 @@ def _hsd_released_batch(drafts, p, q):
 def _hsd_capped_batch(drafts, p, q):
     """Hierarchical speculative decoding with the capped final ratio min(1, r_L / M_{L-1}) (the
     paper's Eq. 19, arXiv 2601.05724).  Algebraically block verification; tests compare them.
+
+    Returns: ``(P(tau = k) [N, L+1], law of the emitted token given tau = k [N, L+1, V])``; the
+    verifier's per-draft ``law`` is this at N = 1.
 
     >>> from specsim import check_lossless, iid
     >>> from specsim.verifiers import hsd_capped

@@ -110,6 +110,8 @@ def _specinfer_law(tree):
     whole subtree; after k rejections emit Y ~ R_k; a leaf emits its bonus p(.|leaf).
     Needs i.i.d. children (``iid_paths``, ``fixed_shape(..., replacement=True)``).
 
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
+
     >>> from specsim import check_lossless, random_model
     >>> from specsim.drafts import iid_paths
     >>> from specsim.verifiers import specinfer
@@ -138,6 +140,8 @@ def _specinfer_first_path_law(tree):
     token is the first draw at the child.  Lossless whenever root draws are i.i.d. and every
     first draw is distributed as q; never better than :data:`specinfer` on the same tree law.
 
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
+
     >>> from specsim.verifiers.tree import multidraft_acceptance
     >>> round(multidraft_acceptance("specinfer_first_path", [1/3, 2/3], [2/3, 1/3], 2), 6)   # K = 2 drafts
     0.777778
@@ -160,6 +164,8 @@ def _sequoia_law(tree):
     token drafted and rejected) the loop stops and Y ~ R (Sequoia's code instead continues with a
     uniform D over untried tokens; our processes never draft beyond supp q, so the choice only
     decides what happens after the last child).  ``ValueError`` on repeated draws.
+
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
 
     >>> from specsim.verifiers.tree import multidraft_acceptance
     >>> round(multidraft_acceptance("sequoia", [1/3, 2/3], [2/3, 1/3], 2, replacement=False), 6)
@@ -187,6 +193,8 @@ def _deterministic_law(tree):
     U < sum_{m<=j} p(c_m|u) and descend; otherwise Y ~ p(.|u) with every c_m zeroed,
     renormalised.  The test ignores q, so it is lossless for any drafter (top-k trees, n-grams);
     for a stochastic drafter it gives up acceptance.
+
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
 
     >>> from specsim import expected_accepted, random_model
     >>> from specsim.drafts import topk_tree
@@ -266,6 +274,8 @@ def _spectr_law(tree):
     stay i.i.d., so K-SEQ runs again over the survivors (the accepted child's draws).
     Acceptance per node 1 - (1 - beta(rho))^k.
 
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
+
     >>> from specsim.verifiers.tree import multidraft_acceptance
     >>> round(multidraft_acceptance("spectr", [1/3, 2/3], [2/3, 1/3], 2), 6)   # K = 2 drafts
     0.81142
@@ -332,6 +342,8 @@ def _khisti_law(tree):
     importance weights are our concrete choice within the paper's class; the paper's optimised
     weights (an LP for K = 2) are not reproduced here.
 
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
+
     >>> from specsim.verifiers.tree import multidraft_acceptance
     >>> round(multidraft_acceptance("khisti", [1/3, 2/3], [2/3, 1/3], 2), 6)   # K = 2 drafts
     0.8
@@ -370,6 +382,8 @@ def _greedy_multidraft_law(tree):
     ``greedy_drafts(K)`` (a single draw per node is ordinary speculative sampling).  SpecHub's
     code also force-accepts when p(hub) > 1 - 1e-3 (biased); that shortcut is not reproduced.
 
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
+
     >>> from specsim import expected_accepted, iid
     >>> from specsim.drafts import greedy_drafts
     >>> from specsim.verifiers.tree import greedy_multidraft
@@ -390,6 +404,8 @@ def _traversal_law(tree, *, parent_update="odds", recompute=True):
     R = (w_b Mb_b - Ms_b)_+, S = sum R, Mb_b = R/S, zero x_a in Ms_b and renormalise,
     w_b = S/(S + 1 - w_b) (1 if the denominator is 0), recompute w below b.  On a chain this is
     block verification; at depth 1 it is Sequoia's SWOR-RRS.  ``ValueError`` on repeated draws.
+
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
 
     >>> from specsim import check_lossless, random_model
     >>> from specsim.drafts import parse_drafting
@@ -571,6 +587,8 @@ def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
     the hazard of docs/theory.md §6.7 (lossy); ``select_by_q`` (mutant) selects by q, not by
     the key.  Needs K i.i.d. full paths (``iid_paths``).
 
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
+
     >>> from specsim.verifiers.tree import multidraft_acceptance
     >>> round(multidraft_acceptance("gbv", [1/3, 2/3], [2/3, 1/3], 2), 6)   # 8/9, the optimum of §6.6
     0.888889
@@ -602,6 +620,8 @@ def _gbv_capped(tree):
     """GBV with the capped key min(1, p/q) and ties ordered differently in selection and in the
     skewed law (the reference-code hazard of docs/theory.md §6.7): LOSSY negative control
     whenever two drafted tokens tie at key 1.
+
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
 
     >>> from specsim import check_lossless, random_model
     >>> from specsim.drafts import iid_paths
