@@ -101,6 +101,15 @@ def race_states(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: 
     prefix length in ``cols`` (0..len(qtok)).  Positive recursion e_j <- e_j + o_v e_{j-1} as
     cumulative sums along the tokens: O(g len(qtok) K), no cancellation.  Tokens with
     q_v t > ``sure_at`` are counted in ``arrived`` instead.
+
+    Parameters: ``qtok`` draft masses in order, ``t`` [g, 1], ``K``, ``sure_at``, ``start``,
+    ``cols`` (prefix lengths, ascending).
+
+    Returns: :class:`RaceState` with trailing axes [g, len(cols)].
+
+    >>> s = race_states(np.array([0.5, 0.5]), np.array([[1.0]]), 3, SURE, RaceState.empty(3, 1), np.array([2]))
+    >>> round(float(s.column(0).esym[2, 0]), 6), round(float(np.expm1(0.5) ** 2), 6)   # e_2 = o_0 o_1
+    (0.420839, 0.420839)
     """
     e0, n0, m0 = start
     g, n = t.shape[0], qtok.size
@@ -144,6 +153,10 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float) -> Rac
     h_j(o) / e_j(o) relative), but every o_v is at most e^{x_max} - 1: against the recursion the
     error in P(N = j) = e^{-m} e_j measured <= 5e-15 (K = 3..15, 1..3000 tokens, Dirichlet
     0.1..10 masses, q_v t up to x_max).
+
+    Parameters: ``q`` draft masses, ``t`` [g], ``K``, ``x_max`` (>= max q t).
+
+    Returns: :class:`RaceState` with rows [g].
     """
     g = t.size
     e = np.zeros((K, g))
@@ -187,6 +200,10 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
     On the other rows (large t): if P(N <= K - 1) of the joined set is already below
     :data:`NEGLIGIBLE` on the last moment row, it is below it on all of them (it falls with t) and
     they are marked negligible; otherwise they are done by the recursion as well.
+
+    Parameters: ``q`` draft masses, ``t`` [g] ascending, ``K``, ``sure_at``, ``prior`` (rows [g]).
+
+    Returns: :class:`RaceState` with rows [g].
     """
     g = t.size
     n_small = max(q.size - EXACT_TOP, 0)
@@ -229,6 +246,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     B subset of H, a row with P(N_B(t) <= K - 1) < :data:`NEGLIGIBLE` at the start of a cluster
     has P(N_H(t) >= K) = 1 for all later candidates and is dropped.  Total
     O(V R + G (#clusters EXACT_TOP + cluster widths) K), R ~ 30 moments, instead of O(G max(ks) K).
+
+    Parameters: ``qs``, ``Qc``, ``lam`` as above, ``K`` draws, ``ks`` prefix lengths, ``step``.
 
     Returns: ``ndarray`` of Q_sub(H_k), one per entry of ``ks``.
 

@@ -1,8 +1,8 @@
 """Gap tables: each multi-draft verifier's token-level acceptance next to the optimum (docs/theory.md §6).
 
-Acceptance = P(the emitted token is one of the drafts) at one position, for K drafts.  The
-verifiers' closed forms are computed here (``specsim.verifiers.tree`` did not expose a token-level
-acceptance API when this module was written):
+Acceptance = P(the emitted token is one of the drafts) at one position, for K drafts.  Closed forms
+are computed here; verifiers without one are evaluated by exact enumeration of the draft tuples
+(:func:`specsim.verifiers.tree.multidraft_acceptance`, small V^K only):
 
 - single-draft speculative sampling: sum_v min(p_v, q_v) (uses one of the K drafts);
 - SpecInfer recursive rejection sampling (Miao et al., arXiv 2305.09781), K i.i.d. drafts:

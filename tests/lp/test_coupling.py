@@ -1,5 +1,5 @@
 """Maximal coupling and multi-draft OT (lp.coupling, lp._race): primal LP, sorted-prefix dual, brute
-force, the without-replacement quadrature against exact enumeration and against its first version."""
+force, the without-replacement quadrature against exact enumeration and against the plain recursion."""
 from contextlib import contextmanager
 
 import numpy as np
@@ -209,8 +209,8 @@ def test_race_state_union_is_the_product_of_polynomials():
 
 
 def _reference_quadrature(qs, lam, K, ks, step=0.25):
-    """The first implementation of Q_sub(H_k) (kept as an oracle): the positive e_j recursion over
-    every token up to the largest prefix on the full log-t grid, O(G max(ks) K)."""
+    """Q_sub(H_k) written plainly (an oracle): the positive e_j recursion over every token up to
+    the largest prefix on the full log-t grid, O(G max(ks) K), no blocks, moments or pruning."""
     import math
     kmax = int(ks.max())
     q = qs[:kmax]
@@ -274,7 +274,7 @@ def test_fast_quadrature_matches_exact_enumeration(pq, K):
                        - multidraft_bound_bruteforce(p, q, K, False).value) < 1e-10
 
 
-def test_fast_quadrature_matches_previous_implementation(llm_like_pair):
+def test_fast_quadrature_matches_the_plain_recursion(llm_like_pair):
     """V = 3000 LLM-like pair, K = 4, 8: every prefix and the bound vs the O(G V K) oracle, to 1e-10."""
     p, q = llm_like_pair(3000, seed=4)
     order, qs, Qc, lam = _sorted_prefixes(p, q)
