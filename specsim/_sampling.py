@@ -38,9 +38,11 @@ def draw_rows(rows, rng: np.random.Generator) -> np.ndarray:
         bad = int(np.flatnonzero(~(total > 0))[0])
         raise ValueError(f"rows[{bad}] has no positive weight: nothing to draw")
     u = rng.random(w.shape[0]) * total
-    first_above = (c <= u[:, None]).sum(axis=1)
-    last_positive = w.shape[1] - 1 - np.argmax(w[:, ::-1] > 0, axis=1)
-    return np.minimum(first_above, last_positive)
+    y = (c <= u[:, None]).sum(axis=1)  # first index with C > u C(V-1), or V when u C rounds up to C(V-1)
+    rounded = np.flatnonzero(y == w.shape[1])
+    if rounded.size:  # only then can y miss the support: take the row's last token of positive weight
+        y[rounded] = w.shape[1] - 1 - np.argmax(w[rounded, ::-1] > 0, axis=1)
+    return y
 
 
 def draw_token(dist, rng: np.random.Generator) -> int:
