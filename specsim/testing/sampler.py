@@ -27,10 +27,10 @@ from ..drafts import Chain, chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, completed_law as _exact_completed_law, output_law
 from ..models import Model
 from ..verifiers.base import Outcome, chain_verifier
-from .stats import SubTest, chi_square_distance, complete_with_target, detection_threshold, goodness_of_fit
+from .stats import SubTest, complete_with_target, goodness_of_fit, samples_for_power
 
 __all__ = ["check_sampler", "check_sampler_exact", "SamplerCheck", "SubTest", "BatchSampler",
-           "completed_and_target_laws", "completed_law", "samples_to_detect", "detection_threshold"]
+           "completed_and_target_laws", "completed_law", "samples_to_detect"]
 
 #: Largest V^{L+1} for which :func:`check_sampler` tabulates the joint test.
 MAX_JOINT_CELLS = 2_000_000
@@ -276,19 +276,21 @@ def completed_law(*args, **kwargs):
 
 
 def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float = 1e-3,
-                      power: float = 0.99) -> float:
+                      power: float = 0.99, min_expected: float = 5.0) -> float:
     """Smallest n at which :func:`check_sampler` flags the completed law ``C`` with probability
     ``power`` (approximately).
 
-    n = min over the sub-tests (joint law, then each position's marginal) of
-    lambda*(df, alpha / (L+2), power) / chi2(c || p), with chi2 the Pearson divergence on the
-    unpooled cells (:func:`specsim.testing.stats.chi_square_distance`); completed mass m on cells
-    with P = 0 is flagged after log(1 - power) / log(1 - m) draws.
+    The call rejects when any of its sub-tests (joint law on V^{L+1}, then each position's
+    marginal, each at level alpha / (L+2)) rejects, so its power is at least that of its best
+    sub-tests; each sub-test's power at n is predicted on the pooled table it uses at that n
+    (:func:`specsim.testing.stats.predicted_power`: non-central chi-square, plus certain
+    detection of completed mass on cells with P = 0), and n is searched by
+    :func:`specsim.testing.stats.samples_for_power`.
 
     Parameters: ``C``, ``P`` flat laws over V^{L+1} (e.g. from :func:`completed_and_target_laws`),
-    ``V``, ``L``, ``alpha``, ``power`` as in :func:`check_sampler`.
+    ``V``, ``L``, ``alpha``, ``power``, ``min_expected`` as in :func:`check_sampler`.
 
-    Returns: n as a ``float`` (rounded up), ``inf`` when C = P.
+    Returns: n as a ``float``, ``inf`` when C = P.
 
     >>> from specsim.models import random_model
     >>> from specsim.testing import completed_and_target_laws, samples_to_detect
@@ -297,18 +299,8 @@ def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float
     >>> samples_to_detect(C, P, 3, 2)
     1715.0
     """
-    level = alpha / (L + 2)
-    best = np.inf
-    zero = P <= 0
-    if C[zero].sum() > 1e-15:
-        best = np.log(1 - power) / np.log1p(-min(C[zero].sum(), 1 - 1e-15))
     pairs = [(C, P)] + list(zip(_marginals(C, V, L), _marginals(P, V, L)))
-    for c, p in pairs:
-        chi = chi_square_distance(c, p)
-        cells = int((p > 0).sum())
-        if chi > 1e-24 and cells > 1:
-            best = min(best, detection_threshold(cells - 1, level, power) / chi)
-    return float(np.ceil(best)) if np.isfinite(best) else np.inf
+    return samples_for_power(pairs, alpha / (L + 2), power, min_expected)
 
 
 # ----------------------------------------------------------------------------- exact mode

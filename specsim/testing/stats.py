@@ -17,7 +17,10 @@ reaches lambda*(df, a, power) (:func:`detection_threshold`).  By Cauchy-Schwarz
 chi2(C || P) >= 4 TV(C, P)^2, and pooling loses at most the pooled target mass in TV, so every
 completed law with TV(C, P) >= sqrt(lambda* / (4 n)) + pooled mass is detected with at least that
 power (:func:`detectable_tv`).  An observation in a cell of target probability 0 is a certain
-failure (p-value 0).
+failure (p-value 0).  For a known alternative C the power at sample size n is predicted on the
+table the test will actually use at that n (:func:`predicted_power`): pooling merges cells and
+can remove most of the non-centrality when n P is small, so the unpooled n chi2(C || P) would
+overstate it.
 
 Used by :func:`specsim.testing.check_sampler` and :func:`specsim.montecarlo.estimate`.  numpy and
 scipy only.
@@ -33,7 +36,8 @@ from .._sampling import draw_rows
 from .._validate import check_int
 
 __all__ = ["SubTest", "MIN_EXPECTED", "goodness_of_fit", "pool_small_cells", "detection_threshold",
-           "chi_square_power", "detectable_tv", "chi_square_distance", "complete_with_target"]
+           "chi_square_power", "detectable_tv", "chi_square_distance", "predicted_power",
+           "samples_for_power", "complete_with_target"]
 
 #: Smallest expected count of a cell of the chi-square test; smaller cells are pooled.
 MIN_EXPECTED = 5.0
@@ -186,6 +190,78 @@ def chi_square_distance(c, p) -> float:
     p = np.asarray(p, dtype=np.float64)
     pos = p > 0
     return float(((c[pos] - p[pos]) ** 2 / p[pos]).sum())
+
+
+def predicted_power(c, p, n: int, level: float, min_expected: float = MIN_EXPECTED) -> float:
+    """Approximate probability that :func:`goodness_of_fit` at ``level`` rejects n draws from the
+    law ``c`` when it tests them against ``p``.
+
+    The cells with p > 0 are pooled as the test pools them at this n (:func:`pool_small_cells`
+    on n p); with df = #groups - 1 and lambda = n chi2(c_pooled || p_pooled) the chi-square part
+    rejects with probability ``chi_square_power(df, level, lambda)``; mass m of ``c`` on cells
+    with p = 0 is observed with probability 1 - (1 - m)^n.  The larger of the two is returned
+    (each alone makes the test reject, so it is a lower bound up to the approximation).
+
+    Parameters: ``c`` (true law), ``p`` (hypothesised law), same 1-D shape; ``n`` (>= 1);
+    ``level``; ``min_expected``.
+
+    Returns: the power, a ``float`` in [0, 1].
+
+    >>> from specsim.testing.stats import predicted_power
+    >>> round(predicted_power([0.6, 0.4], [0.5, 0.5], 200, 0.01), 3)  # lambda = 200 * 0.04 = 8
+    0.6
+    >>> round(predicted_power([0.6, 0.4, 0.0], [0.5, 0.25, 0.25], 2, 0.01), 3)  # pooled into one cell
+    0.0
+    """
+    c = np.asarray(c, dtype=np.float64)
+    p = np.asarray(p, dtype=np.float64)
+    check_int(n, "n", 1)
+    _check_unit(level, "level")
+    pos = p > 0
+    off_support = float(c[~pos].sum())
+    hit = 1.0 - (1.0 - min(off_support, 1.0)) ** n
+    mass, expected, _ = pool_small_cells(c[pos], p[pos], n, min_expected)
+    if expected.size < 2:
+        return hit
+    probs = expected / n
+    lam = n * float(((mass - probs) ** 2 / probs).sum())
+    return max(hit, chi_square_power(expected.size - 1, level, lam))
+
+
+def samples_for_power(pairs, level: float, power: float = 0.99, min_expected: float = MIN_EXPECTED,
+                      max_n: int = 10 ** 12) -> float:
+    """Smallest n at which at least one of several tests (one ``(c, p)`` pair each, as in
+    :func:`predicted_power`) rejects with probability >= ``power``.
+
+    A call that rejects when any of its tests rejects has at least the power of its best test,
+    so the search uses max over the pairs of :func:`predicted_power`: doubling from n = 1, then
+    bisection (pooling makes the power only roughly monotone in n; the n returned has the power).
+
+    Parameters: ``pairs`` (iterable of ``(c, p)``), ``level`` (of each test), ``power``,
+    ``min_expected``, ``max_n`` (search limit).
+
+    Returns: n as a ``float``; ``inf`` when no n <= ``max_n`` reaches the power (e.g. c = p).
+
+    >>> from specsim.testing.stats import samples_for_power
+    >>> samples_for_power([([0.6, 0.4], [0.5, 0.5])], 0.01, 0.9)  # lambda*(1, 0.01, 0.9) / 0.04 = 371.9
+    372.0
+    """
+    pairs = [(np.asarray(c, dtype=np.float64), np.asarray(p, dtype=np.float64)) for c, p in pairs]
+    _check_unit(power, "power")
+
+    def enough(n: int) -> bool:
+        return max(predicted_power(c, p, n, level, min_expected) for c, p in pairs) >= power
+
+    hi = 1
+    while not enough(hi):
+        hi *= 2
+        if hi > max_n:
+            return np.inf
+    lo = hi // 2  # not enough at lo (or lo = 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return float(hi)
 
 
 def goodness_of_fit(counts, probs, level: float, power: float = 0.99, min_expected: float = MIN_EXPECTED,

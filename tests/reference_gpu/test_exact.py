@@ -10,27 +10,25 @@
   inverse-CDF uniforms (error <= one grid cell per CDF point).
 * Tree RRS: a root with two i.i.d. children, grid over both coins and the residual uniform,
   against ``specinfer.law``.
-TRITON_INTERPRET=1 is set here before the kernels are imported (CPU interpreter without CUDA).
+Random rows come from specsim.testing.strategies.chain_inputs (prefix-dependent model pairs, the
+draft drawn from the support of q).  conftest.py switches the Triton interpreter on without CUDA.
 """
 from __future__ import annotations
 
 import itertools
-import os
-from fractions import Fraction
 
 import numpy as np
 import pytest
+import torch
+from hypothesis import given, settings
 
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
+from reference_gpu import api
+from reference_gpu.reference import block_stop_probs
+from specsim.drafts import DraftTree
+from specsim.testing.strategies import chain_inputs, model_pairs
+from specsim.verifiers.chain import block, block_weights, token
+
 pytest.importorskip("triton")
-
-from reference_gpu import api  # noqa: E402
-from reference_gpu.reference import block_stop_probs  # noqa: E402
-from specsim.drafts import DraftTree  # noqa: E402
-from specsim.models import random_model  # noqa: E402
-from specsim.verifiers.chain import block, block_weights, token  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 F64 = torch.float64
@@ -100,22 +98,11 @@ def test_token_decisions_at_the_boundary():
         assert (tau[0] >= 1) == acc, (u1, tau)
 
 
-def random_chain(V, L, seed):
-    """Prefix-dependent rows from specsim.random_model and a draft sampled from q."""
-    tgt, drf = random_model(V, seed, 0.6), random_model(V, seed + 1, 0.6)
-    rng = np.random.default_rng(seed)
-    x = []
-    for k in range(L):
-        x.append(int(rng.choice(V, p=drf(tuple(x)))))
-    p = np.array([tgt(tuple(x[:k])) for k in range(L + 1)])
-    q = np.array([drf(tuple(x[:k])) for k in range(L)])
-    return tuple(x), p, q
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_block_stop_decision_is_the_exact_threshold_rule(seed):
-    V, L = 4, 3
-    x, p, q = random_chain(V, L, seed)
+@settings(max_examples=4)
+@given(chain_inputs(V=4, L=3))
+def test_block_stop_decision_is_the_exact_threshold_rule(args):
+    x, p, q = args
+    L = len(x)
     _, h_exact, _ = block_weights(x, p, q)
     _, h_ref = block_stop_probs(x, p, q)
     h_ref = h_ref.numpy()
@@ -144,10 +131,11 @@ def test_block_stop_decision_is_the_exact_threshold_rule(seed):
         assert abs(implied - law.get(i, 0.0)) < 1e-12
 
 
-@pytest.mark.parametrize("seed", [3, 4])
-def test_block_residual_law_on_a_uniform_grid(seed):
-    V, L = 5, 2
-    x, p, q = random_chain(V, L, seed)
+@settings(max_examples=3)
+@given(chain_inputs(V=5, L=2, pairs=model_pairs(V=5, relations=("independent",))))
+def test_block_residual_law_on_a_uniform_grid(args):
+    x, p, q = args
+    V, L = p.shape[1], len(x)
     w, h, rows = block_weights(x, p, q)
     n = 2 ** 12
     grid = (np.arange(n) + 0.5) / n

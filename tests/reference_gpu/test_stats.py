@@ -1,97 +1,98 @@
-"""Statistical tier: chi-square goodness of fit of the emitted block (tau, Y) and of each position's
-acceptance against specsim's exact laws, with fresh torch noise.
+"""Statistical tier: the verification kernels through the public testing path,
+``check_sampler(torch_batch_sampler(...))`` on ``reference_gpu.api.verify_chain_dense``.
 
-Uses the pure-torch reference for the large samples (the kernel equals it bit for bit, see
-test_reference_gpu_kernels).  False alarms: ALPHA_TOTAL = 1e-6 per suite run, Bonferroni over
-the N_TESTS goodness-of-fit tests below.  Power: for n samples and Cohen's effect size w
-(w^2 = sum (pi_alt - pi)^2 / pi), the statistic is non-central chi-square with lambda = n w^2;
-each test asserts power >= 0.99 at w = 0.05 before sampling, and a negative control (the block
-sample scored against the token law) must be rejected.
+check_sampler draws n drafts from the draft model, runs the kernel on them with per-request noise
+(``draw_chain_noise``), completes every emitted block with target samples and applies the
+completion chi-square of specsim.testing.stats to the completed strings (joint law on V^{L+1}
+and each position's marginal) against the target's joint law.
+
+* Backend: the pure-torch reference on CPU (the Triton kernel equals it bit for bit, see
+  test_kernels.py; under the CPU interpreter it runs ~1000x slower), and the Triton kernel too
+  when CUDA is present.
+* False-alarm rate: ALPHA = 1e-3 per call (Bonferroni over its L + 2 sub-tests), so the lossless
+  calls below false-alarm with probability at most (number of calls) x 1e-3 (union bound); the
+  seeds are fixed, so a run is reproducible.
+* Power: every passing call also asserts ``detectable_tv <= MAX_DETECTABLE_TV``: a kernel whose
+  completed law is at TV >= 0.06 from the target would have been flagged with probability >= 0.99
+  (non-central chi-square).
+* Negative control: greedy mode on stochastic targets is lossy; its exact completed law (specsim's
+  ``greedy`` verifier, the same rule) gives the n at which the call has power 0.99, and the call
+  with that many samples must fail.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from scipy import stats
+import torch
 
-torch = pytest.importorskip("torch")
+from specsim.models import random_model, temperature
+from specsim.testing import check_sampler, completed_and_target_laws, samples_to_detect, torch_batch_sampler
+from specsim.verifiers import greedy
 
-from reference_gpu import api  # noqa: E402
-from specsim.verifiers.chain import block, token  # noqa: E402
-from test_reference_gpu_exact import random_chain  # noqa: E402
-
-ALPHA_TOTAL = 1e-6
-N_TESTS = 6          # 2 modes x 2 seeds joint tests + 2 per-position tests
-ALPHA = ALPHA_TOTAL / N_TESTS
-N = 60_000
-EFFECT_W = 0.05
-
-
-def joint_law(verifier, x, p, q):
-    V, L = p.shape[1], len(x)
-    t = np.zeros((L + 1, V))
-    for o in verifier.law(x, p, q):
-        t[o.accepted] += o.prob * o.next_dist
-    return t.ravel()
+ALPHA = 1e-3
+POWER = 0.99
+N = 20_000
+MAX_DETECTABLE_TV = 0.06
+BACKENDS = ["torch"] + (["triton"] if torch.cuda.is_available() else [])
+PAIRS = {  # (V, L, target seed, draft seed, concentration): prefix-dependent rows, peaked when c < 1
+    "V4-L3": (4, 3, 10, 11, 0.6),
+    "V3-L3-peaked": (3, 3, 20, 21, 0.3),
+}
 
 
-def sample(x, p, q, mode, n, seed):
-    V, L = p.shape[1], len(x)
-    g = torch.Generator().manual_seed(seed)
-    noise = api.ChainNoise(torch.rand(n * L, generator=g, dtype=torch.float64),
-                           torch.rand(n * L, generator=g, dtype=torch.float64),
-                           torch.empty(n, V, dtype=torch.float64).exponential_(generator=g))
-    r = api.verify_chain(torch.tensor(list(x) * n, dtype=torch.int32),
-                         torch.arange(1, n + 1, dtype=torch.int32) * L,
-                         torch.tensor(np.tile(q, (n, 1))), torch.tensor(np.tile(p, (n, 1))),
-                         noise, mode, backend="torch", validate=False)
-    tau = r.num_accepted.numpy().astype(int)
-    y = r.output_token_ids.numpy()[np.arange(n), tau]
-    return np.bincount(tau * V + y, minlength=(L + 1) * V)
+def _models(V, L, ts, ds, c):
+    return random_model(V, ts, c), random_model(V, ds, c), L
 
 
-def chi2_pvalue(counts, probs):
-    """Pearson chi-square p-value; cells with probability 0 must be empty (else p = 0)."""
-    n = counts.sum()
-    zero = probs <= 1e-15
-    if counts[zero].sum() > 0:
-        return 0.0, 1
-    e = probs[~zero] * n
-    stat = ((counts[~zero] - e) ** 2 / e).sum()
-    df = int((~zero).sum()) - 1
-    return float(stats.chi2.sf(stat, df)), df
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("pair", list(PAIRS))
+@pytest.mark.parametrize("mode", ["token", "block"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_lossless_modes_pass_with_stated_power(kit, mode, pair, backend, dtype):
+    target, draft_model, L = _models(*PAIRS[pair])
+    sampler = torch_batch_sampler(kit.dense_sampler(mode, backend), dtype=dtype, device=kit.device)
+    res = check_sampler(sampler, target, draft_model, L, n=N, alpha=ALPHA, power=POWER, seed=1)
+    assert res.passed, str(res)
+    assert res.detectable_tv <= MAX_DETECTABLE_TV, str(res)
 
 
-def power(df, n=N, w=EFFECT_W, alpha=ALPHA):
-    crit = stats.chi2.isf(alpha, df)
-    return float(stats.ncx2.sf(crit, df, n * w * w))
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["token", "block"])
+def test_deterministic_draft_without_draft_probs_passes(kit, mode, backend):
+    """draft_probs=None is the one-hot rule: lossless when the draft model really is greedy."""
+    target, draft_model, L = _models(*PAIRS["V4-L3"])
+    sampler = torch_batch_sampler(kit.dense_sampler(mode, backend, onehot_draft=True), dtype="float64",
+                                  device=kit.device)
+    res = check_sampler(sampler, target, temperature(draft_model, 0), L, n=N, alpha=ALPHA, power=POWER, seed=2)
+    assert res.passed and res.detectable_tv <= MAX_DETECTABLE_TV, str(res)
 
 
-@pytest.mark.parametrize("mode,verifier", [("token", token), ("block", block)])
-@pytest.mark.parametrize("seed", [10, 11])
-def test_emitted_block_law_goodness_of_fit(mode, verifier, seed):
-    x, p, q = random_chain(4, 3, seed)
-    law = joint_law(verifier, x, p, q)
-    assert power((law > 1e-15).sum() - 1) >= 0.99
-    pv, df = chi2_pvalue(sample(x, p, q, mode, N, seed), law)
-    assert pv > ALPHA, (pv, df)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_negative_control_greedy_mode_is_flagged_at_its_predicted_sample_size(kit, backend):
+    target, draft_model, L = _models(*PAIRS["V4-L3"])
+    C, P = completed_and_target_laws(greedy, target, draft_model, L)
+    needed = samples_to_detect(C, P, target.V, L, ALPHA, POWER)
+    assert needed <= N  # the call below has power >= 0.99 against greedy's completed law
+    sampler = torch_batch_sampler(kit.dense_sampler("greedy", backend), dtype="float64", device=kit.device)
+    res = check_sampler(sampler, target, draft_model, L, n=int(needed), alpha=ALPHA, power=POWER, seed=3)
+    assert not res.passed, str(res)
 
 
-@pytest.mark.parametrize("mode,verifier", [("token", token), ("block", block)])
-def test_per_position_acceptance(mode, verifier):
-    """P(tau = i) for each i (the per-position stop law) against the exact law."""
-    x, p, q = random_chain(5, 4, 12)
-    V, L = 5, 4
-    law = joint_law(verifier, x, p, q).reshape(L + 1, V).sum(1)
-    counts = sample(x, p, q, mode, N, 99).reshape(L + 1, V).sum(1)
-    assert power((law > 1e-15).sum() - 1) >= 0.99
-    pv, _ = chi2_pvalue(counts, law)
-    assert pv > ALPHA, pv
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_negative_control_bonus_from_the_wrong_row_is_flagged_at_its_predicted_sample_size(kit, backend):
+    """The token kernel fed p_{L-1} as its bonus row (an off-by-one in the caller's layout) has
+    exactly the law of specsim's ``bonus_wrong_row`` mutant (TV ~ 0.06 here): n from that law."""
+    from specsim.testing.mutants import CHAIN_MUTANTS
+    target, draft_model, L = _models(*PAIRS["V4-L3"])
+    C, P = completed_and_target_laws(CHAIN_MUTANTS["bonus_wrong_row"], target, draft_model, L)
+    needed = samples_to_detect(C, P, target.V, L, ALPHA, POWER)
+    assert needed <= N
+    kernel = kit.dense_sampler("token", backend)
 
+    def shifted_bonus(draft_ids, draft_probs, target_probs, generator):
+        wrong = target_probs.clone()
+        wrong[:, -1] = target_probs[:, -2]
+        return kernel(draft_ids, draft_probs, wrong, generator)
 
-def test_negative_control_block_samples_fail_the_token_law():
-    x, p, q = random_chain(4, 3, 10)
-    tl, bl = joint_law(token, x, p, q), joint_law(block, x, p, q)
-    assert np.abs(tl - bl).sum() > 0.02          # the laws differ at L = 3
-    pv, _ = chi2_pvalue(sample(x, p, q, "block", N, 5), tl)
-    assert pv < ALPHA
+    res = check_sampler(torch_batch_sampler(shifted_bonus, dtype="float64", device=kit.device), target,
+                        draft_model, L, n=int(needed), alpha=ALPHA, power=POWER, seed=4)
+    assert not res.passed, str(res)

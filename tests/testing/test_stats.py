@@ -14,7 +14,8 @@ from scipy import stats
 from specsim._sampling import draw_rows
 from specsim.models import markov
 from specsim.testing.stats import (MIN_EXPECTED, chi_square_distance, chi_square_power, complete_with_target,
-                                   detectable_tv, detection_threshold, goodness_of_fit, pool_small_cells)
+                                   detectable_tv, detection_threshold, goodness_of_fit, pool_small_cells,
+                                   predicted_power, samples_for_power)
 from specsim.testing.strategies import distribution_pairs, distributions, model_pairs
 
 
@@ -98,3 +99,30 @@ def test_completing_the_empty_block_samples_the_joint_law(pair):
     brute = np.array([t(())[a] * t((a,))[b] * t((a, b))[c] for a, b, c in itertools.product(range(3), repeat=3)])
     assert np.allclose(P, brute, atol=1e-15)
     assert not goodness_of_fit(np.bincount(codes, minlength=27), P, level=1e-4).rejected
+
+
+def test_samples_for_power_is_the_noncentral_threshold_when_nothing_is_pooled():
+    c, p = np.array([0.6, 0.4]), np.array([0.5, 0.5])
+    lam = detection_threshold(1, 0.01, 0.9)
+    assert samples_for_power([(c, p)], 0.01, 0.9) == np.ceil(lam / chi_square_distance(c, p))
+    assert samples_for_power([(p, p)], 0.01, 0.9) == np.inf
+
+
+def test_predicted_power_accounts_for_pooling_and_holds_in_simulation():
+    """A sparse table (many cells of small P): at the unpooled prediction n0 = lambda* / chi2 the
+    test is nearly powerless because pooling merges the cells where C differs; at the pooled
+    prediction it rejects at the stated rate.  Checked by simulating the test itself (400
+    multinomial tables each; the bounds are > 5 binomial standard deviations from the truth)."""
+    p = np.array([0.3, 0.3] + [0.4 / 40] * 40)
+    c = np.array([0.3, 0.3] + [0.8 / 40, 0.0] * 20)  # the small cells: half doubled, half emptied
+    level, power = 0.01, 0.9
+    n0 = int(np.ceil(detection_threshold(41, level, power) / chi_square_distance(c, p)))
+    n = int(samples_for_power([(c, p)], level, power))
+    assert n > n0
+    rng = np.random.default_rng(0)
+
+    def rejection_rate(m):
+        return np.mean([goodness_of_fit(rng.multinomial(m, c), p, level).rejected for _ in range(400)])
+
+    assert rejection_rate(n) >= power - 0.08
+    assert predicted_power(c, p, n0, level) < 0.5 and rejection_rate(n0) < 0.5

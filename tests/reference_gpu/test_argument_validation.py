@@ -1,0 +1,106 @@
+"""Bad input to reference_gpu.api: a ValueError naming the argument, raised before any kernel runs.
+
+One table per entry point, rows ``(id, change to the valid arguments, message pattern)``; a new
+case is one line.  The valid batch: V = 4, two requests with 2 and 1 draft tokens.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from reference_gpu import api
+
+V = 4
+LENS = [2, 1]
+F64 = torch.float64
+P_ROWS = torch.tensor([[1, 4, 2, 1], [2, 3, 3, 0], [1, 1, 2, 4],   # request 0: p_0, p_1, bonus
+                       [4, 2, 1, 1], [1, 1, 1, 5]], dtype=F64) / 8   # request 1: p_0, bonus
+Q_ROWS = torch.tensor([[4, 1, 1, 2], [4, 1, 1, 2], [1, 1, 3, 3]], dtype=F64) / 8
+IDS = torch.tensor([0, 3, 2], dtype=torch.int32)
+CU = torch.tensor([2, 3], dtype=torch.int32)
+
+
+def valid_chain_args(device="cpu") -> dict:
+    return dict(draft_token_ids=IDS.to(device), cu_num_draft_tokens=CU.to(device), draft_probs=Q_ROWS.to(device),
+                target_probs=P_ROWS.to(device), noise=api.draw_chain_noise(LENS, V, seeds=[0, 1], device=device))
+
+
+def _set(name, index, value):
+    """A copy of one valid tensor argument with one entry set to ``value``."""
+    def change():
+        t = valid_chain_args()[name].clone()
+        t[index] = value
+        return {name: t}
+    return change
+
+
+def _noise(**fields):
+    def change():
+        n = valid_chain_args()["noise"]
+        parts = dict(uniforms=n.uniforms, etas=n.etas, residual=n.residual, kind=n.kind)
+        parts.update({k: f(parts[k]) for k, f in fields.items()})
+        return {"noise": api.ChainNoise(**parts)}
+    return change
+
+
+def _q_zero_at_draft():
+    q = Q_ROWS.clone()
+    q[0] = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=F64)  # the drafted token 0 has q = 0
+    return {"draft_probs": q}
+
+
+CHAIN = [
+    ("negative-id", _set("draft_token_ids", 0, -1), "outside 0..3"),
+    ("id-equal-to-V", _set("draft_token_ids", 1, V), "outside 0..3"),
+    ("nan-target", _set("target_probs", (1, 0), float("nan")), "NaN"),
+    ("unnormalised-target", lambda: {"target_probs": P_ROWS * 1.5}, "sums to"),
+    ("target-shape", lambda: {"target_probs": P_ROWS[:-1]}, "shape"),
+    ("draft-shape", lambda: {"draft_probs": Q_ROWS[:, :3]}, "shape"),
+    ("integer-probs", lambda: {"target_probs": P_ROWS.to(torch.int32)}, "float"),
+    ("cu-does-not-end-at-N", lambda: {"cu_num_draft_tokens": torch.tensor([2, 4], dtype=torch.int32)},
+     "cu_num_draft_tokens ends"),
+    ("decreasing-cu", lambda: {"cu_num_draft_tokens": torch.tensor([3, 3, 2], dtype=torch.int32)}, "non-decreasing"),
+    ("q-zero-at-drafted-token", _q_zero_at_draft, "draft probability 0"),
+    ("float32-uniforms", _noise(uniforms=lambda u: u.float()), "float64"),
+    ("uniform-equal-to-1", _noise(uniforms=torch.ones_like), "[0, 1)"),
+    ("noise-shape", _noise(residual=lambda r: r[:1]), "shape"),
+    ("negative-exponential-noise", _noise(residual=lambda r: -r), ">= 0"),
+    ("mode", lambda: {"mode": "typical"}, "mode must be"),
+]
+
+
+@pytest.mark.parametrize("change,pattern", [pytest.param(c, m, id=i) for i, c, m in CHAIN])
+def test_verify_chain_rejects_bad_input_before_any_kernel_runs(change, pattern, monkeypatch):
+    from reference_gpu import kernels, reference
+
+    def boom(*a, **k):
+        raise AssertionError("a kernel ran before validation")
+    monkeypatch.setattr(kernels, "launch_chain", boom)
+    monkeypatch.setattr(reference, "chain_reference", boom)
+    with pytest.raises(ValueError, match=re.escape(pattern)):
+        api.verify_chain(**{**valid_chain_args(), **change()})
+
+
+def test_valid_chain_arguments_are_accepted():
+    r = api.verify_chain(**valid_chain_args(), backend="torch")
+    assert r.num_accepted.shape == (2,) and r.output_token_ids.shape == (2, 3)
+
+
+TREE_P = torch.full((3, V), 1 / V, dtype=F64)
+TREE = [
+    ("parent-after-child", dict(tokens=[-1, 0, 1], parent=[-1, 2, 0]), "parents must precede"),
+    ("no-root", dict(tokens=[0, 0, 1], parent=[-1, 0, 0]), "root"),
+    ("token-outside-V", dict(tokens=[-1, 0, 7], parent=[-1, 0, 0]), "outside"),
+    ("cu-does-not-end-at-M", dict(tokens=[-1, 0, 1], parent=[-1, 0, 0], cu=[2]), "cu_num_nodes must be"),
+    ("noise-type", dict(tokens=[-1, 0, 1], parent=[-1, 0, 0], noise=None), "noise must be a TreeNoise"),
+]
+
+
+@pytest.mark.parametrize("case,pattern", [pytest.param(c, m, id=i) for i, c, m in TREE])
+def test_verify_tree_rejects_bad_input(case, pattern):
+    noise = case.get("noise", api.draw_tree_noise([3], V, seeds=[0]))
+    cu = torch.tensor(case.get("cu", [3]), dtype=torch.int32)
+    with pytest.raises(ValueError, match=re.escape(pattern)):
+        api.verify_tree(torch.tensor(case["tokens"]), torch.tensor(case["parent"]), cu, TREE_P, TREE_P, noise)
