@@ -22,7 +22,7 @@ from ._deprecation import renamed_keyword
 from ._validate import check_model_pair
 from .drafts import DraftProcess, DraftTree, chain
 from .models import Model
-from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, check_outcomes, verifier_kind
+from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, check_outcomes
 
 __all__ = ["OutputLaw", "Certificate", "output_law", "completed_law", "check_lossless",
            "expected_accepted", "outcomes_on_tree"]
@@ -83,7 +83,15 @@ class Certificate:
     ``max_abs_error`` = max_z |C(z) - P(z)| over z in V^{L+1}; ``tv`` = (1/2) sum_z |C(z) - P(z)|,
     the total-variation distance between the completed law and the target's first L+1 tokens;
     ``worst_sequence`` attains the max with ``completed`` = C(z) and ``target`` = P(z);
-    ``lossless`` is ``max_abs_error <= atol``.  Built by :func:`check_lossless`.
+    ``lossless`` is ``max_abs_error <= atol``.  Built by :func:`check_lossless`; ``str()`` is
+    a one-line verdict (plus the worst sequence when lossy).
+
+    >>> from specsim.exact import check_lossless
+    >>> from specsim.models import iid
+    >>> from specsim.verifiers import token
+    >>> print(check_lossless(token, iid([0.5, 0.5]), iid([1.0, 0.0]), L=1))  # doctest: +NORMALIZE_WHITESPACE
+    token [chain, V=2, L=1]: LOSSLESS (max |C-P| = 0, TV = 0, atol 1e-09);
+    E[tau] = 0.500000, block efficiency = 1.500000
     """
 
     verifier: str
@@ -135,10 +143,11 @@ def outcomes_on_tree(verifier, tree: DraftTree) -> list[Outcome]:
     >>> [(o.accepted, round(o.prob, 6)) for o in outcomes_on_tree(token, tree)]
     [(0, 0.5), (1, 0.5)]
     """
-    if verifier_kind(verifier) == "tree":
-        return verifier.law(tree) if hasattr(verifier, "law") else verifier(tree)
+    verifier = as_verifier(verifier)
+    if verifier.kind == "tree":
+        return verifier.law(tree)
     draft, p, q = tree.chain_arrays()  # chain nodes are numbered by depth, so k == node k
-    return verifier.law(draft, p, q) if hasattr(verifier, "law") else verifier(draft, p, q)
+    return verifier.law(draft, p, q)
 
 
 @renamed_keyword("draft", "draft_model")
@@ -169,6 +178,7 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     2.0
     """
     L = check_model_pair(target, draft_model, L)
+    verifier = as_verifier(verifier)
     drafting = drafting or chain()
     target, draft_model = target.shifted(context), draft_model.shifted(context)
     V = target.V
@@ -177,9 +187,8 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     items = drafting.enumerate(target, draft_model, L)
     if progress or (progress is None and sys.stderr.isatty() and V ** L > 20000):
         from tqdm.auto import tqdm
-        items = tqdm(items, desc=f"enumerating drafts ({_name(verifier)})", leave=False)
-    as_v = as_verifier(verifier)  # a plain callable has neither batched nor node-wise form
-    batch, rule = as_v.batch_law, as_v.node_rule
+        items = tqdm(items, desc=f"enumerating drafts ({verifier.name})", leave=False)
+    batch, rule = verifier.batch_law, verifier.node_rule
     if batch is not None and hasattr(drafting, "arrays"):
         n = _accumulate_batch(batch, drafting.arrays(target, draft_model, L), emitted, depth_mass, atol)
     elif rule is not None and hasattr(drafting, "node_options"):
@@ -352,7 +361,7 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
         code, t = divmod(code, target.V)
         z.append(t)
     max_err = float(err[worst])
-    return Certificate(_name(verifier), _name(drafting), target.V, L, bool(max_err <= atol), max_err,
+    return Certificate(as_verifier(verifier).name, _name(drafting), target.V, L, bool(max_err <= atol), max_err,
                        float(0.5 * err.sum()), tuple(reversed(z)), float(C[worst]), float(P[worst]),
                        law.expected_accepted, law.block_efficiency, law.accepted_at_least, atol, law.n_drafts)
 

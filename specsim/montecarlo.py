@@ -21,7 +21,7 @@ from .drafts import DraftProcess, chain
 from .exact import _name
 from .models import Model
 from .testing.stats import SubTest, complete_with_target, goodness_of_fit
-from .verifiers.base import Verifier, sample_outcome, verifier_kind
+from .verifiers.base import as_verifier, sample_outcome
 
 __all__ = ["MonteCarloEstimate", "estimate", "sample_iteration"]
 
@@ -36,6 +36,13 @@ class MonteCarloEstimate:
     (:class:`~specsim.testing.stats.SubTest`) of the completed strings against P(z).
     ``completion_chi2`` / ``completion_dof`` / ``completion_pvalue`` read that test (``None``
     without it).  Built by :func:`estimate`.
+
+    >>> from specsim.models import iid
+    >>> from specsim.montecarlo import estimate
+    >>> from specsim.verifiers import token
+    >>> e = estimate(token, iid([0.5, 0.5]), iid([1.0, 0.0]), L=1, n=400, rng=0)  # E[tau] = 1/2 exactly
+    >>> round(e.expected_accepted, 3), round(e.expected_accepted_se, 3), e.completion.df
+    (0.482, 0.025, 3)
     """
 
     verifier: str
@@ -89,15 +96,13 @@ def sample_iteration(verifier, target: Model, draft_model: Model, L: int, drafti
     >>> sample_iteration(token, m, m, 2, chain(), np.random.default_rng(0))
     (1, 1, 1)
     """
+    verifier = as_verifier(verifier)
     tree = drafting.sample(target, draft_model, L, rng)
-    if verifier_kind(verifier) == "tree":
-        args = (tree,)
-    else:
-        args = tree.chain_arrays()
-    if isinstance(verifier, Verifier) and verifier.sampler is not None:  # trusted call: no re-validation
+    args = (tree,) if verifier.kind == "tree" else tree.chain_arrays()
+    if verifier.sampler is not None:  # trusted call: no re-validation
         node, y = verifier.sampler(*args, rng=rng)
     else:
-        node, y = sample_outcome(verifier.law(*args) if hasattr(verifier, "law") else verifier(*args), rng)
+        node, y = sample_outcome(verifier.law(*args), rng)
     return (*tree.path(node), int(y))
 
 
@@ -128,6 +133,7 @@ def estimate(verifier, target: Model, draft_model: Model, L: int, n: int = 10_00
     (0.331, 0.015, False)
     """
     L = check_model_pair(target, draft_model, L)
+    verifier = as_verifier(verifier)
     check_int(n, "n", 2)
     drafting = drafting or chain()
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
@@ -135,7 +141,7 @@ def estimate(verifier, target: Model, draft_model: Model, L: int, n: int = 10_00
     it = range(n)
     if progress or (progress is None and sys.stderr.isatty() and n >= 50_000):
         from tqdm.auto import tqdm
-        it = tqdm(it, desc=f"sampling ({_name(verifier)})", leave=False)
+        it = tqdm(it, desc=f"sampling ({verifier.name})", leave=False)
     emitted: Counter = Counter()
     taus = np.empty(n)
     for k in it:
@@ -146,7 +152,7 @@ def estimate(verifier, target: Model, draft_model: Model, L: int, n: int = 10_00
     completion = None
     if complete and target.V ** (L + 1) <= MAX_COMPLETION_CELLS:
         completion = _completion_test(emitted, target, L, rng, alpha)
-    return MonteCarloEstimate(_name(verifier), _name(drafting), target.V, L, n, float(taus.mean()),
+    return MonteCarloEstimate(verifier.name, _name(drafting), target.V, L, n, float(taus.mean()),
                               float(taus.std(ddof=1) / np.sqrt(n)), at_least, emitted, completion)
 
 

@@ -72,6 +72,12 @@ class SamplerCheck:
     ``subtests`` are the :class:`~specsim.testing.stats.SubTest` objects (joint law first, then one
     per position); ``invalid`` describes bad output of the implementation (``None`` if none).
     ``str()`` is the report.
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_sampler
+    >>> res = check_sampler(lambda d, p, q, rng: (len(d) + 1, 0), random_model(3, 0), random_model(3, 1), L=1, n=10)
+    >>> res.passed, res.invalid
+    (False, '(accepted, token) = (2, 0) outside 0..1 x 0..2 on draft (2,)')
     """
 
     passed: bool

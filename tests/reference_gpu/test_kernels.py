@@ -7,7 +7,6 @@ generic rows; draft rows equal, disjoint or independent), so failures shrink to 
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
