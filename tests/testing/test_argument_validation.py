@@ -1,7 +1,7 @@
 """Bad input to specsim.testing's public functions: the exception type and the argument it names.
 
-One table per module, rows ``(id, call, exception, message pattern)``; each table is one
-parametrised test, so a new case is one line.
+One table per module, rows ``(id, call, exception, message pattern)``, all run by one
+parametrised test (ids ``module/case``), so a new case is one line.
 """
 import numpy as np
 import pytest
@@ -14,11 +14,6 @@ from specsim.testing.stats import chi_square_power, detectable_tv, detection_thr
 from specsim.testing.strategies import (available_draft_processes, distribution_pairs, distributions,
                                         draft_processes, model_pairs)
 from specsim.verifiers import block, token
-
-
-def cases(table):
-    """pytest parameters from a table of (id, call, exception, pattern)."""
-    return [pytest.param(call, exc, pattern, id=name) for name, call, exc, pattern in table]
 
 
 T3, D3, D4 = random_model(3, 0), random_model(3, 1), random_model(4, 1)
@@ -61,11 +56,6 @@ SAMPLER = [
 ]
 
 
-@pytest.mark.parametrize("call,exc,pattern", cases(SAMPLER))
-def test_sampler(call, exc, pattern):
-    with pytest.raises(exc, match=pattern):
-        call()
-
 
 # ---------------------------------------------------------------------------- specsim.testing.stats
 STATS = [
@@ -84,11 +74,6 @@ STATS = [
 ]
 
 
-@pytest.mark.parametrize("call,exc,pattern", cases(STATS))
-def test_stats(call, exc, pattern):
-    with pytest.raises(exc, match=pattern):
-        call()
-
 
 # ---------------------------------------------------------------------------- specsim.testing.strategies
 def _first(strategy):
@@ -106,11 +91,6 @@ STRATEGIES = [
 ]
 
 
-@pytest.mark.parametrize("call,exc,pattern", cases(STRATEGIES))
-def test_strategies(call, exc, pattern):
-    with pytest.raises(exc, match=pattern):
-        call()
-
 
 # ---------------------------------------------------------------------------- specsim.testing.assertions
 ASSERTIONS = [
@@ -120,7 +100,12 @@ ASSERTIONS = [
 ]
 
 
-@pytest.mark.parametrize("call,exc,pattern", cases(ASSERTIONS))
-def test_assertions(call, exc, pattern):
+TABLES = {"sampler": SAMPLER, "stats": STATS, "strategies": STRATEGIES, "assertions": ASSERTIONS}
+
+
+@pytest.mark.parametrize("call,exc,pattern", [pytest.param(call, exc, pattern, id=f"{module}/{name}")
+                                              for module, table in TABLES.items()
+                                              for name, call, exc, pattern in table])
+def test_bad_input(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
