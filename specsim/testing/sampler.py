@@ -1,7 +1,7 @@
 """Checks for implementations that only sample: statistical (``check_sampler``) and, when the
 implementation accepts injected uniforms, exact (``check_sampler_exact``).
 
-Statistical mode (docs/theory.md §2, tier 5).  Draw n drafts x ~ Q, run the implementation once per
+Statistical mode (criterion of docs/theory.md §2).  Draw n drafts x ~ Q, run the implementation once per
 draft, complete every emitted string x^{1:tau} y with exact target samples to length L+1 and test
 the completed strings against the target law P(z) on V^{L+1}, plus one test per position on the
 marginal of z_k, with the completion chi-square of :mod:`specsim.testing.stats`.  Under
