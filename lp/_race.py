@@ -115,7 +115,8 @@ def race_states(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: 
     g, n = t.shape[0], qtok.size
     if cols.size == n + 1 and (cols.size == 0 or (cols[0] == 0 and cols[-1] == n)):
         cols = slice(None)                                       # every prefix: views, no copies
-    qt = qtok[None, :] * t
+    with np.errstate(over="ignore"):                              # inf: arrived, like any q_v t > sure_at
+        qt = qtok[None, :] * t
     sure = qt > sure_at
     acc = np.empty((g, n + 1))
     acc[:, 0] = 0.0
@@ -265,8 +266,14 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     if sure_at < SURE:
         raise ValueError(f"K={K} without replacement is too large for the quadrature at V={qs.size} "
                          "(needs K - 1 <= 690 / (36 + log V))")
-    t_lo = (1e-16 * math.factorial(K)) ** (1.0 / K)          # P(N >= K) <= t^K / K! below it
-    t_hi = 40.0 / float(lam[ks].min())                          # lam t e^{-lam t} < 2e-16 above it
+    # The race only sees the products q_v t and lam t: rates scaled by a power of two (exact) keep the
+    # grid's times representable when some lam is tiny (40 / 5e-324 overflows).
+    lam_min = float(lam[ks].min())
+    scale = 2.0 ** max(0, -600 - math.frexp(lam_min)[1])        # lam_min * scale >= 2^-601
+    if scale > 1.0:
+        qs, Qc, lam = qs * scale, Qc * scale, lam * scale
+    t_lo = (1e-16 * math.factorial(K)) ** (1.0 / K) / scale  # P(N >= K) <= (q(H) t)^K / K! below it
+    t_hi = 40.0 / (lam_min * scale)                             # lam t e^{-lam t} < 2e-16 above it
     t = np.exp(np.arange(np.log(t_lo), np.log(t_hi) + step, step))                # [G]
     G = t.size
     order = np.argsort(ks, kind="stable")
@@ -288,7 +295,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
             state.assign(live, prefixes.column(-1))
         done, pos = b, pos + cl.size
     result = np.empty(ks.size)
-    lt = lam[sorted_ks][None, :] * t[:, None]
+    with np.errstate(over="ignore"):                             # lam t e^{-lam t} = 0 to double precision
+        lt = np.minimum(lam[sorted_ks][None, :] * t[:, None], 800.0)     # beyond lam t = 800
     weight = step * lt * np.exp(-lt)                             # lam t e^{-lam t} d(log t)
     result[order] = np.clip((weight * np.clip(1.0 - low, 0.0, 1.0)).sum(axis=0), 0.0, 1.0)
     return result

@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-__all__ = ["LP_SOLVERS", "CONIC_SOLVERS", "SOLVER_OPTIONS", "SolveError", "solve"]
+__all__ = ["LP_SOLVERS", "CONIC_SOLVERS", "SOLVER_OPTIONS", "SolveError", "check_solvers", "solve"]
 
 #: Default for linear programs: HiGHS (simplex / interior point), then Clarabel.
 LP_SOLVERS = ("HIGHS", "CLARABEL")
@@ -32,13 +32,49 @@ class SolveError(RuntimeError):
         super().__init__("no solver succeeded (" + "; ".join(f"{s} {o}: {r}" for s, o, r in attempts) + ")")
 
 
+def check_solvers(solvers, name: str = "solver") -> tuple[str, ...]:
+    """The solver argument of a public function: one installed cvxpy solver name or a non-empty sequence of them.
+
+    Parameters: ``solvers`` (``str`` or a sequence of ``str``), ``name`` (the argument's name in messages).
+
+    Returns: the names as a ``tuple``; ``TypeError`` for a non-string, ``ValueError`` for an empty
+    sequence or a name that is not an installed cvxpy solver (the message lists the installed ones).
+
+    >>> check_solvers("HIGHS"), check_solvers(["CLARABEL", "SCS"])
+    (('HIGHS',), ('CLARABEL', 'SCS'))
+    >>> check_solvers(["HIGHS", 3])
+    Traceback (most recent call last):
+    ...
+    TypeError: solver must be a cvxpy solver name or a sequence of names, got 3 in ['HIGHS', 3]
+    """
+    import cvxpy as cp
+
+    if isinstance(solvers, str):
+        names = (solvers,)
+    else:
+        try:
+            names = tuple(solvers)
+        except TypeError:
+            raise TypeError(f"{name} must be a cvxpy solver name or a sequence of names, got {solvers!r}") from None
+    if not names:
+        raise ValueError(f"{name}: give at least one cvxpy solver name")
+    installed = cp.installed_solvers()
+    for s in names:
+        if not isinstance(s, str):
+            raise TypeError(f"{name} must be a cvxpy solver name or a sequence of names, got {s!r} in {solvers!r}")
+        if s not in installed:
+            raise ValueError(f"{name}: {s!r} is not an installed cvxpy solver (installed: {', '.join(installed)})")
+    return names
+
+
 def solve(problem, solvers: str | Sequence[str] = LP_SOLVERS, accept: Sequence[str] = ("optimal",)) -> str:
     """Solve a cvxpy ``problem`` with the first solver in ``solvers`` that ends in an ``accept`` status.
 
-    For each name in ``solvers`` (one name or a sequence, tried in order) the options of
-    :data:`SOLVER_OPTIONS` are tried in order; a ``cvxpy.error.SolverError`` or ``ValueError``
-    (solver missing or unable to take the program) moves on to the next attempt, as does a status
-    outside ``accept``.  The problem keeps the winning attempt's values.
+    For each name in ``solvers`` (one name or a sequence, tried in order; checked by
+    :func:`check_solvers`) the options of :data:`SOLVER_OPTIONS` are tried in order; a
+    ``cvxpy.error.SolverError`` or ``ValueError`` (the solver unable to take the program) moves on
+    to the next attempt, as does a status outside ``accept``.  The problem keeps the winning
+    attempt's values.
 
     Parameters: ``problem`` (``cvxpy.Problem``), ``solvers`` (default :data:`LP_SOLVERS`),
     ``accept`` (cvxpy status strings; e.g. add ``"optimal_inaccurate"`` for conic programs, or
@@ -52,16 +88,14 @@ def solve(problem, solvers: str | Sequence[str] = LP_SOLVERS, accept: Sequence[s
     >>> prob = cp.Problem(cp.Maximize(x[0] + 2 * x[1]), [cp.sum(x) == 1])
     >>> solve(prob), round(float(prob.value), 6)
     ('HIGHS', 2.0)
-    >>> solve(prob, solvers=["NO_SUCH_SOLVER"])
+    >>> solve(cp.Problem(cp.Maximize(x[0]), [cp.sum(x) == 1, x[0] >= 2]), solvers=["HIGHS"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    lp._solvers.SolveError: no solver succeeded (NO_SUCH_SOLVER {}: The solver NO_SUCH_SOLVER is not installed.)
+    lp._solvers.SolveError: no solver succeeded (HIGHS {...}: status infeasible; ...)
     """
     import cvxpy as cp
 
-    names = [solvers] if isinstance(solvers, str) else list(solvers)
-    if not names:
-        raise ValueError("solvers: give at least one cvxpy solver name")
+    names = check_solvers(solvers, "solvers")
     attempts = []
     for name in names:
         for opts in SOLVER_OPTIONS.get(name, ({},)):

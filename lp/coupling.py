@@ -18,6 +18,7 @@ arXiv 2410.18234.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,7 +28,7 @@ import scipy.sparse as sp
 from specsim._validate import as_distribution, as_pair, check_int
 
 from ._race import wor_subset_quadrature
-from ._solvers import LP_SOLVERS, solve
+from ._solvers import LP_SOLVERS, check_solvers, solve
 
 __all__ = ["Coupling", "maximal_coupling", "draft_set_law", "MultidraftSolution", "multidraft_lp",
            "MultidraftBound", "multidraft_bound", "multidraft_bound_bruteforce", "union_bound",
@@ -95,18 +96,27 @@ def maximal_coupling(p, q, method: str = "closed", solver: str | None = None) ->
         return Coupling(value, plan, tv, "closed")
     if method != "lp":
         raise ValueError(f"method must be 'closed' or 'lp', got {method!r}")
+    solvers = check_solvers(LP_SOLVERS if solver is None else solver)
     import cvxpy as cp
 
     V = p.size
     pi = cp.Variable((V, V), nonneg=True)
     prob = cp.Problem(cp.Maximize(cp.trace(pi)), [cp.sum(pi, axis=1) == q, cp.sum(pi, axis=0) == p])
-    used = solve_lp(prob, solver)
+    used = solve(prob, solvers)
     plan = np.clip(np.asarray(pi.value, dtype=np.float64), 0.0, None)
     value = float(np.trace(plan))
     return Coupling(value, plan, 1.0 - value, used)
 
 
 # --------------------------------------------------------------------------- draft-set law
+def _check_replacement(replacement) -> bool:
+    """``replacement`` must be a bool (a string such as ``'False'`` is truthy and would silently mean True)."""
+    if not isinstance(replacement, (bool, np.bool_)):
+        raise TypeError(f"replacement must be a bool (True: i.i.d. drafts, False: without replacement), "
+                        f"got {replacement!r}")
+    return bool(replacement)
+
+
 def _check_K(q: np.ndarray, K, replacement: bool) -> int:
     """Validate K; return the number of draws that land in distinct tokens' worth of the law."""
     K = check_int(K, "K", 1)
@@ -117,44 +127,63 @@ def _check_K(q: np.ndarray, K, replacement: bool) -> int:
     return K
 
 
+def _iid_set_prob(qS: np.ndarray, K: int) -> float:
+    """P(the set of K i.i.d. draws = S) = K! [x^K] prod_{s in S} (e^{q_s x} - 1), by a positive-term
+    product of truncated series: the inclusion-exclusion sum over subsets cancels to nothing when
+    one mass is subnormal next to others of order 1."""
+    poly = np.zeros(K + 1)
+    poly[0] = 1.0
+    coeff = np.array([1.0 / math.factorial(n) for n in range(K + 1)])   # x^n / n!
+    for qv in qS:
+        term = coeff * qv ** np.arange(K + 1)
+        term[0] = 0.0                                                   # each token drawn at least once
+        poly = np.convolve(poly, term)[:K + 1]
+    return float(math.factorial(K) * poly[K])
+
+
 def draft_set_law(q, K: int, replacement: bool = True) -> tuple[tuple[tuple[int, ...], ...], np.ndarray]:
     """Exact law Q(S) = P(set of the K drafts = S) over the sets S it can produce.
 
-    With replacement (i.i.d.): Q(S) = sum_{T subset of S} (-1)^{|S|-|T|} q(T)^K for |S| <= K.
+    With replacement (i.i.d.): Q(S) = sum over counts n_s >= 1 with sum_s n_s = K of the multinomial
+    K! prod_{s in S} q_s^{n_s} / n_s!, for |S| <= K (positive terms only).
     Without replacement (successive sampling): |S| = min(K, |supp q|) and
-    Q(S) = sum over orderings (s_1..s_K) of S of prod_j q(s_j) / (1 - q(s_1) - ... - q(s_{j-1})).
-    When K exceeds |supp q| the draws stop once the support is exhausted, so S = supp q.
-    Cost C(V, K) sets, so for small V only.
+    Q(S) = sum over orderings (s_1..s_K) of S of prod_j q(s_j) / r_j, with r_j the draft mass of
+    the tokens not yet drawn, summed directly (never 1 - q(s_1) - ... - q(s_{j-1}), which is 0 or
+    noise once a mass is within rounding of 1; docs/theory.md §6.6).  When K exceeds |supp q|
+    the draws stop once the support is exhausted, so S = supp q.  Cost C(V, K) sets, so for
+    small V only.
 
-    Parameters: ``q`` draft distribution, ``K`` >= 1 drafts, ``replacement`` (i.i.d. if True).
+    Parameters: ``q`` draft distribution (the input contract of docs/design.md: float16..float64
+    rows or lists, validated and renormalised by ``specsim._validate``), ``K`` >= 1 drafts (an
+    integer), ``replacement`` (a bool: i.i.d. if True).
 
     Returns: ``(sets, probs)``: a tuple of sorted token-id tuples and their probabilities.
 
     >>> sets, probs = draft_set_law([0.5, 0.5], 2)
     >>> sets, probs.tolist()
     (((0,), (1,), (0, 1)), [0.25, 0.25, 0.5])
+    >>> sets, probs = draft_set_law([0.5, 1e-300, 0.5 - 1e-300], 3, replacement=False)
+    >>> sets, probs.tolist()
+    (((0, 1, 2),), [1.0])
     """
     q = as_distribution(q, "q (draft)")
+    replacement = _check_replacement(replacement)
     k_eff = _check_K(q, K, replacement)
     supp = [int(v) for v in np.flatnonzero(q > 0)]
     sets, probs = [], []
     if replacement:
         for size in range(1, min(K, len(supp)) + 1):
             for S in itertools.combinations(supp, size):
-                total = 0.0
-                for r in range(size + 1):
-                    for T in itertools.combinations(S, r):
-                        total += (-1) ** (size - r) * q[list(T)].sum() ** K
                 sets.append(S)
-                probs.append(max(total, 0.0))
+                probs.append(_iid_set_prob(q[list(S)], K))
     else:
         for S in itertools.combinations(supp, k_eff):
             total = 0.0
             for order in itertools.permutations(S):
-                term, used = 1.0, 0.0
+                term, left = 1.0, set(supp)
                 for s in order:
-                    term *= q[s] / (1.0 - used)
-                    used += q[s]
+                    term *= q[s] / math.fsum(q[v] for v in left)     # the mass not yet drawn
+                    left.discard(s)
                 total += term
             sets.append(S)
             probs.append(total)
@@ -208,6 +237,7 @@ def multidraft_lp(p, q, K: int, replacement: bool = True, solver: str | None = N
     import cvxpy as cp
 
     p, q = as_pair(p, q)
+    solvers = check_solvers(LP_SOLVERS if solver is None else solver)
     sets, Q = draft_set_law(q, K, replacement)
     V = p.size
     rows = np.concatenate([np.full(len(S), i) for i, S in enumerate(sets)])
@@ -217,7 +247,7 @@ def multidraft_lp(p, q, K: int, replacement: bool = True, solver: str | None = N
     A_tok = sp.csr_matrix((np.ones(n), (toks, np.arange(n))), shape=(V, n))
     f = cp.Variable(n, nonneg=True)
     prob = cp.Problem(cp.Maximize(cp.sum(f)), [A_set @ f <= Q, A_tok @ f <= p])
-    used = solve_lp(prob, solver)
+    used = solve(prob, solvers)
     fv = np.clip(np.asarray(f.value, dtype=np.float64), 0.0, None)
     # clip rounding so the flow stays feasible for both marginals
     flow = sp.csr_matrix((fv, (rows, toks)), shape=(len(sets), V))
@@ -254,7 +284,7 @@ def _prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     p/q is +inf where q = 0 < p and NaN where p = q = 0; argsort puts NaN after +inf, and tokens
     with p = q = 0 change neither p(H) nor q(H), so their place does not matter.
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.argsort(p / q)
 
 
@@ -266,14 +296,46 @@ def _cumsum0(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _wor_subset_k2(qs: np.ndarray, Qc: np.ndarray) -> np.ndarray:
-    """Q_sub(H_k) for two draws without replacement: sum_{a in H} q_a (q(H) - q_a) / (1 - q_a)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(qs < 1.0, qs / (1.0 - qs), 0.0)
-    c1 = np.concatenate(([0.0], np.cumsum(r)))
-    c2 = np.concatenate(([0.0], np.cumsum(r * qs)))
-    return np.clip(Qc * c1 - c2, 0.0, 1.0)
+def _wor_miss_k2(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """1 - Q_sub(H_k) for two draws without replacement, in positive terms (docs/theory.md §6.6).
 
+    1 - Q_sub(H) = lam(H) (1 + sum_{a in H} q_a / rest_a): the first draw leaves H, or it is a in H
+    and the second leaves H; lam(H) = q(V minus H) = ``lam[k]`` and rest_a = sum_{b != a} q_b = (mass
+    before a) + (mass after a) in prefix order, both summed directly.  The algebraically equal
+    sum_{a in H} q_a (q(H) - q_a) / (1 - q_a) loses ~1e-16 / (1 - q_max).  The largest mass is kept
+    apart: its rest may be subnormal, and its term q_a (lam(H) / rest_a) has lam(H) <= rest_a.
+    """
+    rest = Qc[:-1] + lam[1:]
+    star = int(np.argmax(qs))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.where(rest > 0, qs / rest, 0.0)             # <= V for every token but the largest
+    ratio[star] = 0.0
+    miss = lam * (1.0 + _cumsum0(ratio))
+    if rest[star] > 0:
+        miss[star + 1:] += qs[star] * (lam[star + 1:] / rest[star])
+    return np.minimum(miss, 1.0)
+
+
+def _iid_miss(lam: np.ndarray, K: int) -> np.ndarray:
+    """1 - (1 - lam)^K = -expm1(K log1p(-lam)): accurate when lam (the mass outside H) is small."""
+    with np.errstate(divide="ignore"):                          # lam = 1: log1p(-1) = -inf, exactly right
+        return -np.expm1(K * np.log1p(-np.minimum(lam, 1.0)))
+
+
+def _check_step(step) -> float:
+    """The quadrature's log-t step: a real number in :data:`STEP_RANGE`."""
+    if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, float, np.integer, np.floating)):
+        raise TypeError(f"step must be a real number, got {step!r}")
+    lo, hi = STEP_RANGE
+    if not lo <= step <= hi:                                    # also refuses NaN
+        raise ValueError(f"step must lie in [{lo:g}, {hi:g}] (the quadrature's log-t step; error ~exp(-pi^2/step)), "
+                         f"got {step!r}")
+    return float(step)
+
+
+#: Allowed log-t steps of the race quadrature: at 0.25 (the default) the trapezoid error
+#: exp(-pi^2/step) is ~1e-17; below 0.01 nothing is gained and the grid grows without bound.
+STEP_RANGE = (0.01, 1.0)
 
 #: The cheap lower bound on Q_sub is evaluated on this many prefixes either side of the most
 #: optimistic one (any prefix's lower bound gives a valid cut-off; a far one only prunes less).
@@ -284,87 +346,115 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25)
     """Exact optimal multi-draft acceptance by the dual over sorted prefixes (docs/theory.md §6.6).
 
     alpha* = min_{H subset of V} [p(H) + 1 - Q_sub(H)], minimised over the V + 1 prefixes of the
-    tokens sorted by ascending p/q.  With replacement Q_sub(H) = q(H)^K and the prefix rule is
-    proven (Algorithm 6.6 AlphaIID: one argsort and two cumulative sums, O(V log V)).
-    Without replacement (successive sampling) the prefix rule is **verified, not proven**: it
-    matched brute force over all 2^V subsets in every test (V <= 7, K <= 4); Hu et al.,
-    arXiv 2502.18779, give a sufficient "q-convex" condition.  Q_sub(H) is then exact in closed
-    form for K <= 2 (K = 2: sum_{a in H} q_a (q(H) - q_a)/(1 - q_a)) and, for K >= 3, the
-    exponential-race integral on a log-t grid (trapezoid rule, step ``step``).  Accuracy: the
-    quadrature matches exact enumeration of Q_sub to 1e-10 on every prefix in the tests (measured
-    <= 1e-14 at V <= 8), at V = 3000 step 0.25 agrees with step 0.05 to ~1e-14 (step 0.35 is off
-    by up to 2e-9), and for uniform q at V = 151,936 it matches C(|H|, K)/C(V, K) to 2e-12.
-    For K >= 3 only prefixes whose cheap lower bound can beat the best cheap upper bound are
-    integrated, and the common part of their prefixes is summarised once per grid point (see
-    :func:`lp._race.wor_subset_quadrature`): 20-65 ms at V = 151,936, K = 3..8, i.e. 8-24x one argsort of V
-    on 2 loaded cores (``python benchmarks/lp_bounds.py``).
+    tokens sorted by ascending p/q (Algorithm 6.6 AlphaIID with replacement; the sorted-prefix
+    theorem of docs/theory.md §6.6 without, also checked against brute force over all 2^V subsets
+    at V <= 8, K <= 5; Hu et al., arXiv 2502.18779).  The objective is evaluated as
+    p(H) + (1 - Q_sub(H)) with the second term a sum of positive terms built from lam(H) =
+    q(V minus H) (a reverse cumulative sum, accurate when small), never as 1 minus a probability
+    near 1:
 
-    Parameters: ``p`` target, ``q`` draft, ``K`` >= 1 drafts, ``replacement`` (i.i.d. drafts if
+    - with replacement, 1 - q(H)^K = -expm1(K log1p(-lam(H)));
+    - without replacement (successive sampling), K = 2: lam(H) (1 + sum_{a in H} q_a / sum_{b != a} q_b);
+    - K >= 3: the exponential-race integral of :mod:`lp._race` on a log-t grid (trapezoid rule,
+      step ``step``, error ~exp(-pi^2/step)), each factor written with the remaining mass.
+
+    Accuracy against exact rational arithmetic (tests/lp/test_exact_rationals.py) on rows with
+    1 - max q down to 2^-52 and subnormal entries: <= 1e-15.  The quadrature matches exact
+    enumeration of Q_sub to 1e-10 on every prefix in the tests (measured <= 1e-14 at V <= 8); at
+    V = 3000 step 0.25 agrees with step 0.05 to ~1e-14 (step 0.35 is off by up to 2e-9); for
+    uniform q at V = 151,936 it matches C(|H|, K)/C(V, K) to 2e-12.  For K >= 3 only prefixes whose
+    cheap lower bound can beat the best cheap upper bound are integrated, and the common part of
+    their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`):
+    20-65 ms at V = 151,936, K = 3..8, i.e. 8-24x one argsort of V on 2 loaded cores
+    (``python benchmarks/lp_bounds.py``).
+
+    Parameters: ``p`` target, ``q`` draft (probability rows under the input contract of
+    docs/design.md), ``K`` >= 1 drafts (an integer), ``replacement`` (a bool: i.i.d. drafts if
     True, else successive sampling; needs K <= V, and if K > |supp q| the draws stop when the
-    support is exhausted, so the set is supp q).  Target mass where q = 0 is never drafted and
-    so never accepted: the bound counts it as lost (those tokens sort last and only enter H if
-    nothing is gained by excluding them).  ``step`` is the quadrature's log-t step.
+    support is exhausted, so the set is supp q), ``step`` the quadrature's log-t step, a real
+    number in :data:`STEP_RANGE` (used for K >= 3 without replacement).  Target mass where q = 0
+    is never drafted and so never accepted: the bound counts it as lost (those tokens sort last
+    and only enter H if nothing is gained by excluding them).
 
     Returns: :class:`MultidraftBound` (``value`` = alpha* and the optimal token set ``H``).
 
     >>> b = multidraft_bound([1, 0], [0.5, 0.5], 2)
     >>> b.value, b.H.tolist(), multidraft_bound([1, 0], [0.5, 0.5], 2, replacement=False).value
     (0.75, [1], 1.0)
+    >>> q = [1 - 1e-15, 4e-16, 6e-16]          # 1 - q_max = 1e-15: the optimum 0.7 at H = {0, 1}
+    >>> b = multidraft_bound([0.05, 0.05, 0.9], q, 2, replacement=False)
+    >>> round(b.value, 12), b.H.tolist()
+    (0.7, [0, 1])
     """
     p, q = as_pair(p, q)
+    replacement = _check_replacement(replacement)
     k_eff = _check_K(q, K, replacement)
+    step = _check_step(step)
     order = _prefix_order(p, q)
     ps, qs = np.take(p, order), np.take(q, order)
     Pc, Qc = _cumsum0(ps), _cumsum0(qs)
+    lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))   # q(V minus H_k), accurate when small
+    # miss[k] = 1 - Q_sub(H_k), always as a sum of positive terms; the objective is Pc + miss
     if replacement or k_eff == 1:
-        Qsub = np.minimum(Qc, 1.0, out=np.empty_like(Qc))
-        if k_eff > 1:
-            np.power(Qsub, k_eff, out=Qsub)
+        miss = _iid_miss(lam, k_eff)
+    elif k_eff == int(np.count_nonzero(qs)):
+        miss = (lam > 0.0).astype(np.float64)                  # the set is all of supp q
     else:
-        lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))   # q(V minus H_k), accurate when small
-        Q2 = _wor_subset_k2(qs, Qc)
-        if k_eff == int(np.count_nonzero(qs)):
-            Qsub = (lam <= 0.0).astype(np.float64)                 # the set is all of supp q
-        elif k_eff == 2:
-            Qsub = Q2
+        miss2 = _wor_miss_k2(qs, Qc, lam)
+        if k_eff == 2:
+            miss = miss2
         else:
-            # Q_K = E[prod_{j<K} (h - m_j)/(1 - m_j)], m_j = mass of the first j draws (all in H):
-            # m_j >= 0 gives an upper bound, m_j <= j * max q on H a lower bound.  Any prefix's
-            # lower bound caps the optimum; it is evaluated only near the most optimistic prefix.
-            Qc1 = np.minimum(Qc, 1.0)
-            done = lam <= 0.0
-            optimistic = Pc + 1.0 - np.where(done, 1.0, Q2 * Qc1 ** (k_eff - 2))
-            k0 = int(np.argmin(optimistic))
-            lo, hi = max(k0 - _BOUND_WINDOW, 0), min(k0 + _BOUND_WINDOW + 1, Qc.size)
-            head = float(qs[:lo].max()) if lo > 0 else 0.0
-            qmax = np.maximum.accumulate(np.concatenate(([head], qs[lo:hi - 1])))   # max q on H_k
-            lower = Q2[lo:hi].copy()
-            for j in range(2, k_eff):
-                m = j * qmax
-                lower *= np.maximum(Qc1[lo:hi] - m, 0.0) / np.maximum(1.0 - m, 1e-300)
-            lower[done[lo:hi]] = 1.0
-            best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
-            cand = np.flatnonzero((optimistic <= best_upper + 1e-12) & ~done & (Qc > 0))
-            Qsub = done.astype(np.float64)                         # 1 where H holds supp q
-            if cand.size:
-                Qsub[cand] = wor_subset_quadrature(qs, Qc, lam, k_eff, cand, step)
-            # any other prefix has objective >= optimistic > best_upper + 1e-12 >= the objective
-            # of the prefix attaining best_upper (itself a candidate), so it cannot win
-    obj = Pc - Qsub                                              # objective minus 1
+            miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step)
+    obj = Pc + miss
     k = int(np.argmin(obj))
     mask = np.zeros(p.size, dtype=bool)
     mask[order[:k]] = True
     H = np.flatnonzero(mask)                                     # sorted ids in O(V)
-    obj_k = float(obj[k]) + 1.0
-    return MultidraftBound(min(max(obj_k, 0.0), 1.0), H, int(K), bool(replacement),
-                           float(Pc[k]), float(Qsub[k]), "prefix")
+    return MultidraftBound(min(float(obj[k]), 1.0), H, int(K), replacement,
+                           float(Pc[k]), 1.0 - float(miss[k]), "prefix")
 
 
-def _subset_prob_exact(q: np.ndarray, K: int, replacement: bool, H_mask: np.ndarray,
+def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float) -> np.ndarray:
+    """1 - Q_sub(H_k) for K >= 3 draws without replacement on the prefixes that can be optimal.
+
+    Q_K = E[prod_{j<K} (q(H) - m_j) / (q(V) - m_j)], m_j = mass of the first j draws (all in H):
+    m_j >= 0 gives Q_K <= Q_2 q(H)^{K-2} (an optimistic objective), m_j <= j max_H q a lower bound
+    (a pessimistic one).  Any prefix's pessimistic objective caps the optimum; it is evaluated only
+    near the most optimistic prefix, and only prefixes whose optimistic objective can reach that
+    cap are integrated (:func:`lp._race.wor_subset_quadrature`).  Factors are written with the
+    remaining mass, (q(H) - m) / (lam + q(H) - m), never 1 - m.
+    """
+    done = lam <= 0.0                                            # H holds supp q: Q_sub = 1
+    optimistic = Pc + miss2 + (1.0 - miss2) * _iid_miss(lam, K - 2)      # 1 - Q_2 (1 - lam)^(K-2)
+    k0 = int(np.argmin(optimistic))
+    lo, hi = max(k0 - _BOUND_WINDOW, 0), min(k0 + _BOUND_WINDOW + 1, Qc.size)
+    head = float(qs[:lo].max()) if lo > 0 else 0.0
+    qmax = np.maximum.accumulate(np.concatenate(([head], qs[lo:hi - 1])))   # max q on H_k
+    # |fl(Qc[k]) - Qc[k]| <= k eps (k-term cumulative sum): shrink q(H) - m by that much, so the
+    # pessimistic objective stays a true upper bound
+    slack = (np.arange(lo, hi) + K + 2) * np.finfo(np.float64).eps
+    lower = 1.0 - miss2[lo:hi]
+    for j in range(2, K):
+        room = np.maximum(Qc[lo:hi] - j * qmax - slack, 0.0)   # q(H) - m_j, at least
+        with np.errstate(invalid="ignore"):
+            lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
+    lower[done[lo:hi]] = 1.0
+    best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
+    cand = np.flatnonzero((optimistic <= best_upper + 1e-12) & ~done & (Qc > 0))
+    miss = (~done).astype(np.float64)                            # 0 where H holds supp q
+    if cand.size:
+        miss[cand] = 1.0 - wor_subset_quadrature(qs, Qc, lam, K, cand, step)
+    # any other prefix has objective >= optimistic > best_upper + 1e-12 >= the objective of the
+    # prefix attaining best_upper (itself a candidate), so it cannot win
+    return miss
+
+
+def _subset_miss_exact(q: np.ndarray, K: int, replacement: bool, H_mask: np.ndarray,
                        sets, set_prob) -> float:
+    """1 - Q_sub(H) in positive terms: 1 - (1 - q(V minus H))^K, or the set law outside H."""
     if replacement:
-        return float(q[H_mask].sum()) ** K
-    return float(sum(pr for S, pr in zip(sets, set_prob) if all(H_mask[s] for s in S)))
+        return float(_iid_miss(np.array([math.fsum(q[~H_mask])]), K)[0])
+    return math.fsum(pr for S, pr in zip(sets, set_prob) if not all(H_mask[s] for s in S))
 
 
 def multidraft_bound_bruteforce(p, q, K: int, replacement: bool = True) -> MultidraftBound:
@@ -382,6 +472,7 @@ def multidraft_bound_bruteforce(p, q, K: int, replacement: bool = True) -> Multi
     (0.36, [0])
     """
     p, q = as_pair(p, q)
+    replacement = _check_replacement(replacement)
     _check_K(q, K, replacement)
     V = p.size
     if V > 16:
@@ -390,10 +481,10 @@ def multidraft_bound_bruteforce(p, q, K: int, replacement: bool = True) -> Multi
     best = None
     for bits in range(2 ** V):
         mask = np.array([(bits >> v) & 1 for v in range(V)], dtype=bool)
-        qs = _subset_prob_exact(q, K, replacement, mask, sets, set_prob)
-        val = float(p[mask].sum()) + 1.0 - qs
+        miss = _subset_miss_exact(q, K, replacement, mask, sets, set_prob)
+        val = float(p[mask].sum()) + miss
         if best is None or val < best[0] - 1e-15:
-            best = (val, np.flatnonzero(mask), float(p[mask].sum()), qs)
+            best = (val, np.flatnonzero(mask), float(p[mask].sum()), 1.0 - miss)
     return MultidraftBound(best[0], best[1], int(K), bool(replacement), best[2], best[3], "bruteforce")
 
 

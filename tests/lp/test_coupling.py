@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import lp._race as race
-from lp.coupling import (_prefix_order, _wor_subset_k2, draft_set_law, maximal_coupling, multidraft_bound,
+from lp.coupling import (_prefix_order, _wor_miss_k2, draft_set_law, maximal_coupling, multidraft_bound,
                          multidraft_bound_bruteforce, multidraft_lp, union_bound)
 from lp._race import wor_subset_quadrature
 from lp.tables import specinfer_acceptance, spectr_acceptance
@@ -181,7 +181,7 @@ def test_quadrature_k2_against_closed_form(llm_like_pair):
     lam = np.concatenate((np.cumsum(q[::-1])[::-1], [0.0]))
     ks = np.flatnonzero(lam[:-1] > 1e-3)[1:]
     got = wor_subset_quadrature(q, Qc, lam, 2, ks, 0.25)
-    assert np.max(np.abs(got - _wor_subset_k2(q, Qc)[ks])) < 1e-10
+    assert np.max(np.abs(got - (1.0 - _wor_miss_k2(q, Qc, lam)[ks]))) < 1e-10
 
 
 def test_bound_step_convergence_large_vocabulary(llm_like_pair):
