@@ -6,8 +6,18 @@ transformers are left out and run by ``tests/test_doctests.py`` instead, which s
 interpreter on before the kernels are imported when there is no CUDA device; so every example is
 collected exactly once.
 """
+import os
+import shutil
+
 import numpy as np
 import pytest
+
+# Triton reads TRITON_INTERPRET when a kernel is defined, i.e. at the first import of
+# reference_gpu.kernels, whichever test module gets there first: without a CUDA device, switch the
+# CPU interpreter on before any test is collected.  (nvidia-smi absent = no device; torch is not
+# imported here so that the numpy-only suite stays light.)
+if shutil.which("nvidia-smi") is None:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 collect_ignore = [
     "reference_gpu",                # torch and triton
