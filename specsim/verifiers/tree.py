@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -30,8 +32,10 @@ from .base import Outcome, Verifier, tree_verifier
 from .chain import CHAIN_VERIFIERS, block
 
 __all__ = ["specinfer", "specinfer_first_path", "sequoia", "traversal", "deterministic_children",
-           "spectr", "khisti", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
-           "multidraft_acceptance", "kseq_rho", "khisti_selection_law", "tree_paths", "gbv_path_model"]
+           "spectr", "khisti", "khisti_self_normalised", "khisti_optimal", "khisti_optimal_selection",
+           "OptimalSelection", "KHISTI_OPTIMAL_MAX_VARIABLES", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
+           "multidraft_acceptance", "kseq_rho", "khisti_selection_law", "tree_paths", "gbv_path_model",
+           "gbv_path_arrays", "tree_shape"]
 
 # A node rule: (tree, node) -> ({child token: probability of descending}, stop probability, stop row)
 NodeRule = Callable[[DraftTree, int], tuple[dict, float, np.ndarray]]
@@ -351,6 +355,128 @@ def _khisti_law(tree):
     return _nodewise(tree, _khisti_rule)
 
 
+# --------------------------------------------------------------------------- Khisti et al., optimal weights
+#: Largest LP khisti_optimal_selection builds (selection variables, one per multiset and distinct token).
+KHISTI_OPTIMAL_MAX_VARIABLES = 200_000
+
+
+@dataclass(frozen=True, eq=False)
+class OptimalSelection:
+    """Optimal importance weights of Khisti et al.'s two-step scheme at one node (docs/theory.md §6.5).
+
+    Fields: ``rho`` (the selection law rho_f [V]), ``weights`` (multiset of draws as a sorted
+    tuple -> {token: f(S, token)}, the probability of selecting that token given the drafted
+    multiset S), ``acceptance`` (sum_y min(p_y, rho_f(y)), the LP optimum).
+    """
+
+    rho: np.ndarray
+    weights: dict
+    acceptance: float
+
+
+def _multiset_law(q, support, k):
+    # every multiset of k draws from supp q with its i.i.d. probability k! / prod m_y! prod q_y^m_y
+    out = []
+    for S in itertools.combinations_with_replacement(support, k):
+        counts = np.bincount(np.searchsorted(support, S), minlength=len(support))
+        coef = math.factorial(k) / math.prod(math.factorial(int(c)) for c in counts)
+        out.append((S, coef * float(np.prod(q[list(S)]))))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _khisti_optimal_cached(pb: bytes, qb: bytes, k: int) -> OptimalSelection:
+    from scipy.optimize import linprog
+
+    p, q = np.frombuffer(pb), np.frombuffer(qb)
+    V = p.size
+    support = np.flatnonzero(q > 0)
+    sets = _multiset_law(q, support, k)
+    columns = [(s, y) for s, (S, _) in enumerate(sets) for y in sorted(set(S))]
+    nf = len(columns)
+    if nf + V > KHISTI_OPTIMAL_MAX_VARIABLES:
+        raise ValueError(f"khisti_optimal: |supp q| = {support.size} and k = {k} need {nf} selection "
+                         f"variables, more than KHISTI_OPTIMAL_MAX_VARIABLES = {KHISTI_OPTIMAL_MAX_VARIABLES}")
+    from scipy.sparse import coo_matrix
+
+    # variables: f(S, y) for the columns, then t_y; maximise sum t s.t. t_y <= rho_y(f), sum_y f(S, y) = 1
+    fs = np.array([s for s, _ in columns])
+    fy = np.array([y for _, y in columns])
+    QS = np.array([Q for _, Q in sets])
+    A_ub = coo_matrix((np.concatenate([-QS[fs], np.ones(V)]),
+                       (np.concatenate([fy, np.arange(V)]), np.concatenate([np.arange(nf), nf + np.arange(V)]))),
+                      shape=(V, nf + V))
+    A_eq = coo_matrix((np.ones(nf), (fs, np.arange(nf))), shape=(len(sets), nf + V))
+    bounds = np.column_stack([np.zeros(nf + V), np.concatenate([np.ones(nf), p])])
+    c = np.concatenate([np.zeros(nf), -np.ones(V)])
+    res = linprog(c, A_ub=A_ub.tocsr(), b_ub=np.zeros(V), A_eq=A_eq.tocsr(), b_eq=np.ones(len(sets)),
+                  bounds=bounds, method="highs")
+    if res.status != 0:  # pragma: no cover - the LP is always feasible and bounded
+        raise ValueError(f"khisti_optimal: the weight LP failed ({res.message})")
+    f = np.clip(res.x[:nf], 0.0, None)
+    total = np.bincount(fs, weights=f, minlength=len(sets))
+    f = f / total[fs]  # each multiset's selection a distribution again after the solver's rounding
+    rho = np.bincount(fy, weights=QS[fs] * f, minlength=V)
+    weights: dict = {}
+    for (s, y), fv in zip(columns, f):
+        weights.setdefault(sets[s][0], {})[int(y)] = float(fv)
+    rho.setflags(write=False)
+    return OptimalSelection(rho, weights, float(np.minimum(p, rho).sum()))
+
+
+def khisti_optimal_selection(p, q, k: int) -> OptimalSelection:
+    """The selection weights that make Khisti et al.'s two-step scheme optimal (arXiv 2410.18234).
+
+    Step 1 selects a drafted token y from the multiset S of k i.i.d. draws with probability
+    f(S, y) (sum_{y in S} f(S, y) = 1), inducing rho_f(y) = sum_S Q(S) f(S, y); step 2 is
+    single-draft speculative sampling of y against p, acceptance sum_y min(p_y, rho_f(y)).  The
+    weights solve the LP  max sum_y t_y  s.t.  t_y <= p_y, t_y <= rho_f(y), f >= 0 (HiGHS via
+    scipy).  Its optimum is the optimal k-draft acceptance alpha* = min_H [p(H) + 1 - q(H)^k]
+    (docs/theory.md §6.5-6.6; at k = 2, min_S p(S) + 1 - q(S)^2), which the self-normalised
+    weights of :data:`khisti` can miss by up to 0.125.  The LP has one variable per (multiset,
+    distinct token): C(n + k - 1, k) multisets over n = |supp q|, so it is for small supports
+    (``ValueError`` beyond :data:`KHISTI_OPTIMAL_MAX_VARIABLES`).
+
+    Parameters: ``p``, ``q`` rows over the same V >= 2 tokens; ``k`` >= 1 draws.
+
+    Returns: :class:`OptimalSelection` (cached per (p, q, k); ``rho`` is read-only).
+
+    >>> sel = khisti_optimal_selection([1/3, 2/3], [2/3, 1/3], 2)
+    >>> round(sel.acceptance, 6), sel.rho.round(6).tolist()
+    (0.888889, [0.444444, 0.555556])
+    """
+    p, q = as_pair(p, q)
+    check_int(k, "k", 1)
+    return _khisti_optimal_cached(p.tobytes(), q.tobytes(), k)
+
+
+def _khisti_optimal_rule(tree, u):
+    p, q, draws = tree.p[u], tree.q[u], tree.draws[u]
+    sel = _khisti_optimal_cached(p.tobytes(), q.tobytes(), len(draws))
+    f = sel.weights[tuple(sorted(draws))]
+    descend = {x: fx * _accept_prob(p[x], sel.rho[x]) for x, fx in f.items()}
+    stop = max(0.0, 1.0 - sum(descend.values()))
+    return descend, stop, normalize(np.maximum(p - sel.rho, 0.0), p)
+
+
+def _khisti_optimal_law(tree):
+    """Khisti et al.'s two-step scheme with optimal selection weights (arXiv 2410.18234), node-wise.
+
+    At node u with k i.i.d. draws of multiset S: select y in S with probability f(S, y) from
+    :func:`khisti_optimal_selection`, accept it with min(1, p(y)/rho_f(y)), else emit
+    Y ~ norm((p - rho_f)_+); after acceptance verification continues in y's subtree, whose draws
+    are again i.i.d.  Lossless for any f (the token law is rho_f a + (p - rho_f)_+ = p); with the
+    LP weights the acceptance per node is the k-draft optimum alpha* (docs/theory.md §6.5).
+    Needs i.i.d. children.  Small supports only (the LP, see :func:`khisti_optimal_selection`).
+
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
+
+    >>> from specsim.verifiers.tree import multidraft_acceptance
+    >>> round(multidraft_acceptance("khisti_optimal", [1/3, 2/3], [2/3, 1/3], 2), 6)   # 8/9 = alpha*
+    0.888889
+    """
+    return _nodewise(tree, _khisti_optimal_rule)
+
 # --------------------------------------------------------------------------- greedy draft law (Hu et al.)
 def _greedy_multidraft_rule(tree, u):
     p, q, draws = tree.p[u], tree.q[u], tree.draws[u]
@@ -526,16 +652,21 @@ def _power_gap(hi, gap, K):
 
 
 def _gbv_step(p, q, t, A, Qv, K, capped=False, mismatch=False):
-    """Skewed row qt(.|v) at a node v of the selected path and (A, Q) of its child v.t (docs/theory.md §6.7)."""
-    ids = np.arange(p.size)
-    order = np.lexsort((ids, _gbv_key(p, q, capped)) if mismatch else (-ids, _gbv_key(p, q, capped)))
-    qs = q[order]
-    Fc = np.cumsum(qs)
-    row = np.empty(p.size)
-    row[order] = _power_gap(A + Qv * Fc, Qv * qs, K)
-    row /= _power_gap(np.array(A + Qv), np.array(Qv), K)
-    pos = int(np.flatnonzero(order == t)[0])
-    return row, A + Qv * (Fc[pos] - qs[pos]), Qv * q[t]
+    """Skewed rows qt(.|v) [N, V] at nodes v of N selected paths (rows p, q [N, V], next tokens
+    t [N], A [N], Q(v) [N]) and (A, Q) of the children v.t (docs/theory.md §6.7)."""
+    N, V = p.shape
+    ar = np.arange(N)
+    ids = np.broadcast_to(np.arange(V), (N, V))
+    key = _gbv_key(p, q, capped)
+    order = np.lexsort((ids, key) if mismatch else (-ids, key), axis=-1)
+    qs = np.take_along_axis(q, order, axis=1)
+    Fc = np.cumsum(qs, axis=1)
+    row = np.empty((N, V))
+    np.put_along_axis(row, order, _power_gap(A[:, None] + Qv[:, None] * Fc, Qv[:, None] * qs, K), axis=1)
+    with np.errstate(invalid="ignore"):  # Q(v) = 0: a path of draft probability 0, dropped by callers
+        row /= _power_gap(A + Qv, Qv, K)[:, None]
+    pos = np.argmax(order == np.asarray(t)[:, None], axis=1)
+    return row, A + Qv * (Fc[ar, pos] - qs[ar, pos]), Qv * q[ar, t]
 
 
 @renamed_keyword("draft", "draft_model")
@@ -563,12 +694,12 @@ def gbv_path_model(draft_model: Model, K: int, capped: bool = False, target: Mod
     check_int(K, "K", 1)
 
     def row(prefix):
-        A, Qv = 0.0, 1.0
+        A, Qv = np.zeros(1), np.ones(1)
         for i, t in enumerate(prefix):
-            _, A, Qv = _gbv_step(target(prefix[:i]), draft_model(prefix[:i]), t, A, Qv, K, capped)
-            if Qv <= 0:  # unreachable prefix (a token of draft probability 0): any valid row
+            _, A, Qv = _gbv_step(target(prefix[:i])[None], draft_model(prefix[:i])[None], [t], A, Qv, K, capped)
+            if Qv[0] <= 0:  # unreachable prefix (a token of draft probability 0): any valid row
                 return draft_model(prefix)
-        return _gbv_step(target(prefix), draft_model(prefix), 0, A, Qv, K, capped)[0]
+        return _gbv_step(target(prefix)[None], draft_model(prefix)[None], [0], A, Qv, K, capped)[0][0]
 
     return Model(row, draft_model.V, f"gbv_path({draft_model.name}, K={K})")
 
@@ -603,10 +734,11 @@ def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
         path.append(node)
     L = len(path) - 1
     qt = np.empty((L, V))
-    A, Qv = 0.0, 1.0
+    A, Qv = np.zeros(1), np.ones(1)
     for i in range(L):
         v, t = path[i], tree.tokens[path[i + 1]]
-        qt[i], A, Qv = _gbv_step(tree.p[v], tree.q[v], t, A, Qv, K, capped, mismatch)
+        row, A, Qv = _gbv_step(tree.p[v][None], tree.q[v][None], [t], A, Qv, K, capped, mismatch)
+        qt[i] = row[0]
     draft = tuple(tree.tokens[c] for c in path[1:])
     P = np.stack([tree.p[c] for c in path])
     return [Outcome(o.prob, path[o.accepted], o.next_dist) for o in block.law(draft, P, qt)]
@@ -630,6 +762,238 @@ def _gbv_capped(tree):
     False
     """
     return _gbv_law(tree, capped=True, mismatch=True)
+
+
+# --------------------------------------------------------------------------- laws over trees of one shape
+def tree_shape(tree: DraftTree) -> tuple:
+    """What fixes a tree verifier's decision sequence: the parents and, at every node, the child
+    node of each draw in drafting order (repeats kept), but not the tokens or rows.
+
+    Trees with equal shapes differ only in their tokens and rows, so a ``batch_law`` can treat a
+    group of them with arrays [N, nodes, V]; the exact engine groups the enumerated trees by this
+    key (docs/theory.md §2.1).
+
+    Parameters: ``tree`` a :class:`~specsim.drafts.DraftTree`.
+
+    Returns: ``(parent, draw_nodes)``, two tuples (``draw_nodes[u]`` node ids of u's draws).
+
+    >>> from specsim.drafts import iid_paths
+    >>> from specsim.models import random_model
+    >>> trees = [t for _, t in iid_paths(2).enumerate(random_model(3, 0), random_model(3, 1), 1)]
+    >>> [t.draws[0] for t in trees[:4]], [tree_shape(t)[1][0] for t in trees[:4]]
+    ([(0, 0), (0, 1), (0, 2), (1, 0)], [(1, 1), (1, 2), (1, 2), (1, 2)])
+    """
+    nodes = []
+    for u, kids in enumerate(tree.children):
+        by_token = {tree.tokens[c]: c for c in kids}
+        nodes.append(tuple(by_token[t] for t in tree.draws[u]))
+    return tree.parent, tuple(nodes)
+
+
+def _accept_probs(r, q):
+    """Vectorised :func:`_accept_prob`: P(U q < r) = min(1, r/q); q = 0 accepts iff r > 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(q > 0, np.minimum(1.0, r / np.where(q > 0, q, 1.0)), (r > 0).astype(float))
+
+
+def _normalize_rows(v, fallback):
+    """Row-wise :func:`specsim._validate.normalize`: v / sum(v), ``fallback`` where sum(v) <= 0."""
+    s = v.sum(axis=-1, keepdims=True)
+    return np.where(s > 0, v / np.where(s > 0, s, 1.0), fallback)
+
+
+def _first_path_batch(tree, tokens, p, q):
+    """:data:`specinfer_first_path` over N trees of one shape: RRS over every root draw, then over
+    the first draw at deeper nodes, each node's reach carried down (same rule as the per-tree law)."""
+    N, n, V = p.shape
+    ar = np.arange(N)
+    draw_nodes = tree_shape(tree)[1]
+    reach = np.zeros((N, n))
+    reach[:, 0] = 1.0
+    probs, dists = np.zeros((N, n)), p.copy()  # a leaf emits its own row
+    for u in range(n):  # parents precede children
+        if not tree.children[u]:
+            probs[:, u] = reach[:, u]
+            continue
+        R, D = p[:, u], q[:, u]
+        left = np.ones(N)
+        for c in (draw_nodes[u] if u == 0 else draw_nodes[u][:1]):
+            x = tokens[:, c]
+            a = _accept_probs(R[ar, x], D[ar, x])
+            reach[:, c] += reach[:, u] * left * a
+            left = left * (1.0 - a)
+            R = _normalize_rows(np.maximum(R - D, 0.0), R)
+        probs[:, u] = reach[:, u] * left
+        dists[:, u] = R
+    return probs, dists
+
+
+def _traversal_batch(tree, tokens, p, q):
+    """:data:`traversal` over N trees of one shape: the order in which leaves are tried and parents
+    updated depends only on the shape, so the per-tree loop runs once on arrays [N, ...]."""
+    N, n, V = p.shape
+    ar = np.arange(N)
+    for u in range(n):
+        if tree.children[u]:
+            _distinct(tree, u, "traversal")
+    draw_nodes = tree_shape(tree)[1]
+    Mb, Ms = p.copy(), q.copy()
+    alive = [True] * n
+    w = np.ones((N, n))
+    below = [[c for c in range(b + 1, n) if _is_below(tree, c, b)] for b in range(n)]
+
+    def reweight(c):
+        b, x = tree.parent[c], tokens[:, c]
+        wb, mb, ms = w[:, b], Mb[ar, b, x], Ms[ar, b, x]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.minimum(1.0, wb * mb / np.where(ms > 0, ms, 1.0))
+        w[:, c] = np.where((wb > 0) & (mb > 0) & (ms > 0), ratio, np.where((wb > 0) & (mb > 0), 1.0, 0.0))
+
+    for c in range(1, n):
+        reweight(c)
+    probs, dists = np.zeros((N, n)), np.zeros((N, n, V))
+    reach = np.ones(N)
+    while True:
+        a = 0
+        while True:
+            nxt = next((c for c in draw_nodes[a] if alive[c]), None)
+            if nxt is None:
+                break
+            a = nxt
+        if a == 0:
+            probs[:, 0] = reach
+            dists[:, 0] = _normalize_rows(Mb[:, 0], p[:, 0])
+            return probs, dists
+        probs[:, a] = reach * w[:, a]
+        dists[:, a] = _normalize_rows(Mb[:, a], p[:, a])
+        reach = reach * (1.0 - w[:, a])
+        alive[a] = False
+        b, x = tree.parent[a], tokens[:, a]
+        wb = w[:, b, None]
+        R = np.maximum(wb * Mb[:, b] - Ms[:, b], 0.0)
+        S = R.sum(axis=1)
+        deficit = np.maximum(Ms[:, b] - wb * Mb[:, b], 0.0).sum(axis=1)
+        Mb[:, b] = np.where(S[:, None] > 0, R / np.where(S > 0, S, 1.0)[:, None], Mb[:, b])
+        Ms[ar, b, x] = 0.0
+        Ms[:, b] = _normalize_rows(Ms[:, b], Ms[:, b])
+        if b > 0:
+            w[:, b] = np.where(deficit > 0, np.minimum(1.0, S / np.where(deficit > 0, deficit, 1.0)), 1.0)
+        for c in below[b]:
+            if alive[c]:
+                reweight(c)
+
+
+def _is_below(tree, c, b):
+    """Whether node c lies in the subtree of node b (c != b)."""
+    while c > b:
+        c = tree.parent[c]
+    return c == b
+
+
+def _gbv_batch_law(tree, tokens, p, q, *, capped=False, mismatch=False):
+    """GBV over N trees of one shape: each tree's selected path walked with arrays (the path
+    depends on the rows, the shape fixes the candidates), then block verification's batched law
+    on the N selected paths with the skewed rows."""
+    tree_paths(tree)  # the K-path structure is a property of the shape
+    N, n, V = p.shape
+    ar = np.arange(N)
+    K = len(tree.draws[0])
+    width = max(len(k) for k in tree.children)
+    kids = np.full((n, width), -1)
+    for u, ks in enumerate(tree.children):
+        kids[u, :len(ks)] = ks
+    L = tree.max_depth
+    path = np.zeros((N, L + 1), dtype=np.int64)
+    qt = np.empty((N, L, V))
+    A, Qv = np.zeros(N), np.ones(N)
+    for i in range(L):
+        v = path[:, i]
+        cand = kids[v]                                          # [N, width], -1 = no child
+        tok = np.where(cand >= 0, tokens[ar[:, None], np.maximum(cand, 0)], V)
+        key = np.take_along_axis(np.pad(_gbv_key(p[ar, v], q[ar, v], capped), ((0, 0), (0, 1)),
+                                        constant_values=-np.inf), tok, axis=1)
+        first = np.lexsort((tok, -key), axis=-1)[:, 0]          # highest key, then lowest token
+        path[:, i + 1] = cand[ar, first]
+        qt[:, i], A, Qv = _gbv_step(p[ar, v], q[ar, v], tok[ar, first], A, Qv, K, capped, mismatch)
+    drafts = tokens[ar[:, None], path[:, 1:]]
+    probs_k, dists_k = block.batch_law(drafts, p[ar[:, None], path], qt)
+    probs, dists = np.zeros((N, n)), np.zeros((N, n, V))
+    probs[ar[:, None], path] = probs_k
+    dists[ar[:, None], path] = dists_k
+    return probs, dists
+
+
+def _gbv_capped_batch(tree, tokens, p, q):
+    return _gbv_batch_law(tree, tokens, p, q, capped=True, mismatch=True)
+
+
+def _k_paths(drafting) -> int | None:
+    """K when ``drafting`` is K i.i.d. full paths merged into a trie (the chain is K = 1), else None."""
+    from ..drafts import Chain, TreeProcess
+
+    if isinstance(drafting, Chain):
+        return 1
+    if isinstance(drafting, TreeProcess) and drafting.mode == "iid" and all(k == 1 for k in drafting.widths[1:]):
+        return drafting.widths[0]
+    return None
+
+
+def gbv_path_arrays(target: Model, draft_model: Model, L: int, K: int, capped: bool = False,
+                    mismatch: bool = False):
+    """Every path GBV can select from K i.i.d. draft paths, with its probability and the rows block
+    verification uses on it (docs/theory.md §6.7), for all V^L paths at once.
+
+    Q(x) = prod_i qt(x_i | x^{1:i}) with the skewed rows of the selection order (key p/q, or
+    min(1, p/q) if ``capped``; ties to the lower id); the verification rows are the same qt, or,
+    with ``mismatch``, the rows computed with ties ordered the other way (``gbv_capped``'s hazard).
+    GBV's law on ``iid_paths(K)`` is block verification's on these weighted paths.
+
+    Parameters: ``target``, ``draft_model`` (models over the same V), ``L`` >= 1, ``K`` >= 1,
+    ``capped``, ``mismatch``.
+
+    Returns: ``(drafts int [N, L], Q [N], p [N, L+1, V], qt [N, L, V])`` over the N paths with
+    Q > 0 (the arrays of :meth:`specsim.drafts.Chain.arrays`).
+
+    >>> from specsim.models import random_model
+    >>> drafts, Q, p, qt = gbv_path_arrays(random_model(3, 0), random_model(3, 1), 2, K=2)
+    >>> drafts.shape, round(float(Q.sum()), 12), qt.shape
+    ((9, 2), 1.0, (9, 2, 3))
+    """
+    L = check_model_pair(target, draft_model, L)
+    check_int(K, "K", 1)
+    V = target.V
+    ptab, qtab = target.table(L), draft_model.table(L - 1)
+    codes = np.arange(V ** L)
+    digits = np.stack([(codes // V ** (L - 1 - i)) % V for i in range(L)], axis=1)
+    prefix = [codes // V ** (L - i) for i in range(L + 1)]
+    Q = np.ones(codes.size)
+    qt = np.empty((codes.size, L, V))
+    A, Qv = np.zeros(codes.size), np.ones(codes.size)
+    A_ver = A
+    for i in range(L):
+        P_i, Q_i, t = ptab[i][prefix[i]], qtab[i][prefix[i]], digits[:, i]
+        sel, A_next, Qv_next = _gbv_step(P_i, Q_i, t, A, Qv, K, capped)
+        with np.errstate(invalid="ignore"):
+            Q = Q * sel[np.arange(codes.size), t]
+        if mismatch:
+            qt[:, i], A_ver, _ = _gbv_step(P_i, Q_i, t, A_ver, Qv, K, capped, True)
+        else:
+            qt[:, i] = sel
+        A, Qv = A_next, Qv_next
+    keep = Q > 0
+    prows = np.stack([ptab[i][prefix[i][keep]] for i in range(L + 1)], axis=1)
+    return digits[keep], Q[keep], prows, qt[keep]
+
+
+def _gbv_path_model(target, draft_model, L, drafting, *, capped=False, mismatch=False):
+    K = _k_paths(drafting)
+    if K is None:
+        return None
+    return block, gbv_path_arrays(target, draft_model, L, K, capped, mismatch)
+
+
+def _gbv_capped_path_model(target, draft_model, L, drafting):
+    return _gbv_path_model(target, draft_model, L, drafting, capped=True, mismatch=True)
 
 
 # --------------------------------------------------------------------------- samplers
@@ -686,22 +1050,28 @@ def _sequoia_sample(tree, rng):
 # --------------------------------------------------------------------------- registry
 specinfer = tree_verifier("specinfer", needs={"iid"}, sampler=_specinfer_sample,
                           node_rule=_specinfer_rule)(_specinfer_law)
-specinfer_first_path = tree_verifier("specinfer_first_path", needs={"iid"})(_specinfer_first_path_law)
+specinfer_first_path = tree_verifier("specinfer_first_path", needs={"iid"},
+                                     batch_law=_first_path_batch)(_specinfer_first_path_law)
 sequoia = tree_verifier("sequoia", needs={"swor"}, sampler=_sequoia_sample,
                         node_rule=_sequoia_rule)(_sequoia_law)
-traversal = tree_verifier("traversal", needs={"swor"})(_traversal_law)
+traversal = tree_verifier("traversal", needs={"swor"}, batch_law=_traversal_batch)(_traversal_law)
 deterministic_children = tree_verifier("deterministic_children", needs={"any"}, sampler=_deterministic_sample,
                                        node_rule=_deterministic_rule)(_deterministic_law)
 spectr = tree_verifier("spectr", needs={"iid"}, node_rule=_spectr_rule)(_spectr_law)
 khisti = tree_verifier("khisti", needs={"iid"}, node_rule=_khisti_rule)(_khisti_law)
-gbv = tree_verifier("gbv", needs={"paths"}, doc=_gbv_law.__doc__)(_gbv_plain)
-gbv_capped = tree_verifier("gbv_capped", needs={"paths"}, lossless=False)(_gbv_capped)
+#: Today's ``khisti`` under a name that says what it is: self-normalised p/q weights.
+khisti_self_normalised = khisti
+khisti_optimal = tree_verifier("khisti_optimal", needs={"iid"}, node_rule=_khisti_optimal_rule)(_khisti_optimal_law)
+gbv = tree_verifier("gbv", needs={"paths"}, doc=_gbv_law.__doc__, batch_law=_gbv_batch_law,
+                   path_model=_gbv_path_model)(_gbv_plain)
+gbv_capped = tree_verifier("gbv_capped", needs={"paths"}, lossless=False, batch_law=_gbv_capped_batch,
+                          path_model=_gbv_capped_path_model)(_gbv_capped)
 greedy_multidraft = tree_verifier("greedy_multidraft", needs={"greedy"},
                                   node_rule=_greedy_multidraft_rule)(_greedy_multidraft_law)
 
 #: The tree verifiers, by name, in the order tables list them; each carries its ``needs``.
 TREE_VERIFIERS: dict[str, Verifier] = {v.name: v for v in (
-    specinfer, specinfer_first_path, sequoia, traversal, deterministic_children, spectr, khisti, gbv,
+    specinfer, specinfer_first_path, sequoia, traversal, deterministic_children, spectr, khisti, khisti_optimal, gbv,
     gbv_capped, greedy_multidraft)}
 
 
