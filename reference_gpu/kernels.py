@@ -72,9 +72,9 @@ def _row_argmax(p_ptr, V, n_tiles_v, BLOCK_V: tl.constexpr):
 
 
 @triton.jit
-def _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q: tl.constexpr):
-    """(R, p) on one tile with R = (w p - C q)_+ (q one-hot at x_excl when HAS_Q is False;
-    q = 0 when the int flag q_ok is 0)."""
+def _rows_tile(p_ptr, q_ptr, q_ok, x_excl, offs, V, HAS_Q: tl.constexpr):
+    """(p, q) on one tile as float64 (q one-hot at x_excl when HAS_Q is False; q = 0 when the
+    int flag q_ok is 0)."""
     m = offs < V
     qb = (offs * 0 + q_ok) != 0      # q_ok is an int scalar; widened to a block first
     p = tl.load(p_ptr + offs, mask=m, other=0.0).to(tl.float64)
@@ -82,6 +82,13 @@ def _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q: tl.constexpr)
         q = tl.load(q_ptr + offs, mask=m & qb, other=0.0).to(tl.float64)
     else:
         q = tl.where((offs == x_excl) & qb, 1.0, 0.0).to(tl.float64)
+    return p, q
+
+
+@triton.jit
+def _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q: tl.constexpr):
+    """(R, p) on one tile with R = (w p - C q)_+ (rows as in :func:`_rows_tile`)."""
+    p, q = _rows_tile(p_ptr, q_ptr, q_ok, x_excl, offs, V, HAS_Q)
     R = tl.maximum(w * p - C * q, 0.0)
     return R, p
 
@@ -94,6 +101,19 @@ def _mass(p_ptr, q_ptr, q_ok, x_excl, w, C, V, n_tiles_v, HAS_Q: tl.constexpr, B
         offs = s + tl.arange(0, BLOCK_V)
         R, p = _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q)
         acc += tl.sum((R * 1152921504606846976.0).to(tl.int64), 0)
+    return acc
+
+
+@triton.jit
+def _deficit(p_ptr, q_ptr, q_ok, x_excl, w, V, n_tiles_v, HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
+    """sum_v floor((q - w p)_+ 2^60) as int64 (0 when n_tiles_v = 0): the denominator of the
+    block stop probability, summed directly (docs/theory.md §4.1)."""
+    acc = tl.zeros((), tl.int64)
+    for s in range(0, n_tiles_v, BLOCK_V):
+        offs = s + tl.arange(0, BLOCK_V)
+        p, q = _rows_tile(p_ptr, q_ptr, q_ok, x_excl, offs, V, HAS_Q)
+        D = tl.maximum(-(w * p - q), 0.0)   # the negated difference, as the torch reference
+        acc += tl.sum((D * 1152921504606846976.0).to(tl.int64), 0)
     return acc
 
 
@@ -156,8 +176,8 @@ def chain_verify_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr
                         BLOCK_V: tl.constexpr):
     """Chain verification of request b = ``program_id`` in the ragged layout (target rows
     [N+B, V], request b's first at cu[b-1] + b): MODE 0 token rule (accept iff u q(x) < p(x)),
-    1 block rule (w_i, h_i, tau = max{i : eta_i < h_i}), 2 greedy match; then one token from the
-    residual (w_tau p_tau - q_tau)_+ or the bonus row p_L (:mod:`reference_gpu.reference`).
+    1 block rule (w_i, h_i = min(1, Z_i / D_i), tau = max{i : eta_i < h_i}), 2 greedy match;
+    then one token from the residual (w_tau p_tau - q_tau)_+ or the bonus row p_L (:mod:`reference_gpu.reference`).
     Writes ``out[b, :tau+1]`` and ``tau[b]``.  Launched by :func:`launch_chain` (example in the
     module docstring)."""
     b = tl.program_id(0)
@@ -199,9 +219,11 @@ def chain_verify_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr
             x1 = tl.load(ids_ptr + start + i, mask=mid, other=-1)
             Zi = _mass(p_ptr + (tbase + i) * V, q_ptr + (start + i) * V, mid.to(tl.int32), x1, w, 1.0,
                        V, nt, HAS_Q, BLOCK_V)
+            Di = _deficit(p_ptr + (tbase + i) * V, q_ptr + (start + i) * V, mid.to(tl.int32), x1, w,
+                          V, nt, HAS_Q, BLOCK_V)
             Z = Zi.to(tl.float64) * 8.673617379884035e-19
-            den = (Z + 1.0) - w
-            hm = tl.where(den > 0, Z / tl.where(den > 0, den, 1.0), 1.0)
+            D = Di.to(tl.float64) * 8.673617379884035e-19
+            hm = tl.where(D > 0, tl.minimum(Z / tl.where(D > 0, D, 1.0), 1.0), 1.0)
             h = tl.where(mid, hm, w)
             eta = tl.load(eta_ptr + start + k)
             passed = eta < h

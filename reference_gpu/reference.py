@@ -5,8 +5,8 @@ Semantics (docs/theory.md §3, 4, 6.1, 11), for request b with draft x_1..x_L, t
 
 * ``token``:  accept x_k iff ``u_k * q_{k-1}(x_k) < p_{k-1}(x_k)`` (strict, docs/theory.md §11.3);
   tau = number of leading accepts; Y ~ (p_tau - q_tau)_+ (tau < L) or p_L.
-* ``block``:  w_0 = 1, w_k = min(1, w_{k-1} p(x_k) / q(x_k)); Z_i = sum_v (w_i p_i - q_i)_+;
-  h_i = Z_i / ((Z_i + 1) - w_i) (1 if the denominator is 0), h_L = w_L;
+* ``block``:  w_0 = 1, w_k = min(1, w_{k-1} p(x_k) / q(x_k)); Z_i = sum_v (w_i p_i - q_i)_+,
+  D_i = sum_v (q_i - w_i p_i)_+; h_i = min(1, Z_i / D_i) (1 if D_i = 0), h_L = w_L;
   tau = max{i : eta_i < h_i} (0 if none); Y ~ (w_tau p_tau - q_tau)_+ or p_L
   (Sun et al., "Block Verification Accelerates Speculative Decoding", arXiv 2403.10444).
 * ``greedy``: accept iff x_k = argmax p_{k-1} (lowest id on ties); Y = argmax p_tau.
@@ -20,7 +20,7 @@ Residual draws from an unnormalised row R >= 0 with request noise (docs/theory.m
 ``uniform``: inverse CDF with one uniform U on fixed-point masses.  If R has no mass the draw
 falls back to the target row p of the same position, so a token with p = 0 is never emitted.
 
-Reductions (Z_i, m_j, inverse-CDF prefix sums) are done in 2^-60 fixed point on int64, which is
+Reductions (Z_i, D_i, m_j, inverse-CDF prefix sums) are done in 2^-60 fixed point on int64, which is
 associative, so the reference and the Triton kernel agree bit for bit whatever their reduction
 order; entries below 2^-60 are dropped from these sums (an absolute error <= V 2^-60).
 Elementwise arithmetic is float64 in a fixed order (the kernels run with FMA contraction off).
@@ -125,6 +125,18 @@ def _ratio_weight(w, px, qx):
     return torch.where(qx > 0, r, ((px > 0) & (w > 0)).to(torch.float64))
 
 
+def _stop_prob(w, p, q):
+    """Block stop probability h = min(1, Z / D), Z = sum_v (w p - q)_+, D = sum_v (q - w p)_+
+    (1 where D = 0), for w [n] and rows p, q [n, V].
+
+    D equals the paper's Z + 1 - w when the rows sum to 1, but (Z + 1) - w cancels when w is
+    close to 1 and Z is tiny (docs/theory.md §4.1); summing the deficit directly does not."""
+    diff = w[:, None] * p - q
+    Z = fixed_sum(torch.clamp_min(diff, 0.0))
+    D = fixed_sum(torch.clamp_min(-diff, 0.0))
+    return torch.where(D > 0, torch.clamp_max(Z / torch.where(D > 0, D, 1.0), 1.0), 1.0)
+
+
 def _segments(cu: torch.Tensor):
     cu = cu.to(torch.int64)
     start = torch.cat([cu.new_zeros(1), cu[:-1]])
@@ -212,10 +224,7 @@ def chain_reference(draft_token_ids, cu_num_draft_tokens, draft_probs, target_pr
             if bool(mid.any()):
                 rows = trow_c[:, min(i, Lmax - 1)]
                 qi = _q_rows(Q, flat[:, min(i, Lmax - 1)], x[:, min(i, Lmax - 1)], V, f64, dev)
-                Z = fixed_sum(torch.clamp_min(w[:, None] * P[rows] - qi, 0.0))
-                den = (Z + 1.0) - w
-                hm = torch.where(den > 0, Z / torch.where(den > 0, den, 1.0), 1.0)
-                h = torch.where(mid, hm, h)
+                h = torch.where(mid, _stop_prob(w, P[rows], qi), h)
             passed = live & (eta[:, i - 1] < h)
             tau = torch.where(passed, i, tau)
             w_tau = torch.where(passed, w, w_tau)
@@ -256,11 +265,12 @@ def _q_rows(Q, rows, x, V, f64, dev):
 def block_stop_probs(draft, p, q):
     """(w [L+1], h [L+1]) of block verification for one draft, exactly as the kernel computes them.
 
-    w_0 = 1, w_i = min(1, w_{i-1} p_{i-1}(x_i) / q_{i-1}(x_i)); h_i = Z_i / ((Z_i + 1) - w_i)
-    with Z_i = sum_v (w_i p_i - q_i)_+ for i < L and h_L = w_L (docs/theory.md §4; Sun et al.,
-    arXiv 2403.10444); the block rule keeps x^{1:tau}, tau = max{i : eta_i < h_i}.  This is the
-    paper's form of h_i; specsim computes the same number as Z_i / sum_v (q_i - w_i p_i)_+,
-    which does not cancel when w_i rounds to 1 (docs/theory.md §4.1).
+    w_0 = 1, w_i = min(1, w_{i-1} p_{i-1}(x_i) / q_{i-1}(x_i)); h_i = min(1, Z_i / D_i) with
+    Z_i = sum_v (w_i p_i - q_i)_+ and D_i = sum_v (q_i - w_i p_i)_+ for i < L (1 when D_i = 0),
+    h_L = w_L (docs/theory.md §4.1; Sun et al., arXiv 2403.10444); the block rule keeps
+    x^{1:tau}, tau = max{i : eta_i < h_i}.  D_i is the paper's Z_i + 1 - w_i summed directly,
+    which does not cancel when w_i is close to 1 (the form specsim uses too); both sums are
+    taken in 2^-60 fixed point, as in the kernel.
 
     Parameters: ``draft`` (L token ids), ``p`` ([L+1, V]), ``q`` ([L, V] or ``None`` for
     one-hot draft rows).
@@ -289,9 +299,7 @@ def block_stop_probs(draft, p, q):
         w[i] = _ratio_weight(w[i - 1], px, qx)
         if i < L:
             qi = Q[i] if Q is not None else (torch.arange(V) == int(draft[i])).to(f64)
-            Z = fixed_sum(torch.clamp_min(w[i] * p[i] - qi, 0.0))
-            den = (Z + 1.0) - w[i]
-            h[i] = Z / den if den > 0 else 1.0
+            h[i] = _stop_prob(w[i:i + 1], p[i:i + 1], qi[None])[0]
         else:
             h[i] = w[i]
     return w, h
