@@ -129,7 +129,7 @@ def _specinfer_law(tree):
 
 
 def _first_path_rule(tree, u):
-    draws = tree.draws[u] if u == 0 else tree.draws[u][:1]
+    draws = tree.draws[u] if tree.depth[u] == 0 else tree.draws[u][:1]
     return _rrs(tree.p[u], tree.q[u], draws)
 
 
@@ -391,12 +391,13 @@ def _khisti_optimal_cached(pb: bytes, qb: bytes, k: int) -> OptimalSelection:
     p, q = np.frombuffer(pb), np.frombuffer(qb)
     V = p.size
     support = np.flatnonzero(q > 0)
+    n_sets = math.comb(support.size + k - 1, k)
+    if n_sets + V > KHISTI_OPTIMAL_MAX_VARIABLES:
+        raise ValueError(f"khisti_optimal: |supp q| = {support.size} and k = {k} give {n_sets} draft multisets, "
+                         f"more than KHISTI_OPTIMAL_MAX_VARIABLES = {KHISTI_OPTIMAL_MAX_VARIABLES} LP variables")
     sets = _multiset_law(q, support, k)
     columns = [(s, y) for s, (S, _) in enumerate(sets) for y in sorted(set(S))]
     nf = len(columns)
-    if nf + V > KHISTI_OPTIMAL_MAX_VARIABLES:
-        raise ValueError(f"khisti_optimal: |supp q| = {support.size} and k = {k} need {nf} selection "
-                         f"variables, more than KHISTI_OPTIMAL_MAX_VARIABLES = {KHISTI_OPTIMAL_MAX_VARIABLES}")
     from scipy.sparse import coo_matrix
 
     # variables: f(S, y) for the columns, then t_y; maximise sum t s.t. t_y <= rho_y(f), sum_y f(S, y) = 1
@@ -1050,7 +1051,7 @@ def _sequoia_sample(tree, rng):
 # --------------------------------------------------------------------------- registry
 specinfer = tree_verifier("specinfer", needs={"iid"}, sampler=_specinfer_sample,
                           node_rule=_specinfer_rule)(_specinfer_law)
-specinfer_first_path = tree_verifier("specinfer_first_path", needs={"iid"},
+specinfer_first_path = tree_verifier("specinfer_first_path", needs={"iid"}, node_rule=_first_path_rule,
                                      batch_law=_first_path_batch)(_specinfer_first_path_law)
 sequoia = tree_verifier("sequoia", needs={"swor"}, sampler=_sequoia_sample,
                         node_rule=_sequoia_rule)(_sequoia_law)
