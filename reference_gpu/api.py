@@ -37,6 +37,7 @@ True
 """
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Sequence
@@ -191,6 +192,19 @@ def _int_vector(x, name: str, device=None) -> torch.Tensor:
     return t.to(torch.int64)
 
 
+def _check_atol(atol) -> float | None:
+    """``atol`` of the row-sum check: ``None`` (the dtype's :func:`default_atol`) or a real
+    number in [0, 1); NaN would pass every row and atol >= 1 a row summing to 2."""
+    if atol is None:
+        return None
+    if isinstance(atol, bool) or not isinstance(atol, numbers.Real):
+        raise TypeError(f"atol must be None or a real number, got {type(atol).__name__}")
+    atol = float(atol)
+    if not 0.0 <= atol < 1.0:   # also False for NaN
+        raise ValueError(f"atol must be finite and in [0, 1), got {atol!r}")
+    return atol
+
+
 def _check_rows(x: torch.Tensor, name: str, shape, atol, rows_to_check=None) -> None:
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -244,12 +258,24 @@ def _check_residual(noise, B, V, device):
 
 
 # --------------------------------------------------------------------------- noise
+def _count(value, name: str, minimum: int) -> int:
+    """An integer >= ``minimum`` (Python or numpy integer, not ``bool``; a float is refused
+    rather than truncated)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
 def _generators(n: int, seeds, generator) -> list[torch.Generator]:
     if seeds is None:
         if generator is None:
             raise ValueError("give per-request seeds or a torch.Generator")
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         seeds = torch.randint(0, 2 ** 62, (n,), generator=generator).tolist()
-    seeds = [int(s) for s in seeds]
+    seeds = [_count(s, f"seeds[{i}]", 0) for i, s in enumerate(seeds)]
     if len(seeds) != n:
         raise ValueError(f"need one seed per request: {n} requests, {len(seeds)} seeds")
     return [torch.Generator().manual_seed(s) for s in seeds]
@@ -279,9 +305,10 @@ def draw_chain_noise(num_draft_tokens: Sequence[int], V: int, seeds: Sequence[in
     """
     if kind not in ref.NOISE_KINDS:
         raise ValueError(f"kind must be one of {ref.NOISE_KINDS}, got {kind!r}")
-    lens = [int(x) for x in num_draft_tokens]
-    if any(x < 0 for x in lens):
-        raise ValueError(f"num_draft_tokens must be >= 0, got {lens}")
+    V = _count(V, "V", 2)
+    if isinstance(num_draft_tokens, torch.Tensor):
+        num_draft_tokens = _int_vector(num_draft_tokens, "num_draft_tokens").tolist()
+    lens = [_count(x, f"num_draft_tokens[{i}]", 0) for i, x in enumerate(num_draft_tokens)]
     u, e, r = [], [], []
     for L, g in zip(lens, _generators(len(lens), seeds, generator)):
         u.append(torch.rand(L, generator=g, dtype=torch.float64))
@@ -315,6 +342,7 @@ def draw_tree_noise(num_nodes: Sequence[int], V: int, seeds: Sequence[int] | Non
 
 # --------------------------------------------------------------------------- chain
 def _validate_chain(ids, cu, q, p, noise, mode, atol):
+    atol = _check_atol(atol)
     if mode not in ref.MODES:
         raise ValueError(f"mode must be one of {ref.MODES}, got {mode!r}")
     if not isinstance(p, torch.Tensor) or p.ndim != 2:
@@ -365,9 +393,11 @@ def verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs
     [N, V] or ``None`` (one-hot drafts, docs/theory.md §3.2), ``target_probs`` [N + B, V],
     ``noise`` (:class:`ChainNoise`), ``mode`` (``"token"``, ``"block"``, ``"greedy"``),
     ``backend`` (``"triton"``: CUDA, or CPU with TRITON_INTERPRET=1; ``"torch"``: the
-    reference; ``"auto"``), ``atol`` (row-sum tolerance, default :func:`default_atol`),
-    ``validate`` (check every argument first; bad input raises ``ValueError`` naming it).
-    Inputs are never modified.
+    reference; ``"auto"``), ``atol`` (tolerance on |row sum - 1|, a number in [0, 1); default
+    :func:`default_atol` of the rows' dtype, so float32, float16 and bfloat16 rows are
+    accepted), ``validate`` (check every argument first, as in docs/design.md "The input
+    contract": bad values raise ``ValueError``, a bad ``atol`` type ``TypeError``, naming the
+    argument).  Inputs are never modified.
 
     Returns: a :class:`VerifyResult`.
 
@@ -512,6 +542,7 @@ def verify_chain_dense(draft_token_ids, draft_probs, target_probs, noise: ChainN
 
 # --------------------------------------------------------------------------- tree
 def _validate_tree(tokens, parent, cu, p, q, noise, atol):
+    atol = _check_atol(atol)
     if not isinstance(p, torch.Tensor) or p.ndim != 2:
         raise ValueError("target_probs must be a 2-D tensor [M, V]")
     device, V = p.device, p.shape[1]

@@ -68,6 +68,11 @@ CHAIN = [
     ("noise-shape", _noise(residual=lambda r: r[:1]), "shape"),
     ("negative-exponential-noise", _noise(residual=lambda r: -r), ">= 0"),
     ("mode", lambda: {"mode": "typical"}, "mode must be"),
+    # issue 12: atol = NaN, negative or >= 1 passed rows summing to 2
+    ("atol-nan-with-rows-summing-to-2", lambda: {"target_probs": P_ROWS * 2, "atol": float("nan")}, "atol must be"),
+    ("atol-negative", lambda: {"atol": -1e-6}, "atol must be finite and in [0, 1)"),
+    ("atol-inf", lambda: {"atol": float("inf")}, "atol must be"),
+    ("atol-one-with-rows-summing-to-2", lambda: {"target_probs": P_ROWS * 2, "atol": 1.0}, "atol must be"),
 ]
 
 
@@ -86,6 +91,47 @@ def test_verify_chain_rejects_bad_input_before_any_kernel_runs(change, pattern, 
 def test_valid_chain_arguments_are_accepted():
     r = api.verify_chain(**valid_chain_args(), backend="torch")
     assert r.num_accepted.shape == (2,) and r.output_token_ids.shape == (2, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_rows_rounded_to_low_precision_are_accepted(dtype):
+    # softmax-like rows whose sums miss 1 after rounding (by more than 1e-8) are within the dtype's tolerance
+    g = torch.Generator().manual_seed(0)
+    p = torch.softmax(torch.randn(P_ROWS.shape, generator=g, dtype=F64), -1).to(dtype)
+    q = torch.softmax(torch.randn(Q_ROWS.shape, generator=g, dtype=F64), -1).to(dtype)
+    assert float((p.double().sum(-1) - 1).abs().max()) > 1e-8
+    r = api.verify_chain(**{**valid_chain_args(), "target_probs": p, "draft_probs": q}, backend="torch")
+    assert r.num_accepted.shape == (2,)
+
+
+def test_atol_type_is_a_type_error():
+    with pytest.raises(TypeError, match="atol must be None or a real number, got str"):
+        api.verify_chain(**valid_chain_args(), atol="1e-6")
+
+
+NOISE = [
+    ("float-length", lambda: api.draw_chain_noise([1.7], V, seeds=[0]), TypeError, r"num_draft_tokens\[0\] must be an integer"),
+    ("negative-length", lambda: api.draw_chain_noise([2, -1], V, seeds=[0, 1]), ValueError, r"num_draft_tokens\[1\] must be >= 0"),
+    ("float-V", lambda: api.draw_chain_noise([2], 4.0, seeds=[0]), TypeError, "V must be an integer"),
+    ("V1", lambda: api.draw_chain_noise([2], 1, seeds=[0]), ValueError, "V must be >= 2"),
+    ("float-seed", lambda: api.draw_chain_noise([2], V, seeds=[0.5]), TypeError, r"seeds\[0\] must be an integer"),
+    ("generator-type", lambda: api.draw_chain_noise([2], V, generator=3), TypeError, "generator must be a torch.Generator"),
+    ("tree-float-nodes", lambda: api.draw_tree_noise([2.5], V, seeds=[0]), TypeError, "must be an integer"),
+    ("tree-atol", lambda: api.verify_tree(torch.tensor([-1, 0]), torch.tensor([-1, 0]), torch.tensor([2]),
+                                          torch.full((2, V), 0.5, dtype=F64), torch.full((2, V), 0.5, dtype=F64),
+                                          api.draw_tree_noise([2], V, seeds=[0]), atol=float("nan")),
+     ValueError, "atol must be"),
+    ("dense-atol", lambda: api.verify_chain_dense(torch.tensor([[0]]), torch.full((1, 1, V), 0.25, dtype=F64),
+                                                  torch.full((1, 2, V), 0.5, dtype=F64),
+                                                  api.draw_chain_noise([1], V, seeds=[0]), atol=-1.0),
+     ValueError, "atol must be"),
+]
+
+
+@pytest.mark.parametrize("call,exc,pattern", [pytest.param(c, e, m, id=i) for i, c, e, m in NOISE])
+def test_noise_and_tolerance_arguments(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
 
 
 TREE_P = torch.full((3, V), 1 / V, dtype=F64)
