@@ -22,7 +22,7 @@ import importlib
 _EXPORTS = {
     "assertions": ("assert_lossless", "LossyVerifierError", "Case", "certify_case", "describe_failure",
                    "tree_needs"),
-    "sampler": ("check_sampler", "check_sampler_exact", "SamplerCheck", "BatchSampler",
+    "sampler": ("check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerError", "BatchSampler",
                 "completed_and_target_laws", "completed_law", "samples_to_detect"),
     "stats": ("SubTest", "goodness_of_fit", "detection_threshold", "chi_square_power", "detectable_tv"),
     "adapters": ("from_verifier", "torch_batch_sampler", "transformers_sampler",
@@ -30,6 +30,9 @@ _EXPORTS = {
     "strategies": ("distributions", "model_pairs", "adversarial_pairs", "ModelPair", "draft_processes",
                    "available_draft_processes", "chain_lengths"),
     "selftest": ("mutation_table", "format_table", "mutation_suites", "MutationRow"),
+    "step": ("check_step", "check_step_exact", "StepCheck", "StepCertificate", "StringCount", "SamplerError",
+             "step_from_verifier", "UniformSource"),
+    "language_models": ("toy_lm", "ToyLM", "transformers_lm", "from_transformers"),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

@@ -10,7 +10,8 @@ A complete test file::
 ``lossless_check`` is :func:`specsim.testing.assert_lossless` (same keyword arguments; the
 default number of examples comes from ``--specsim-examples``); ``sampler_check`` is
 :func:`specsim.testing.check_sampler` and fails the test with its report when the sampler is
-rejected.  This module imports only pytest at collection time: specsim.testing (numpy, scipy,
+rejected; ``step_check`` is :func:`specsim.testing.check_step` for whole speculative steps.
+This module imports only pytest at collection time: specsim.testing (numpy, scipy,
 hypothesis) is imported when a fixture is used, never cvxpy, torch or triton.
 """
 from __future__ import annotations
@@ -60,6 +61,27 @@ def sampler_check():
 
     def check(sample_fn, target, draft_model, L, **kw):
         res = check_sampler(sample_fn, target, draft_model, L, **kw)
+        if not res.passed:
+            pytest.fail(str(res), pytrace=False)
+        return res
+
+    return check
+
+
+@pytest.fixture
+def step_check():
+    """Fixture: ``step_check(step, target, draft_model, **kw)`` runs
+    :func:`specsim.testing.check_step` on a whole speculative step (completion chi-square at
+    false-alarm rate ``alpha``, power stated in its report) and fails the test with the report
+    when it rejects; a malformed step output raises :class:`specsim.testing.SamplerError`.
+
+    Returns: the check function, which returns the :class:`specsim.testing.StepCheck` when it
+    passes.  Fixtures are not called directly; see the module docstring.
+    """
+    from specsim.testing import check_step
+
+    def check(step, target, draft_model, **kw):
+        res = check_step(step, target, draft_model, **kw)
         if not res.passed:
             pytest.fail(str(res), pytrace=False)
         return res

@@ -1,0 +1,414 @@
+"""Whole speculative steps: ``step(context, target_lm, draft_lm, rng) -> emitted token ids``.
+
+A step runs one complete speculative iteration, drafting included, and emits s = (s_1..s_K),
+K >= 1 tokens of any length up to ``max_tokens`` = m.  Completing s with exact target samples,
+z_k ~ p(.|c, z^{1:k-1}) for k > K, gives a string z in V^m whose law C_m is the completed law.
+The step is lossless at context c exactly when C_m(z) = P(z | c) for all z in V^m: the
+completion criterion of docs/theory.md §2, with the emission length free instead of tau + 1
+(a step that keeps the accepted prefix and emits one token is the case K = tau + 1 <= L + 1 = m).
+Hierarchical or multi-token rules that emit several non-draft tokens fit unchanged.
+
+Two checks:
+
+* :func:`check_step`, statistical: n steps with a ``numpy.random.Generator``, the completed
+  strings tested against P(. | c) by the completion chi-square of :mod:`specsim.testing.stats`
+  (joint law on V^m and the law of every completed prefix of length k < m, Bonferroni over the
+  m tests), with the false-alarm rate, the power, the detectable TV and the most over- and
+  under-represented strings in the report;
+* :func:`check_step_exact`, exact: the step draws every random number from a supplied uniform
+  source (``rng.random(size)``); the law of its emission is integrated over the uniforms by the
+  breakpoint-refined product grid of :func:`specsim.testing.check_sampler_exact` (exact for
+  threshold rules and inverse-CDF draws, to about #breakpoints x ``tol``; not an enumeration of a
+  fixed grid), then completed exactly and compared with P.
+
+:func:`step_from_verifier` builds the step of any chain verifier (draft L tokens from the draft
+LM, one batched target call, verify), the reference a hand-written engine step is compared with.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .._sampling import draw_token
+from .._validate import check_int
+from ..models import Model
+from ..verifiers.base import as_verifier
+from .sampler import MAX_JOINT_CELLS, _integrate
+from .stats import SubTest, complete_with_target, goodness_of_fit
+from .language_models import _as_prefix, toy_lm
+
+__all__ = ["SamplerError", "StringCount", "StepCheck", "StepCertificate", "check_step", "check_step_exact",
+           "step_from_verifier", "UniformSource"]
+
+
+class SamplerError(ValueError):
+    """A sampler, step or batch function under test raised, or returned malformed output.
+
+    The message names the call (its index and inputs) and the output; never a chi-square verdict.
+    """
+
+
+@dataclass(frozen=True)
+class StringCount:
+    """One completed string of the report: ``observed`` count against ``expected`` = n P(z), and the
+    standardised residual (observed - expected) / sqrt(expected) (``inf`` when P(z) = 0)."""
+
+    string: tuple[int, ...]
+    observed: int
+    expected: float
+    residual: float
+
+    def __str__(self) -> str:
+        return f"{self.string}: observed {self.observed}, expected {self.expected:.1f} (z = {self.residual:+.2f})"
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """Verdict of :func:`check_step`: ``passed`` unless a sub-test rejects or an emitted string has
+    target probability 0.
+
+    ``alpha`` is the false-alarm rate of the call (Bonferroni over ``subtests``: the joint law of
+    the completed strings on V^m first, then the law of the completed prefix of each length
+    k = 1..m-1); ``detectable_tv`` the TV(C_m, P) the joint test detects with probability
+    ``power``; ``impossible`` the number of completed strings with P = 0 (each a certain
+    failure); ``over`` / ``under`` the strings with the largest positive / negative standardised
+    residuals (impossible strings first); ``length_counts[k-1]`` the steps that emitted k tokens;
+    ``tokens_per_call`` the emitted tokens per batched target-LM call (block efficiency for
+    steps that call the target once).  ``str()`` is the report.
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_step
+    >>> def one_target_token(context, target_lm, draft_lm, rng):  # lossless: y ~ p(.|context)
+    ...     row = target_lm([context])[0]
+    ...     return [int(rng.choice(len(row), p=row))]
+    >>> res = check_step(one_target_token, random_model(3, 0), random_model(3, 1), n=2000, max_tokens=2)
+    >>> res.passed, res.length_counts, len(res.subtests)
+    (True, (2000, 0), 2)
+    """
+
+    passed: bool
+    n: int
+    V: int
+    horizon: int
+    alpha: float
+    power: float
+    detectable_tv: float
+    impossible: int
+    subtests: tuple = field(repr=False)
+    over: tuple = field(repr=False)
+    under: tuple = field(repr=False)
+    length_counts: tuple = ()
+    tokens_per_call: float = float("nan")
+    name: str = "step"
+
+    def __str__(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        mean = sum((k + 1) * c for k, c in enumerate(self.length_counts)) / max(self.n, 1)
+        lines = [f"{self.name} [V={self.V}, horizon={self.horizon}, n={self.n}]: {verdict} at false-alarm rate "
+                 f"{self.alpha:g} (Bonferroni over {len(self.subtests)} chi-square tests); detects "
+                 f"TV >= {self.detectable_tv:.3g} with power {self.power:g} (joint test, df = "
+                 f"{self.subtests[0].df}, non-central chi-square)",
+                 f"  emitted lengths 1..{self.horizon}: {list(self.length_counts)} (mean {mean:.3f} tokens per "
+                 f"step, {self.tokens_per_call:.3f} per target call)"]
+        if self.impossible:
+            lines.append(f"  {self.impossible} completed strings have target probability 0")
+        for t in self.subtests:
+            lines.append(f"  {t.name}: chi2 = {t.statistic:.4g}, df = {t.df}, p = {t.p_value:.3g} "
+                         f"(level {t.level:.2g}){'  REJECTED' if t.rejected else ''}")
+        lines.append("  most over-represented: " + "; ".join(map(str, self.over)))
+        lines.append("  most under-represented: " + "; ".join(map(str, self.under)))
+        return "\n".join(lines)
+
+
+def _emission(out, call: str, V: int, max_tokens: int) -> tuple[int, ...]:
+    """Validate one step output: 1..max_tokens integer ids in 0..V-1, else :class:`SamplerError`."""
+    raw = out
+    if hasattr(out, "tolist"):
+        out = out.tolist()
+    if isinstance(out, (int, np.integer)) or isinstance(out, (str, bytes)) or not hasattr(out, "__iter__"):
+        raise SamplerError(f"{call} returned {raw!r}; expected a sequence of token ids")
+    out = list(out)
+    if any(isinstance(t, bool) or not isinstance(t, (int, np.integer)) for t in out):
+        raise SamplerError(f"{call} returned {raw!r}; expected integer token ids (a flat sequence)")
+    if not 1 <= len(out) <= max_tokens:
+        raise SamplerError(f"{call} returned {len(out)} tokens {raw!r}; expected 1..{max_tokens} (max_tokens)")
+    bad = [t for t in out if not 0 <= t < V]
+    if bad:
+        raise SamplerError(f"{call} returned {raw!r}; token {bad[0]} is outside 0..{V - 1}")
+    return tuple(int(t) for t in out)
+
+
+def _run_step(step, call: str, args, V: int, max_tokens: int) -> tuple[int, ...]:
+    try:
+        out = step(*args)
+    except SamplerError:
+        raise
+    except Exception as exc:  # re-raised with the call that caused it
+        raise SamplerError(f"{call} raised {type(exc).__name__}: {exc}") from exc
+    return _emission(out, call, V, max_tokens)
+
+
+def _string_report(counts: np.ndarray, P: np.ndarray, n: int, V: int, m: int, k: int):
+    """The ``k`` strings with the largest and the smallest standardised residuals."""
+    expected = n * P
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(P > 0, (counts - expected) / np.sqrt(np.where(P > 0, expected, 1.0)),
+                     np.where(counts > 0, np.inf, 0.0))
+
+    def item(code):
+        s = tuple(int(d) for d in np.unravel_index(int(code), (V,) * m))
+        return StringCount(s, int(counts[code]), float(expected[code]), float(z[code]))
+
+    order = np.argsort(-z, kind="stable")
+    over = tuple(item(c) for c in order[:k] if z[c] > 0)
+    under = tuple(item(c) for c in order[::-1][:k] if z[c] < 0)
+    return over, under
+
+
+def check_step(step, target: Model, draft_model: Model, *, n: int = 20000, alpha: float = 1e-3,
+               power: float = 0.99, max_tokens: int = 3, seed: int = 0, context: Sequence[int] = (1,),
+               backend: str = "numpy", output: str = "probs", min_expected: float = 5.0, report: int = 3,
+               name: str | None = None) -> StepCheck:
+    """Statistical losslessness test of a whole speculative step at one context c.
+
+    H0: C_m(z) = P(z | c) for all z in V^m, m = ``max_tokens`` (module docstring; docs/theory.md
+    §2 generalised to emissions of any length 1..m).  n steps are run, each emission completed
+    with target samples to length m; sub-tests (:func:`specsim.testing.stats.goodness_of_fit`):
+    the joint law of the completed strings (V^m cells, small expected counts pooled) and, for
+    k = 1..m-1, the law of their first k tokens (V^k cells), each at level ``alpha`` / m, so the
+    call's false-alarm rate is at most ``alpha`` (chi-square approximation).  A completed string
+    with P = 0 fails outright.  Every completed law with TV(C_m, P) >= ``detectable_tv`` is
+    flagged with probability >= ``power`` (non-central chi-square).
+
+    Parameters: ``step(context, target_lm, draft_lm, rng) -> token ids`` (``context`` a tuple of
+    ids; ``target_lm`` / ``draft_lm`` the :func:`specsim.testing.toy_lm` callables of ``target``
+    and ``draft_model``, taking full prefixes, context included; ``rng`` a
+    ``numpy.random.Generator``); ``target``, ``draft_model`` (Models over one V); ``n``;
+    ``alpha``; ``power``; ``max_tokens`` (>= 1, the horizon m; longer emissions are errors);
+    ``seed``; ``context`` (default (1,), so a step that drops the context is seen); ``backend``,
+    ``output`` (of the LMs, see :func:`~specsim.testing.toy_lm`); ``min_expected``; ``report``
+    (strings listed each way); ``name``.
+
+    Returns: a :class:`StepCheck`.  A step that raises or returns malformed output (not a flat
+    sequence of integer ids, empty, longer than ``max_tokens``, ids outside 0..V-1) raises
+    :class:`SamplerError` naming the call and the output.
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_step, step_from_verifier
+    >>> from specsim.verifiers import block
+    >>> res = check_step(step_from_verifier(block, L=2), random_model(3, 0), random_model(3, 1), n=3000)
+    >>> res.passed, round(res.detectable_tv, 3), res.subtests[0].name
+    (True, 0.077, 'joint law of the completed strings (V^3)')
+    """
+    if not isinstance(target, Model) or not isinstance(draft_model, Model):
+        raise TypeError("target and draft_model must be specsim.models.Model objects")
+    if target.V != draft_model.V:
+        raise ValueError(f"target and draft_model must share V, got {target.V} and {draft_model.V}")
+    check_int(n, "n", 1)
+    m = check_int(max_tokens, "max_tokens", 1)
+    check_int(report, "report", 0)
+    for value, label in ((alpha, "alpha"), (power, "power")):
+        if not (isinstance(value, (int, float)) and 0 < value < 1):
+            raise ValueError(f"{label} must be in (0, 1), got {value!r}")
+    if not callable(step):
+        raise TypeError(f"step must be callable, got {type(step).__name__}")
+    V = target.V
+    if V ** m > MAX_JOINT_CELLS:
+        raise ValueError(f"V**max_tokens = {V ** m} cells is too many for the joint test (at most {MAX_JOINT_CELLS})")
+    ctx = _as_prefix(context, "context")
+    for t in ctx:
+        if not 0 <= t < V:
+            raise ValueError(f"context token {t} is outside 0..{V - 1}")
+    name = name or getattr(step, "name", getattr(step, "__name__", "step"))
+    tlm, dlm = toy_lm(target, backend, output), toy_lm(draft_model, backend, output)
+    rng = np.random.default_rng(seed)
+
+    emitted = np.zeros((n, m), dtype=np.int64)
+    lengths = np.empty(n, dtype=np.int64)
+    for j in range(n):
+        s = _run_step(step, f"{name}: call {j} (context {ctx})", (ctx, tlm, dlm, rng), V, m)
+        emitted[j, :len(s)] = s
+        lengths[j] = len(s)
+    calls = tlm.calls
+
+    shifted = target.shifted(ctx)
+    z, code = complete_with_target(emitted, lengths, shifted.table(m - 1), rng)
+    level = alpha / m
+    joint = shifted.joint(m)
+    counts = np.bincount(code, minlength=V ** m)
+    tests = [goodness_of_fit(counts, joint, level, power, min_expected,
+                             f"joint law of the completed strings (V^{m})")]
+    for k in range(1, m):
+        tests.append(goodness_of_fit(np.bincount(code // V ** (m - k), minlength=V ** k), shifted.joint(k),
+                                     level, power, min_expected, f"law of the first {k} completed tokens"))
+    over, under = _string_report(counts, joint, n, V, m, report)
+    passed = not any(t.rejected for t in tests)
+    return StepCheck(passed, n, V, m, alpha, power, tests[0].detectable_tv, tests[0].impossible, tuple(tests),
+                     over, under, tuple(np.bincount(lengths - 1, minlength=m).tolist()),
+                     float(lengths.sum() / calls) if calls else float("inf"), name)
+
+
+# ----------------------------------------------------------------------------- reference steps
+def step_from_verifier(verifier, L: int):
+    """The whole step of a chain verifier: draft x_i ~ q(.|c, x^{1:i-1}) for i = 1..L from the
+    draft LM (one call per token), read the target rows p(.|c, x^{1:k}), k = 0..L, in one batched
+    call, run the verifier's sampler and emit x^{1:tau} y.
+
+    Parameters: ``verifier`` (a chain :class:`~specsim.verifiers.base.Verifier` or its law);
+    ``L`` (>= 1) draft tokens.
+
+    Returns: ``step(context, target_lm, draft_lm, rng) -> tuple of ids`` for :func:`check_step`
+    (also usable by :func:`check_step_exact`: it uses only ``rng.random``).
+
+    >>> import numpy as np
+    >>> from specsim.models import iid
+    >>> from specsim.testing import step_from_verifier, toy_lm
+    >>> from specsim.verifiers import token
+    >>> step = step_from_verifier(token, L=2)
+    >>> step((0,), toy_lm(iid([0.5, 0.5])), toy_lm(iid([0.5, 0.5])), np.random.default_rng(0))
+    (1, 0, 1)
+    """
+    verifier = as_verifier(verifier)
+    L = check_int(L, "L", 1)
+
+    def step(context, target_lm, draft_lm, rng):
+        ctx = tuple(context)
+        draft, q = [], []
+        for _ in range(L):
+            row = np.asarray(draft_lm([ctx + tuple(draft)])[0], dtype=np.float64)
+            q.append(row)
+            draft.append(draw_token(row, rng))
+        p = np.asarray(target_lm([ctx + tuple(draft[:k]) for k in range(L + 1)]), dtype=np.float64)
+        tau, y = verifier.sample(tuple(draft), p, np.stack(q), rng=rng)
+        return tuple(draft[:tau]) + (int(y),)
+
+    step.name = f"step({verifier.name}, L={L})"
+    return step
+
+
+# ----------------------------------------------------------------------------- exact mode
+class UniformSource(np.random.Generator):
+    """The random source handed to a step by :func:`check_step_exact`: ``random(size=None)``
+    returns the next uniforms of a fixed vector u in [0,1)^m (a float, or an array of ``size``),
+    in the order asked for.  It is a ``numpy.random.Generator`` so that code checking its type
+    accepts it, but every other method raises :class:`SamplerError` (their draws would not be
+    integrated), as does asking for more than m uniforms.
+
+    >>> from specsim.testing.step import UniformSource
+    >>> src = UniformSource([0.25, 0.5, 0.75])
+    >>> src.random(), src.random(2).tolist()
+    (0.25, [0.5, 0.75])
+    """
+
+    _ALLOWED = frozenset({"random", "used"})
+
+    def __init__(self, u):
+        super().__init__(np.random.PCG64(0))
+        self._u = np.asarray(u, dtype=np.float64)
+        self.used = 0
+
+    def __getattribute__(self, name):
+        if not name.startswith("_") and name not in UniformSource._ALLOWED:
+            raise SamplerError(f"the step called rng.{name}; check_step_exact supplies uniforms through "
+                               f"rng.random(size) only")
+        return super().__getattribute__(name)
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        k = 1 if size is None else int(np.prod(size))
+        if self.used + k > self._u.size:
+            raise SamplerError(f"the step asked for more than n_uniforms = {self._u.size} uniforms")
+        vals = self._u[self.used:self.used + k]
+        self.used += k
+        return float(vals[0]) if size is None else vals.reshape(size).copy()
+
+
+@dataclass(frozen=True)
+class StepCertificate:
+    """Exact verdict of :func:`check_step_exact`: ``lossless`` when max_z |C_m(z) - P(z|c)| <=
+    ``atol`` and no mass falls on strings with P = 0 (``impossible_mass``); ``tv`` = TV(C_m, P);
+    ``worst`` the string of largest |C_m - P|; ``emission_law`` maps each emitted string to its
+    probability; ``completed`` and ``target`` are C_m and P (flat, base-V codes); ``evaluations``
+    the step calls the integration made."""
+
+    lossless: bool
+    max_abs_error: float
+    tv: float
+    impossible_mass: float
+    worst: tuple
+    emission_law: dict = field(repr=False)
+    completed: np.ndarray = field(repr=False)
+    target: np.ndarray = field(repr=False)
+    evaluations: int = 0
+
+
+def check_step_exact(step, target: Model, draft_model: Model, *, n_uniforms: int, max_tokens: int = 3,
+                     context: Sequence[int] = (1,), grid: int = 2, tol: float = 2.0 ** -40,
+                     atol: float = 1e-9) -> StepCertificate:
+    """Exact losslessness certificate of a step that draws its randomness from a uniform source.
+
+    The emission law O(s) = Leb{u in [0,1)^M : step(c, ..., source(u)) = s} is integrated over
+    the M = ``n_uniforms`` uniforms by the breakpoint-refined product grid of
+    :func:`specsim.testing.check_sampler_exact` (integration, not grid enumeration: exact for
+    threshold rules and inverse-CDF draws whose breakpoints along each uniform depend only on
+    discrete earlier outcomes, to about #breakpoints x ``tol``).  Then C_m(z) = sum_{s prefix of
+    z} O(s) P(z_{|s|+1..m} | c, s) and the certificate compares C_m with P(. | c) on V^m.  Cost:
+    the product of the per-uniform interval counts, which grows with every breakpoint that a
+    later uniform inherits from earlier draws: about a second for a one-token draft at V = 3
+    (M = 3), minutes for block verification of two drafted tokens (M = 5).
+
+    Parameters: ``step(context, target_lm, draft_lm, rng)`` as in :func:`check_step`, using only
+    ``rng.random(size=None)``; ``target``, ``draft_model``; ``n_uniforms`` (>= 1, the most the
+    step asks for; unused ones are harmless); ``max_tokens``; ``context``; ``grid``; ``tol``;
+    ``atol``.
+
+    Returns: a :class:`StepCertificate`.  Errors and malformed output raise :class:`SamplerError`.
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_step_exact, step_from_verifier
+    >>> from specsim.verifiers import token
+    >>> cert = check_step_exact(step_from_verifier(token, L=1), random_model(3, 0), random_model(3, 1),
+    ...                         n_uniforms=3, max_tokens=2)
+    >>> cert.lossless, cert.max_abs_error < 1e-9
+    (True, True)
+    """
+    if not isinstance(target, Model) or not isinstance(draft_model, Model):
+        raise TypeError("target and draft_model must be specsim.models.Model objects")
+    if target.V != draft_model.V:
+        raise ValueError(f"target and draft_model must share V, got {target.V} and {draft_model.V}")
+    M = check_int(n_uniforms, "n_uniforms", 1)
+    m = check_int(max_tokens, "max_tokens", 1)
+    check_int(grid, "grid", 1)
+    if not (isinstance(tol, float) and 0 < tol < 1e-3):
+        raise ValueError(f"tol must be a float in (0, 1e-3), got {tol!r}")
+    V = target.V
+    ctx = _as_prefix(context, "context")
+    name = getattr(step, "name", getattr(step, "__name__", "step"))
+    tlm, dlm = toy_lm(target), toy_lm(draft_model)
+
+    def f(u):
+        return _run_step(step, f"{name} at uniforms {np.round(u, 6).tolist()}", (ctx, tlm, dlm, UniformSource(u)),
+                         V, m)
+
+    law, evals = _integrate(f, M, grid, tol)
+    shifted = target.shifted(ctx)
+    P = shifted.joint(m)
+    C = np.zeros(V ** m)
+    impossible = 0.0
+    for s, w in law.items():
+        k = len(s)
+        code = 0
+        for t in s:
+            code = code * V + t
+        ps = shifted.joint(k)[code]
+        if ps == 0:
+            impossible += w
+            continue
+        block = V ** (m - k)  # the strings z with prefix s: P(z | c) / P(s | c) is their completion
+        C[code * block:(code + 1) * block] += w * P[code * block:(code + 1) * block] / ps
+    err = np.abs(C - P)
+    worst = tuple(int(d) for d in np.unravel_index(int(err.argmax()), (V,) * m))
+    max_err = float(err.max())
+    return StepCertificate(max_err <= atol and impossible <= 0.0, max_err, float(0.5 * (err.sum() + impossible)),
+                           impossible, worst, law, C, P, evals)

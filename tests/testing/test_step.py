@@ -1,0 +1,191 @@
+"""Whole speculative steps (check_step, check_step_exact): lossless steps of any emission length
+pass, faulty ones are flagged where their exact completed law says the test has the power, and
+malformed output is a SamplerError, never a verdict."""
+import numpy as np
+import pytest
+
+from specsim import check_lossless
+from specsim._sampling import draw_token
+from specsim.models import random_model
+from specsim.testing import SamplerError, check_step, check_step_exact, step_from_verifier
+from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.testing.stats import predicted_power
+from specsim.verifiers import block, token
+
+CONTEXT = (1,)
+N = 4000
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """A prefix-dependent V = 3 pair (every prefix has its own rows, so a step that drops the
+    context or reads the wrong row changes the law)."""
+    return random_model(3, 11, 0.8), random_model(3, 12, 0.8)
+
+
+def _joint(lm, ctx, L):
+    """Joint law over V^L of a toy LM after ``ctx``, one batched call per level."""
+    J = np.ones(1)
+    V = lm.V
+    for k in range(L):
+        prefixes = [ctx + tuple(int(d) for d in np.unravel_index(i, (V,) * k)) for i in range(V ** k)]
+        J = (J[:, None] * np.asarray(lm(prefixes))).ravel()
+    return J
+
+
+def hierarchical_step(L, residual_from_target=False, drop_context=False):
+    """Draft x^{1:L} ~ Q; keep it with probability min(1, P(x)/Q(x)) (joint ratio over the whole
+    draft) and emit a bonus y ~ p(.|x); otherwise emit L tokens drawn from norm((P - Q)_+), the
+    joint residual.  Emits L or L+1 tokens, L of them possibly not drafted; lossless, since
+    min(P, Q) + (1 - sum min(P, Q)) norm((P - Q)_+) = P.  The flags make it faulty: the
+    rejection draws from P instead of the residual, or the LMs are asked without the context."""
+    def step(context, target_lm, draft_lm, rng):
+        ctx = () if drop_context else tuple(context)
+        V = target_lm.V
+        draft = []
+        for _ in range(L):
+            draft.append(draw_token(np.asarray(draft_lm([ctx + tuple(draft)])[0]), rng))
+        P, Q = _joint(target_lm, ctx, L), _joint(draft_lm, ctx, L)
+        code = int(np.ravel_multi_index(draft, (V,) * L))
+        if rng.random() * Q[code] < P[code]:
+            return tuple(draft) + (draw_token(np.asarray(target_lm([ctx + tuple(draft)])[0]), rng),)
+        r = P if residual_from_target else np.maximum(P - Q, 0.0)
+        return tuple(int(d) for d in np.unravel_index(draw_token(r, rng), (V,) * L))
+
+    step.name = "hierarchical" + ("(residual from P)" if residual_from_target else "") + (
+        "(context dropped)" if drop_context else "")
+    return step
+
+
+# ----------------------------------------------------------------------------- statistical
+@pytest.mark.parametrize("make", [lambda: step_from_verifier(block, L=2), lambda: hierarchical_step(2)],
+                         ids=["block", "hierarchical"])
+def test_lossless_steps_pass(step_check, pair, make):
+    res = step_check(make(), *pair, n=N, context=CONTEXT)
+    assert res.horizon == 3 and len(res.subtests) == 3 and res.impossible == 0
+    assert sum(res.length_counts) == N
+    report = str(res)
+    assert "PASS" in report and "most over-represented" in report
+
+
+def test_hierarchical_emits_several_undrafted_tokens(pair):
+    res = check_step(hierarchical_step(2), *pair, n=500, context=CONTEXT)
+    assert res.length_counts[0] == 0 and res.length_counts[1] > 0 and res.length_counts[2] > 0
+
+
+@pytest.mark.parametrize("step", [hierarchical_step(1, residual_from_target=True),
+                                  hierarchical_step(1, drop_context=True),
+                                  step_from_verifier(CHAIN_MUTANTS["bonus_wrong_row"], L=1)],
+                         ids=lambda s: s.name)
+def test_faulty_steps_fail_where_the_exact_law_predicts(pair, step):
+    """The exact completed law (check_step_exact) predicts power >= 0.999 at this n; the
+    statistical check must then fail, and its report must name the strings that are off."""
+    cert = check_step_exact(step, *pair, n_uniforms=3, max_tokens=2, context=CONTEXT)
+    assert not cert.lossless
+    n = 3000
+    assert predicted_power(cert.completed, cert.target, n, 1e-3 / 2) > 0.999
+    res = check_step(step, *pair, n=n, max_tokens=2, context=CONTEXT)
+    assert not res.passed
+    worst = max(res.over + res.under, key=lambda s: abs(s.residual))
+    assert abs(worst.residual) > 3 and "REJECTED" in str(res)
+
+
+def test_impossible_string_is_a_failure(pair):
+    target, draft_model = pair
+
+    def emits_zero_prob(context, target_lm, draft_lm, rng):
+        row = np.asarray(target_lm([tuple(context)])[0])
+        return [int(np.argmin(row))] if rng.random() < 0.01 else [draw_token(row, rng)]
+
+    from specsim.models import top_k
+    res = check_step(emits_zero_prob, top_k(target, 2), draft_model, n=1000, max_tokens=1, context=CONTEXT)
+    assert not res.passed and res.impossible > 0
+    assert res.over[0].residual == np.inf and res.over[0].expected == 0
+
+
+# ----------------------------------------------------------------------------- exact
+@pytest.mark.parametrize("step", [step_from_verifier(token, L=1), step_from_verifier(block, L=1),
+                                  hierarchical_step(1)], ids=lambda s: s.name)
+def test_exact_certifies_lossless_steps(pair, step):
+    cert = check_step_exact(step, *pair, n_uniforms=3, max_tokens=2, context=CONTEXT)
+    assert cert.lossless and cert.max_abs_error < 1e-9 and cert.impossible_mass == 0
+    assert abs(sum(cert.emission_law.values()) - 1) < 1e-9
+
+
+@pytest.mark.parametrize("name", ["residual_from_target", "inverted_ratio", "bonus_wrong_row", "reused_uniform"])
+def test_exact_agrees_with_the_engine_on_chain_mutants(pair, name):
+    """The step of a chain mutant is integrated over its uniforms; its verdict and completed
+    law must equal the exact engine's (check_lossless on the verifier itself, L = 1)."""
+    from specsim.testing import completed_and_target_laws
+    target, draft_model = pair
+    mutant = CHAIN_MUTANTS[name]
+    cert = check_step_exact(step_from_verifier(mutant, L=1), target, draft_model, n_uniforms=3,
+                            max_tokens=2, context=CONTEXT)
+    engine = check_lossless(mutant, target, draft_model, 1, context=CONTEXT)
+    C, _ = completed_and_target_laws(mutant, target, draft_model, 1, context=CONTEXT)
+    assert not cert.lossless and not engine.lossless
+    assert np.abs(cert.completed - C).max() < 1e-9
+
+
+def test_uniform_source_refuses_other_draws(pair):
+    def uses_choice(context, target_lm, draft_lm, rng):
+        return [int(rng.choice(3))]
+
+    with pytest.raises(SamplerError, match="rng.choice"):
+        check_step_exact(uses_choice, *pair, n_uniforms=1, max_tokens=1)
+
+    def greedy_for_uniforms(context, target_lm, draft_lm, rng):
+        rng.random(5)
+        return [0]
+
+    with pytest.raises(SamplerError, match="more than n_uniforms = 2"):
+        check_step_exact(greedy_for_uniforms, *pair, n_uniforms=2, max_tokens=1)
+
+
+# ----------------------------------------------------------------------------- bad output
+def _raises(context, target_lm, draft_lm, rng):
+    raise RuntimeError("kv cache out of slots")
+
+
+@pytest.mark.parametrize("output,match", [
+    ([], r"returned 0 tokens \[\]; expected 1\.\.2"),
+    ([0, 1, 2], r"returned 3 tokens"),
+    ([3], r"token 3 is outside 0\.\.2"),
+    ([-1], r"token -1 is outside"),
+    ([0.5], r"integer token ids"),
+    ([[0, 1]], r"integer token ids"),
+    ([True], r"integer token ids"),
+    (7, r"returned 7; expected a sequence"),
+    (None, r"returned None; expected a sequence"),
+    ("01", r"expected a sequence"),
+])
+def test_malformed_output_is_a_sampler_error(pair, output, match):
+    with pytest.raises(SamplerError, match=r"call 0 \(context \(1,\)\)") as info:
+        check_step(lambda c, t, d, rng: output, *pair, n=10, max_tokens=2)
+    assert info.match(match)
+
+
+def test_exception_in_the_step_names_the_call(pair):
+    with pytest.raises(SamplerError, match=r"_raises: call 0 .* raised RuntimeError: kv cache out of slots"):
+        check_step(_raises, *pair, n=10)
+
+
+@pytest.mark.parametrize("kw,exc,match", [
+    (dict(n=0), ValueError, "n must be"),
+    (dict(max_tokens=0), ValueError, "max_tokens"),
+    (dict(alpha=1.5), ValueError, "alpha"),
+    (dict(power=0.0), ValueError, "power"),
+    (dict(context=(5,)), ValueError, "context token 5"),
+    (dict(backend="jax"), ValueError, "backend"),
+    (dict(max_tokens=20), ValueError, "too many"),
+])
+def test_bad_arguments(pair, kw, exc, match):
+    with pytest.raises(exc, match=match):
+        check_step(step_from_verifier(token, 1), *pair, **kw)
+
+
+def test_bad_models():
+    with pytest.raises(TypeError, match="Model"):
+        check_step(step_from_verifier(token, 1), "p", random_model(3, 0))
+    with pytest.raises(ValueError, match="share V"):
+        check_step(step_from_verifier(token, 1), random_model(3, 0), random_model(4, 0))
