@@ -189,10 +189,15 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
         from tqdm.auto import tqdm
         items = tqdm(items, desc=f"enumerating drafts ({verifier.name})", leave=False)
     batch, rule = verifier.batch_law, verifier.node_rule
-    if batch is not None and hasattr(drafting, "arrays"):
+    path = verifier.path_model(target, draft_model, L, drafting) if verifier.path_model is not None else None
+    if verifier.kind == "chain" and batch is not None and hasattr(drafting, "arrays"):
         n = _accumulate_batch(batch, drafting.arrays(target, draft_model, L), emitted, depth_mass, atol)
+    elif path is not None:
+        n = _accumulate_batch(path[0].batch_law, path[1], emitted, depth_mass, atol)
     elif rule is not None and hasattr(drafting, "node_options"):
         n = _accumulate_nodewise(rule, drafting, target, draft_model, L, emitted, depth_mass)
+    elif verifier.kind == "tree" and batch is not None:
+        n = _accumulate_shape_groups(verifier, items, emitted, depth_mass, V, atol)
     else:
         n = _accumulate_trees(verifier, items, emitted, depth_mass, V, atol)
     at_least = np.cumsum(depth_mass[::-1])[::-1]
@@ -225,6 +230,73 @@ def _accumulate_trees(verifier, items, emitted, depth_mass, V, atol) -> int:
             contrib = np.array([e[1] for e in entries])[:, None] * np.array([e[2] for e in entries])
             np.add.at(emitted[m].reshape(-1, V), idx, contrib)
     return n
+
+
+#: Trees per shape group handed to a tree verifier's ``batch_law`` at once (bounds the memory).
+SHAPE_GROUP_SIZE = 4096
+
+
+def _accumulate_shape_groups(verifier, items, emitted, depth_mass, V, atol) -> int:
+    """The per-tree accumulation with the verifier's law vectorised over trees of one shape:
+    trees are grouped by :func:`specsim.verifiers.tree.tree_shape` and each group of up to
+    :data:`SHAPE_GROUP_SIZE` trees goes through ``batch_law`` in one call.  Same sum, same checks."""
+    from .verifiers.tree import tree_shape
+
+    groups: dict[tuple, list] = {}
+    n, total = 0, 0.0
+    for prob, tree in items:
+        n += 1
+        total += prob
+        group = groups.setdefault(tree_shape(tree), [])
+        group.append((prob, tree))
+        if len(group) >= SHAPE_GROUP_SIZE:
+            _flush_shape_group(verifier, group, emitted, depth_mass, V, atol)
+            group.clear()
+    for group in groups.values():
+        if group:
+            _flush_shape_group(verifier, group, emitted, depth_mass, V, atol)
+    if abs(total - 1.0) > 1e-9:
+        raise ValueError(f"draft process enumerated total probability {total!r}, not 1")
+    return n
+
+
+def _flush_shape_group(verifier, group, emitted, depth_mass, V, atol) -> None:
+    """O[path(u) y] += Q(D) P(stop at u) d_u(y) for the trees D of one shape group."""
+    rep = group[0][1]
+    n = rep.num_nodes
+    where = lambda t: f"(draft tree tokens {t.tokens}, parents {t.parent})"  # noqa: E731
+    for _, t in group:
+        if t.p.shape != (n, V) or t.q.shape != (n, V) or len(t.tokens) != n:
+            raise ValueError(f"verifier {verifier.name}: {where(t)[1:-1]} has p {t.p.shape}, "
+                             f"q {t.q.shape} and {len(t.tokens)} tokens, but its shape group has {n} nodes "
+                             f"over V = {V}")
+    Q = np.array([prob for prob, _ in group])
+    tokens = np.array([t.tokens for _, t in group], dtype=np.int64)
+    probs, dists = verifier.batch_law(rep, tokens, np.stack([t.p for _, t in group]),
+                                      np.stack([t.q for _, t in group]))
+    N = len(group)
+    if np.shape(probs) != (N, n) or np.shape(dists) != (N, n, V):
+        raise ValueError(f"verifier {verifier.name}: batch_law returned arrays of shapes {np.shape(probs)} and "
+                         f"{np.shape(dists)}, expected {(N, n)} and {(N, n, V)} for the shape group of the "
+                         f"draft tree {where(rep)[1:-1]}")
+    bad = ~np.isfinite(probs).all(axis=1) | (probs < -atol).any(axis=1) | (np.abs(probs.sum(axis=1) - 1) > atol)
+    live = probs > 0
+    bad |= (live & ((np.abs(dists.sum(axis=2) - 1) > 1e-6) | (dists < -atol).any(axis=2)
+                    | ~np.isfinite(dists).all(axis=2))).any(axis=1)
+    if bad.any():
+        t = group[int(np.flatnonzero(bad)[0])][1]
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"verifier {verifier.name}: batch_law is not a distribution over outcomes "
+                         f"(P(stop at node u) = {probs[k].tolist()}, summing to {float(probs[k].sum())!r}) "
+                         f"{where(t)}")
+    code = np.zeros((N, n), dtype=np.int64)
+    for u in range(1, n):
+        code[:, u] = code[:, rep.parent[u]] * V + tokens[:, u]
+    for u in range(n):
+        w = Q * probs[:, u]
+        d = rep.depth[u]
+        depth_mass[d] += w.sum()
+        np.add.at(emitted[d + 1].reshape(-1, V), code[:, u], w[:, None] * dists[:, u])
 
 
 def _accumulate_batch(batch, arrays, emitted, depth_mass, atol) -> int:
@@ -280,11 +352,13 @@ def _accumulate_nodewise(rule, drafting, target: Model, draft_model: Model, L: i
             for xs, px in options:
                 evaluations += 1
                 kids = tuple(dict.fromkeys(xs))
-                star = DraftTree((-1, *kids), (-1,) + (0,) * len(kids),
-                                 np.vstack([ptab[d][code]] + [ptab[d + 1][code * V + x] for x in kids]),
-                                 np.vstack([qtab[d][code]] + [zero] * len(kids)), (xs,) + ((),) * len(kids),
-                                 False)
-                descend, stop, row = rule(star, 0)
+                # the node sits at its true depth below d placeholder ancestors: a rule may read
+                # tree.depth[u] (rows, draws and depth of u are all it may read)
+                star = DraftTree((-1,) + (0,) * d + kids, tuple(range(-1, d)) + (d,) * len(kids),
+                                 np.vstack([ptab[d][code]] * (d + 1) + [ptab[d + 1][code * V + x] for x in kids]),
+                                 np.vstack([qtab[d][code]] * (d + 1) + [zero] * len(kids)),
+                                 ((0,),) * d + (xs,) + ((),) * len(kids), False)
+                descend, stop, row = rule(star, d)
                 if stop > 0:
                     out[code] += w * px * stop * np.asarray(row)
                     depth_mass[d] += w * px * stop

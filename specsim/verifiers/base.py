@@ -113,10 +113,16 @@ class Verifier:
     arguments plus ``rng``, returning ``(accepted, token)``); ``lossless`` (the claim: ``False``
     for documented negative controls and lossy rules); ``doc``; ``batch_law`` (chain only,
     optional: the law vectorised over N drafts, ``(drafts int[N, L], p [N, L+1, V], q [N, L, V])
-    -> (P(tau = k) [N, L+1], emitted token's law given tau = k [N, L+1, V])``, used by the exact
-    engine); ``node_rule`` (tree only, optional: ``node_rule(tree, u) -> ({child token:
-    P(descend)}, P(stop at u), law emitted on stopping)`` reading only node u's rows and draws,
-    which lets the engine sum over draft trees node by node).
+    -> (P(tau = k) [N, L+1], emitted token's law given tau = k [N, L+1, V])``; tree, optional: the
+    law vectorised over N trees of one shape (:func:`specsim.verifiers.tree.tree_shape`),
+    ``(tree, tokens int[N, n], p [N, n, V], q [N, n, V]) -> (P(stop at node u) [N, n], emitted law
+    at u [N, n, V])``, ``tree`` one tree of the group standing for the shape; both used by the
+    exact engine); ``node_rule`` (tree only, optional: ``node_rule(tree, u) -> ({child token:
+    P(descend)}, P(stop at u), law emitted on stopping)`` reading only node u's rows, draws and depth,
+    which lets the engine sum over draft trees node by node); ``path_model`` (tree only,
+    optional: ``path_model(target, draft_model, L, drafting)`` returns ``(chain verifier,
+    (drafts [N, L], Q [N], p [N, L+1, V], q [N, L, V]))`` when, on that process, the verifier's
+    law is the chain verifier's on one path of law Q verified with rows q, else ``None``).
 
     Returns (calling it): ``list[Outcome]``; :meth:`sample` returns ``(accepted, token)``.
 
@@ -138,6 +144,7 @@ class Verifier:
     doc: str = ""
     batch_law: Callable[..., tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
     node_rule: Callable[..., tuple[dict, float, np.ndarray]] | None = field(default=None, repr=False)
+    path_model: Callable[..., tuple | None] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -151,14 +158,13 @@ class Verifier:
             raise ValueError(f"chain verifier {self.name!r} runs on the chain process: needs must be "
                              f"{{'chain'}}, got {sorted(needs)}")
         object.__setattr__(self, "needs", needs)
-        for attr in ("sampler", "batch_law", "node_rule"):
+        for attr in ("sampler", "batch_law", "node_rule", "path_model"):
             value = getattr(self, attr)
             if value is not None and not callable(value):
                 raise TypeError(f"{attr} of verifier {self.name!r} must be callable or None, got {value!r}")
-        if self.batch_law is not None and self.kind != "chain":
-            raise ValueError(f"batch_law is for chain verifiers; {self.name!r} is a tree verifier")
-        if self.node_rule is not None and self.kind != "tree":
-            raise ValueError(f"node_rule is for tree verifiers; {self.name!r} is a chain verifier")
+        for attr in ("node_rule", "path_model"):
+            if getattr(self, attr) is not None and self.kind != "tree":
+                raise ValueError(f"{attr} is for tree verifiers; {self.name!r} is a chain verifier")
         if not isinstance(self.lossless, bool):
             raise TypeError(f"lossless must be True or False, got {self.lossless!r}")
 
@@ -260,7 +266,7 @@ def chain_verifier(name: str, *, lossless: bool = True, sampler=None, batched: b
 
 
 def tree_verifier(name: str, *, needs=frozenset({"any"}), lossless: bool = True, sampler=None,
-                  node_rule=None, doc: str | None = None):
+                  node_rule=None, batch_law=None, path_model=None, doc: str | None = None):
     """Decorator: a tree :class:`Verifier` from its exact law ``fn(tree) -> list[Outcome]``.
 
     ``needs`` lists the children laws (:data:`NEED_TAGS`) of which the draft process must
@@ -268,7 +274,11 @@ def tree_verifier(name: str, *, needs=frozenset({"any"}), lossless: bool = True,
 
     Parameters: ``name``; ``needs``; ``lossless`` (the claim); ``sampler(tree, rng) ->
     (node, token)`` (optional); ``node_rule(tree, u) -> (descend, stop, row)`` (optional, for
-    node-wise schemes: see :class:`Verifier`); ``doc`` (default: the function's docstring).
+    node-wise schemes: see :class:`Verifier`); ``batch_law(tree, tokens, p, q) -> (probs, dists)``
+    (optional: the law over N trees of one shape, which the engine calls once per shape group;
+    the per-tree law stays the reference it is tested against); ``path_model(target,
+    draft_model, L, drafting)`` (optional: the verifier as a chain verifier on one path, see
+    :class:`Verifier`); ``doc`` (default: the function's docstring).
 
     Returns: a decorator turning the law into a tree :class:`Verifier`.
 
@@ -286,7 +296,7 @@ def tree_verifier(name: str, *, needs=frozenset({"any"}), lossless: bool = True,
         if not callable(fn):
             raise TypeError(f"tree_verifier({name!r}) decorates a law function, got {fn!r}")
         return Verifier(name=name, law=fn, kind="tree", needs=needs, sampler=sampler, lossless=lossless,
-                        doc=_doc(fn, doc), node_rule=node_rule)
+                        doc=_doc(fn, doc), node_rule=node_rule, batch_law=batch_law, path_model=path_model)
     return wrap
 
 

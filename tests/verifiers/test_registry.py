@@ -44,9 +44,7 @@ def test_every_verifier_has_kind_and_needs(v):
     assert v.kind in ("chain", "tree")
     assert isinstance(v.needs, frozenset) and v.needs and v.needs <= NEED_TAGS
     if v.kind == "chain":
-        assert v.needs == {"chain"} and v.node_rule is None
-    else:
-        assert v.batch_law is None
+        assert v.needs == {"chain"} and v.node_rule is None and v.path_model is None
 
 
 def test_registries_are_names_to_verifiers():
