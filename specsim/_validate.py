@@ -2,9 +2,22 @@
 
 A public function checks its arguments once, here, and raises ``ValueError`` (a bad value) or
 ``TypeError`` (a bad type) naming the argument and what was expected; the code behind it then
-trusts them.
+trusts them.  The contract is written out in docs/design.md, "The input contract":
 
+- a probability row may be a list or an array of float16, bfloat16, float32 or float64 (a torch
+  tensor is converted through numpy); it is accepted when its entries are finite and >= 0 and
+  |sum - 1| <= :func:`sum_tolerance` (dtype, V) = max(1e-8, min(4 V eps(dtype), 1e-2)), and it is
+  returned renormalised once, in float64, so nothing downstream sees a row whose sum differs
+  from 1 by more than float64 rounding;
+- token ids are Python or numpy integers (not ``bool``, not floats) in 0..V-1;
+- numeric parameters are finite numbers in their documented range (:func:`check_real`,
+  :func:`check_int`).
+
+>>> import numpy as np
 >>> from specsim._validate import as_distribution
+>>> row = as_distribution(np.array([0.1, 0.2, 0.7], dtype=np.float32))   # float32: accepted, renormalised
+>>> row.dtype, abs(float(row.sum()) - 1) < 1e-15
+(dtype('float64'), True)
 >>> as_distribution([0.5, 0.6], "p")
 Traceback (most recent call last):
 ...
@@ -12,33 +25,67 @@ ValueError: p: entries sum to 1.1, not 1 (tolerance 1e-08)
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-#: Default tolerance on |sum - 1| for a probability vector given by a caller.
+#: Floor of the row-sum tolerance: what a float64 row may miss 1 by.
 SUM_ATOL = 1e-8
+#: Ceiling of the row-sum tolerance, whatever the dtype and V (a coarse row summing to 2 is refused).
+SUM_ATOL_MAX = 1e-2
+#: Machine epsilon of bfloat16 (8 significant bits), which numpy's ``finfo`` does not know.
+BFLOAT16_EPS = 2.0 ** -7
 
 
-def as_distribution(v, name: str = "distribution", atol: float = SUM_ATOL) -> np.ndarray:
-    """A probability vector: v_i finite, v_i >= 0 and |sum_i v_i - 1| <= ``atol``.
+def sum_tolerance(eps: float, V: int) -> float:
+    """The row-sum tolerance of the input contract: max(1e-8, min(4 V eps, 1e-2)).
 
-    Parameters: ``v`` (array-like), ``name`` (used in the message), ``atol`` (sum tolerance).
+    A row of V entries rounded to a format with machine epsilon ``eps`` (and summed in that
+    format, as a softmax does) misses 1 by at most about V eps / 2; four times V eps leaves room
+    for the producer's own rounding, the floor is the float64 tolerance and the ceiling keeps
+    coarse formats at large V from accepting rows that are not distributions.
 
-    Returns: ``v`` as a float64 1-D array (not renormalised); ``ValueError`` naming the first
-    offending token otherwise.
+    Parameters: ``eps`` (machine epsilon of the caller's dtype), ``V`` (row length).
 
-    >>> from specsim._validate import as_distribution
-    >>> as_distribution([0.25, 0.75])
-    array([0.25, 0.75])
-    >>> as_distribution([[0.5, 0.5]], "q")
-    Traceback (most recent call last):
-    ...
-    ValueError: q: expected a 1-D probability vector, got shape (1, 2)
+    Returns: the tolerance on |sum - 1|, a ``float``.
+
+    >>> import numpy as np
+    >>> from specsim._validate import sum_tolerance
+    >>> sum_tolerance(np.finfo(np.float64).eps, 50_000), sum_tolerance(np.finfo(np.float32).eps, 4)
+    (1e-08, 1.9073486328125e-06)
     """
-    a = np.asarray(v, dtype=np.float64)
-    if a.ndim != 1:
-        raise ValueError(f"{name}: expected a 1-D probability vector, got shape {a.shape}")
-    if a.size < 1:
-        raise ValueError(f"{name}: empty probability vector")
+    return float(max(SUM_ATOL, min(4.0 * V * float(eps), SUM_ATOL_MAX)))
+
+
+def _float_array(v, name: str) -> tuple[np.ndarray, float]:
+    """``v`` as a float64 array and the machine epsilon of the precision it arrived in."""
+    if type(v).__module__.split(".")[0] == "torch":  # a tensor: torch is already imported
+        torch = sys.modules["torch"]
+        t = v.detach().cpu()
+        eps = torch.finfo(t.dtype).eps if t.dtype.is_floating_point else np.finfo(np.float64).eps
+        return t.to(torch.float64).numpy(), float(eps)
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{name}: expected an array of probabilities, got {type(v).__name__} ({exc})") from None
+    kind, dname = a.dtype.kind, a.dtype.name
+    if kind == "f":
+        return a.astype(np.float64, copy=False), float(np.finfo(a.dtype).eps)
+    if dname == "bfloat16":
+        return a.astype(np.float64), BFLOAT16_EPS
+    if kind in "iu":
+        return a.astype(np.float64), float(np.finfo(np.float64).eps)
+    if kind == "O":
+        try:
+            return a.astype(np.float64), float(np.finfo(np.float64).eps)
+        except (ValueError, TypeError):
+            pass
+    raise TypeError(f"{name}: expected real numbers (a list or a float16/bfloat16/float32/float64 array), "
+                    f"got {'dtype ' + str(a.dtype) if kind != 'O' else 'non-numeric entries'}")
+
+
+def _check_row(a: np.ndarray, name: str, atol: float) -> float:
+    """``ValueError`` naming the first bad entry of a float64 row; its sum otherwise."""
     if not np.all(np.isfinite(a)):
         bad = int(np.flatnonzero(~np.isfinite(a))[0])
         raise ValueError(f"{name}: non-finite entry {a[bad]!r} at token {bad}")
@@ -48,41 +95,79 @@ def as_distribution(v, name: str = "distribution", atol: float = SUM_ATOL) -> np
     s = float(a.sum())
     if abs(s - 1.0) > atol:
         raise ValueError(f"{name}: entries sum to {s!r}, not 1 (tolerance {atol:g})")
-    return a
+    return s
 
 
-def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float = SUM_ATOL) -> np.ndarray:
-    """A 2-D array whose every row is a probability vector (:func:`as_distribution`).
+def _row_atol(atol, eps: float, V: int) -> float:
+    return sum_tolerance(eps, V) if atol is None else check_real(atol, "atol", 0.0, 1.0)
 
-    Parameters: ``a`` (array-like), ``name``, ``shape`` (required ``(rows, V)`` or ``None``),
-    ``atol``.
 
-    Returns: ``a`` as a float64 2-D array; ``ValueError`` naming the row (``name[i]``) otherwise.
+def as_distribution(v, name: str = "distribution", atol: float | None = None) -> np.ndarray:
+    """A probability vector: v_i finite, v_i >= 0 and |sum_i v_i - 1| <= tol, returned as v / sum(v).
 
+    tol is :func:`sum_tolerance` of the dtype ``v`` arrived in (float64 for lists) unless ``atol``
+    is given.  The division happens once, in float64, so the result sums to 1 to float64 rounding.
+
+    Parameters: ``v`` (list, numpy array of a float dtype, or torch tensor), ``name`` (used in the
+    message), ``atol`` (sum tolerance; ``None``: the dtype-aware default).
+
+    Returns: a fresh float64 1-D array, renormalised; ``ValueError`` naming the first offending
+    token, ``TypeError`` for non-numeric input.
+
+    >>> from specsim._validate import as_distribution
+    >>> as_distribution([0.25, 0.75])
+    array([0.25, 0.75])
+    >>> as_distribution([0.5 + 4e-9, 0.5 + 4e-9]).tolist()      # within 1e-8: renormalised
+    [0.5, 0.5]
+    >>> as_distribution([[0.5, 0.5]], "q")
+    Traceback (most recent call last):
+    ...
+    ValueError: q: expected a 1-D probability vector, got shape (1, 2)
+    """
+    a, eps = _float_array(v, name)
+    if a.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D probability vector, got shape {a.shape}")
+    if a.size < 1:
+        raise ValueError(f"{name}: empty probability vector")
+    return a / _check_row(a, name, _row_atol(atol, eps, a.size))
+
+
+def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | None = None) -> np.ndarray:
+    """A 2-D array whose every row is a probability vector (:func:`as_distribution`), each row
+    renormalised once in float64.
+
+    Parameters: ``a`` (nested list, array or tensor), ``name``, ``shape`` (required
+    ``(rows, V)`` or ``None``), ``atol`` (``None``: the dtype-aware default).
+
+    Returns: a fresh float64 2-D array; ``ValueError`` naming the row (``name[i]``) otherwise.
+
+    >>> import numpy as np
     >>> from specsim._validate import as_rows
-    >>> as_rows([[0.5, 0.5], [1.0, 0.0]], "q").shape
-    (2, 2)
+    >>> as_rows(np.array([[0.5, 0.5], [1.0, 0.0]], dtype=np.float16), "q").dtype
+    dtype('float64')
     >>> as_rows([[0.5, 0.5], [1.0, 0.1]], "q")
     Traceback (most recent call last):
     ...
     ValueError: q[1]: entries sum to 1.1, not 1 (tolerance 1e-08)
     """
-    arr = np.asarray(a, dtype=np.float64)
+    arr, eps = _float_array(a, name)
     if arr.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array of probability rows, got shape {arr.shape}")
     if shape is not None and arr.shape != tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)}, got {arr.shape}")
-    for i, row in enumerate(arr):
-        as_distribution(row, f"{name}[{i}]", atol)
-    return arr
+    tol = _row_atol(atol, eps, arr.shape[1])
+    sums = np.array([_check_row(row, f"{name}[{i}]", tol) for i, row in enumerate(arr)])
+    return arr / sums[:, None] if arr.size else arr.astype(np.float64)
 
 
-def as_pair(p, q, atol: float = SUM_ATOL) -> tuple[np.ndarray, np.ndarray]:
-    """A (target p, draft q) pair of probability vectors over the same V >= 2 tokens.
+def as_pair(p, q, atol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A (target p, draft q) pair of probability vectors over the same V >= 2 tokens
+    (:func:`as_distribution` each).
 
-    Parameters: ``p``, ``q`` (array-like), ``atol``.
+    Parameters: ``p``, ``q`` (lists, arrays or tensors), ``atol`` (``None``: dtype-aware).
 
-    Returns: ``(p, q)`` as float64 arrays; ``ValueError`` for a bad row, different sizes or V < 2.
+    Returns: ``(p, q)`` as renormalised float64 arrays; ``ValueError`` for a bad row, different
+    sizes or V < 2.
 
     >>> from specsim._validate import as_pair
     >>> p, q = as_pair([0.5, 0.5], [0.9, 0.1])
@@ -102,12 +187,13 @@ def as_pair(p, q, atol: float = SUM_ATOL) -> tuple[np.ndarray, np.ndarray]:
     return p, q
 
 
-def check_int(value, name: str, minimum: int) -> int:
-    """An integer argument ``value >= minimum`` (Python or numpy integer; ``bool`` refused).
+def check_int(value, name: str, minimum: int, maximum: int | None = None) -> int:
+    """An integer argument ``minimum <= value (<= maximum)`` (Python or numpy integer; ``bool`` refused).
 
-    Parameters: ``value``, ``name`` (used in the message), ``minimum``.
+    Parameters: ``value``, ``name`` (used in the message), ``minimum``, ``maximum`` (or ``None``).
 
-    Returns: ``value`` as an ``int``; ``ValueError`` otherwise.
+    Returns: ``value`` as an ``int``; ``ValueError`` otherwise (a non-integer too, for
+    compatibility with earlier releases).
 
     >>> from specsim._validate import check_int
     >>> check_int(3, "L", 1)
@@ -121,7 +207,81 @@ def check_int(value, name: str, minimum: int) -> int:
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return int(value)
+
+
+def check_real(value, name: str, lo: float = -np.inf, hi: float = np.inf,
+               lo_open: bool = False, hi_open: bool = False) -> float:
+    """A real parameter in [lo, hi] (an end open when asked): finite, unless hi = inf is a closed end.
+
+    Parameters: ``value``, ``name`` (used in the message), ``lo``, ``hi``, ``lo_open``, ``hi_open``.
+
+    Returns: ``value`` as a ``float``; ``TypeError`` for a non-number (``bool`` and strings
+    included), ``ValueError`` for NaN or a value outside the interval.
+
+    >>> from specsim._validate import check_real
+    >>> check_real(1e-9, "atol", 0.0, 1.0)
+    1e-09
+    >>> check_real(float("nan"), "atol", 0.0, 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: atol must lie in [0, 1], got nan
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    bad = (not np.isfinite(v) and not (hi == np.inf and v == np.inf)) or v < lo or v > hi \
+        or (lo_open and v == lo) or (hi_open and v == hi)
+    if bad:
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        raise ValueError(f"{name} must lie in {lb}{lo:g}, {hi:g}{rb}, got {value!r}")
+    return v
+
+
+def check_bool(value, name: str) -> bool:
+    """A flag that must be ``True`` or ``False`` (a string such as ``'False'`` is refused).
+
+    Parameters: ``value``, ``name``.  Returns: ``value``; ``TypeError`` otherwise.
+
+    >>> from specsim._validate import check_bool
+    >>> check_bool(False, "replacement")
+    False
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_tokens(tokens, name: str, V: int) -> tuple[int, ...]:
+    """Token ids: a sequence of Python or numpy integers (not ``bool``, not floats) in 0..V-1.
+
+    Parameters: ``tokens`` (a sequence or 1-D integer array), ``name`` (used in the message),
+    ``V`` (vocabulary size).
+
+    Returns: the ids as a tuple of ``int``; ``TypeError`` for a non-integer id or a non-sequence,
+    ``ValueError`` for an id out of range, each naming the position.
+
+    >>> from specsim._validate import check_tokens
+    >>> check_tokens([1, 0], "draft", 3)
+    (1, 0)
+    >>> check_tokens((0.7,), "draft", 3)
+    Traceback (most recent call last):
+    ...
+    TypeError: draft[0] must be an integer token id, got 0.7
+    """
+    if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of token ids, got {type(tokens).__name__}")
+    out = []
+    for i, t in enumerate(tokens):
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise TypeError(f"{name}[{i}] must be an integer token id, got {t!r}")
+        if not 0 <= t < V:
+            raise ValueError(f"{name}[{i}] = {int(t)} is outside 0..{V - 1}")
+        out.append(int(t))
+    return tuple(out)
 
 
 def normalize(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
@@ -169,3 +329,19 @@ def check_model_pair(target, draft_model, L, min_L: int = 1) -> int:
     if target.V != draft_model.V:
         raise ValueError(f"target has V={target.V} but draft_model has V={draft_model.V}")
     return check_int(L, "L", min_L)
+
+
+def check_rng(rng, name: str = "rng") -> np.random.Generator:
+    """A ``numpy.random.Generator`` (make one with ``np.random.default_rng(seed)``).
+
+    Parameters: ``rng``, ``name``.  Returns: ``rng``; ``TypeError`` otherwise.
+
+    >>> import numpy as np
+    >>> from specsim._validate import check_rng
+    >>> isinstance(check_rng(np.random.default_rng(0)), np.random.Generator)
+    True
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{name} must be a numpy.random.Generator (np.random.default_rng(seed)), "
+                        f"got {type(rng).__name__}")
+    return rng

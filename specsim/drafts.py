@@ -26,7 +26,8 @@ from typing import Iterator, Protocol
 import numpy as np
 
 from ._deprecation import renamed_keyword
-from ._validate import as_distribution, check_int, check_model_pair
+from ._validate import (_float_array, as_distribution, as_rows, check_int, check_model_pair, check_rng,
+                        check_tokens, sum_tolerance)
 from .models import Model
 
 __all__ = ["DraftTree", "DraftProcess", "Chain", "chain", "TreeProcess", "iid_paths", "swor_tree",
@@ -74,10 +75,10 @@ class DraftTree:
     path_index: tuple[int, ...] = field(init=False, repr=False)
 
     def __post_init__(self):
-        n = len(self.tokens)
-        V = self.p.shape[1] if np.ndim(self.p) == 2 else 0
         if self.validate:
-            self._check(n, V)
+            self._check()
+        n = len(self.tokens)
+        V = self.p.shape[1]
         depth = [0] * n
         index = [0] * n
         kids: list[list[int]] = [[] for _ in range(n)]
@@ -96,22 +97,37 @@ class DraftTree:
                 if set(d) != {self.tokens[c] for c in kids[i]}:
                     raise ValueError(f"draws[{i}] = {d} does not match the children of node {i}")
 
-    def _check(self, n: int, V: int) -> None:
+    def _check(self) -> None:
+        # the input contract of docs/design.md: integer ids, rows renormalised once in float64
+        for name in ("tokens", "parent"):
+            seq = getattr(self, name)
+            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+                raise TypeError(f"{name} must be a sequence of integers, got {type(seq).__name__}")
+            seq = tuple(seq)
+            for i, t in enumerate(seq):
+                if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+                    raise TypeError(f"{name}[{i}] must be an integer, got {t!r}")
+            object.__setattr__(self, name, tuple(int(t) for t in seq))
+        n = len(self.tokens)
         if n < 1 or len(self.parent) != n:
             raise ValueError(f"tokens and parent must have the same positive length, got {n} and {len(self.parent)}")
         if self.tokens[0] != -1 or self.parent[0] != -1:
             raise ValueError("node 0 must be the root with token -1 and parent -1")
-        p = np.asarray(self.p)
-        q = np.asarray(self.q)
+        (p, p_eps), (q, q_eps) = _float_array(self.p, "p"), _float_array(self.q, "q")
+        V = p.shape[1] if p.ndim == 2 else 0
         if p.ndim != 2 or p.shape[0] != n or V < 2:
             raise ValueError(f"p must have shape [num_nodes={n}, V>=2], got {p.shape}")
         if q.shape != p.shape:
             raise ValueError(f"q must have shape {p.shape}, got {q.shape}")
-        internal = {self.parent[i] for i in range(1, n)}
+        internal = {self.parent[i] for i in range(1, n) if 0 <= self.parent[i] < n}
+        p = p.copy()
+        q = q.copy()
         for i in range(n):
-            as_distribution(p[i], f"p at node {i}")
+            p[i] = as_distribution(p[i], f"p at node {i}", sum_tolerance(p_eps, V))
             if i in internal:
-                as_distribution(q[i], f"q at node {i}")
+                q[i] = as_distribution(q[i], f"q at node {i}", sum_tolerance(q_eps, V))
+        object.__setattr__(self, "p", p)
+        object.__setattr__(self, "q", q)
         for i in range(1, n):
             par, t = self.parent[i], self.tokens[i]
             if not 0 <= par < i:
@@ -142,11 +158,16 @@ class DraftTree:
         >>> tree.tokens, tree.parent, tree.is_chain
         ((-1, 1, 0), (-1, 0, 1), True)
         """
+        if validate:  # rows renormalised here, while their dtype still sets the tolerance
+            p = as_rows(p, "p")
+            draft = check_tokens(draft, "draft", p.shape[1])
+            L = len(draft)
+            if p.shape[0] != L + 1:
+                raise ValueError(f"chain of L={L} needs p [L+1, V], got {p.shape}")
+            q = as_rows(q, "q", (L, p.shape[1])) if L else np.zeros((0, p.shape[1]))
         L = len(draft)
         p = np.asarray(p, dtype=np.float64)
         q = np.asarray(q, dtype=np.float64)
-        if validate and (p.ndim != 2 or p.shape[0] != L + 1 or q.shape != (L, p.shape[1])):
-            raise ValueError(f"chain of L={L} needs p [L+1, V] and q [L, V], got {p.shape} and {q.shape}")
         qfull = np.vstack([q, np.zeros((1, p.shape[1]))])
         return cls((-1, *map(int, draft)), tuple(range(-1, L)), p, qfull, None, validate)
 
@@ -295,6 +316,7 @@ class Chain:
         (-1, 0, 0, 0)
         """
         check_model_pair(target, draft_model, L)
+        check_rng(rng)
         toks: list[int] = []
         qs = []
         for _ in range(L):
@@ -585,6 +607,7 @@ class TreeProcess:
         >>> sorted(tree.draws[0])
         [0, 1]
         """
+        check_rng(rng)
         if self.mode == "topk":
             options = _options_topk
         else:

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._validate import SUM_ATOL, as_distribution, check_int
+from ._validate import as_distribution, as_rows, check_int, check_real, check_tokens
 
 Prefix = tuple[int, ...]
 
@@ -32,28 +32,35 @@ def prefix_index(prefix: Sequence[int], V: int) -> int:
     It is the row of ``Model.table(L)[len(prefix)]`` holding p(.|prefix) and the index of the
     string in ``Model.joint(len(prefix))`` and :class:`specsim.exact.OutputLaw` arrays.
 
-    Parameters: ``prefix`` (token ids in 0..V-1), ``V`` (vocabulary size).
+    Parameters: ``prefix`` (integer token ids in 0..V-1), ``V`` (vocabulary size).
 
-    Returns: the code, an ``int`` in 0..V^n - 1.
+    Returns: the code, an ``int`` in 0..V^n - 1; ``TypeError`` / ``ValueError`` naming the
+    position of a non-integer or out-of-range id.
 
     >>> from specsim.models import prefix_index
     >>> prefix_index((1, 2), 3)
     5
     """
+    V = check_int(V, "V", 1)
     idx = 0
-    for t in prefix:
-        idx = idx * V + int(t)
+    for t in check_tokens(prefix, "prefix", V):
+        idx = idx * V + t
     return idx
 
 
 class Model:
     """An autoregressive model over ``V`` tokens: ``model(prefix)`` is the next-token law p(.|prefix).
 
-    Rows are validated on first use (finite, non-negative, |sum - 1| <= ``atol``; ``ValueError``
-    naming the prefix and the problem) and cached; returned arrays are read-only views of the cache.
+    Rows are validated on first use under the input contract of docs/design.md (finite,
+    non-negative, |sum - 1| within the dtype-aware tolerance of
+    :func:`specsim._validate.sum_tolerance` or ``atol``; ``ValueError`` naming the prefix and the
+    problem), renormalised once in float64 and cached; returned arrays are read-only views of the
+    cache.  Prefixes are integer token ids in 0..V-1 (``TypeError`` / ``ValueError`` naming the
+    position otherwise).
 
-    Parameters: ``fn`` (callable ``prefix tuple -> V probabilities``), ``V`` (>= 2), ``name``
-    (used in messages), ``atol`` (row-sum tolerance).
+    Parameters: ``fn`` (callable ``prefix tuple -> V probabilities``: a list, a float16 /
+    bfloat16 / float32 / float64 array or a torch tensor), ``V`` (>= 2), ``name`` (used in
+    messages), ``atol`` (row-sum tolerance; ``None``: dtype-aware).
 
     Returns: a callable ``Model``; ``model(prefix)`` returns a read-only float64 array [V].
 
@@ -64,10 +71,12 @@ class Model:
     """
 
     def __init__(self, fn: Callable[[Prefix], Sequence[float]], V: int, name: str = "model",
-                 atol: float = SUM_ATOL):
+                 atol: float | None = None):
+        if not callable(fn):
+            raise TypeError(f"{name}: fn must be callable, got {type(fn).__name__}")
         self.V = check_int(V, "V", 2)
         self.name = name
-        self.atol = atol
+        self.atol = None if atol is None else check_real(atol, "atol", 0.0, 1.0)
         self._fn = fn
         self._cache: dict[Prefix, np.ndarray] = {}
         self._tables: list[np.ndarray] = []
@@ -77,16 +86,13 @@ class Model:
         return f"Model({self.name}, V={self.V})"
 
     def __call__(self, prefix: Sequence[int] = ()) -> np.ndarray:
-        key = tuple(int(t) for t in prefix)
+        key = prefix if type(prefix) is tuple else tuple(prefix)
         row = self._cache.get(key)
         if row is None:
-            for t in key:
-                if not 0 <= t < self.V:
-                    raise ValueError(f"{self.name}: prefix {key} has token {t} outside 0..{self.V - 1}")
-            raw = np.asarray(self._fn(key), dtype=np.float64)
-            if raw.shape != (self.V,):
-                raise ValueError(f"{self.name}: row for prefix {key} has shape {raw.shape}, expected ({self.V},)")
-            row = as_distribution(raw, f"{self.name} at prefix {key}", self.atol).copy()
+            key = check_tokens(prefix, f"{self.name}: prefix", self.V)
+            row = as_distribution(self._fn(key), f"{self.name} at prefix {key}", self.atol)
+            if row.shape != (self.V,):
+                raise ValueError(f"{self.name}: row for prefix {key} has shape {row.shape}, expected ({self.V},)")
             row.setflags(write=False)
             self._cache[key] = row
         return row
@@ -154,7 +160,7 @@ class Model:
         >>> m.shifted((1,))(()).tolist()
         [0.2, 0.8]
         """
-        ctx = tuple(int(t) for t in context)
+        ctx = check_tokens(context, f"{self.name}: context", self.V)
         if not ctx:
             return self
         return Model(lambda s: self(ctx + s), self.V, f"{self.name}|{ctx}", self.atol)
@@ -195,11 +201,7 @@ def markov(initial: Sequence[float], transition, name: str = "markov") -> Model:
     [0.2, 0.8]
     """
     init = as_distribution(initial, f"{name}: initial")
-    T = np.asarray(transition, dtype=np.float64)
-    if T.shape != (init.size, init.size):
-        raise ValueError(f"{name}: transition must have shape ({init.size}, {init.size}), got {T.shape}")
-    for i, row in enumerate(T):
-        as_distribution(row, f"{name}: transition[{i}]")
+    T = as_rows(transition, f"{name}: transition", (init.size, init.size))
     return Model(lambda s: init if not s else T[s[-1]], init.size, name)
 
 
@@ -215,8 +217,6 @@ def from_function(fn: Callable[[Prefix], Sequence[float]], V: int, name: str = "
     >>> m(()).tolist(), m((0,)).tolist()
     ([1.0, 0.0], [0.5, 0.5])
     """
-    if not callable(fn):
-        raise ValueError(f"{name}: fn must be callable, got {type(fn).__name__}")
     return Model(fn, V, name)
 
 
@@ -241,8 +241,7 @@ def random_model(V: int, seed: int, concentration: float = 1.0, depth: int | Non
     """
     check_int(V, "V", 2)
     check_int(seed, "seed", 0)
-    if not (np.isfinite(concentration) and concentration > 0):
-        raise ValueError(f"concentration must be a positive finite number, got {concentration!r}")
+    concentration = check_real(concentration, "concentration", 0.0, np.inf, lo_open=True, hi_open=True)
     if depth is not None:
         check_int(depth, "depth", 0)
 
@@ -253,6 +252,12 @@ def random_model(V: int, seed: int, concentration: float = 1.0, depth: int | Non
         return r / r.sum()
 
     return Model(row, V, name or f"random(V={V}, seed={seed}, c={concentration:g})")
+
+
+def _check_model(model, name: str) -> Model:
+    if not isinstance(model, Model):
+        raise TypeError(f"{name}: model must be a specsim.models.Model, got {type(model).__name__}")
+    return model
 
 
 def _truncated(model: Model, keep: Callable[[np.ndarray], np.ndarray], name: str) -> Model:
@@ -275,8 +280,8 @@ def temperature(model: Model, T: float) -> Model:
     >>> [round(x, 6) for x in temperature(iid([0.2, 0.8]), 0.5)(()).tolist()]
     [0.058824, 0.941176]
     """
-    if not (np.isfinite(T) and T >= 0):
-        raise ValueError(f"temperature must be finite and >= 0, got {T!r}")
+    _check_model(model, "temperature")
+    T = check_real(T, "temperature T", 0.0, np.inf, hi_open=True)
 
     def row(s: Prefix) -> np.ndarray:
         p = model(s)
@@ -304,10 +309,12 @@ def mix(a: Model, b: Model, weight: float) -> Model:
     >>> mix(iid([1.0, 0.0]), iid([0.0, 1.0]), 0.25)(()).tolist()
     [0.75, 0.25]
     """
+    for m, label in ((a, "a"), (b, "b")):
+        if not isinstance(m, Model):
+            raise TypeError(f"mix: {label} must be a specsim.models.Model, got {type(m).__name__}")
     if a.V != b.V:
         raise ValueError(f"cannot mix models with V={a.V} and V={b.V}")
-    if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"mixing weight must be in [0, 1], got {weight!r}")
+    weight = check_real(weight, "mixing weight", 0.0, 1.0)
     return Model(lambda s: (1 - weight) * a(s) + weight * b(s), a.V, f"mix({a.name},{b.name},{weight:g})")
 
 
@@ -323,6 +330,7 @@ def top_k(model: Model, k: int) -> Model:
     >>> [round(x, 6) for x in top_k(iid([0.1, 0.2, 0.3, 0.4]), 2)(()).tolist()]
     [0.0, 0.0, 0.428571, 0.571429]
     """
+    _check_model(model, "top_k")
     check_int(k, "k", 1)
 
     def keep(p: np.ndarray) -> np.ndarray:
@@ -346,8 +354,8 @@ def top_p(model: Model, p_mass: float) -> Model:
     >>> [round(x, 6) for x in top_p(iid([0.1, 0.2, 0.3, 0.4]), 0.65)(()).tolist()]
     [0.0, 0.0, 0.428571, 0.571429]
     """
-    if not 0.0 < p_mass <= 1.0:
-        raise ValueError(f"top_p mass must be in (0, 1], got {p_mass!r}")
+    _check_model(model, "top_p")
+    p_mass = check_real(p_mass, "top_p mass", 0.0, 1.0, lo_open=True)
 
     def keep(p: np.ndarray) -> np.ndarray:
         order = np.argsort(-p, kind="stable")

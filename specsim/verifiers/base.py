@@ -22,8 +22,8 @@ from typing import Callable, Literal
 import numpy as np
 
 from .._sampling import draw_token
-from .._validate import as_rows
-from ..drafts import DRAFT_LAWS, draft_laws
+from .._validate import as_rows, check_rng, check_tokens
+from ..drafts import DRAFT_LAWS, DraftTree, draft_laws
 
 __all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "NEED_TAGS", "meets_needs",
            "as_verifier", "verifier_kind", "law_from_batch", "check_outcomes", "sample_outcome",
@@ -168,16 +168,25 @@ class Verifier:
         if not isinstance(self.lossless, bool):
             raise TypeError(f"lossless must be True or False, got {self.lossless!r}")
 
-    def __call__(self, *args) -> list[Outcome]:
-        """Exact law; chain arguments are validated first (the engine calls ``law`` directly)."""
+    def _arguments(self, args) -> tuple:
         if self.kind == "chain":
-            args = validate_chain_inputs(*args)
-        return self.law(*args)
+            if len(args) != 3:
+                raise TypeError(f"chain verifier {self.name!r} takes (draft, p, q), got {len(args)} arguments")
+            return validate_chain_inputs(*args)
+        if len(args) != 1 or not isinstance(args[0], DraftTree):
+            raise TypeError(f"tree verifier {self.name!r} takes one specsim.drafts.DraftTree, got "
+                            f"{', '.join(type(a).__name__ for a in args) or 'no arguments'}")
+        return args
+
+    def __call__(self, *args) -> list[Outcome]:
+        """Exact law; the arguments are validated first (the engine calls ``law`` directly)."""
+        return self.law(*self._arguments(args))
 
     def sample(self, *args, rng: np.random.Generator) -> tuple[int, int]:
-        """One verification with fresh randomness: ``(accepted, emitted token)``."""
-        if self.kind == "chain":
-            args = validate_chain_inputs(*args)
+        """One verification with fresh randomness ``rng`` (a ``numpy.random.Generator``):
+        ``(accepted, emitted token)``."""
+        args = self._arguments(args)
+        check_rng(rng)
         if self.sampler is not None:
             return self.sampler(*args, rng=rng)
         return sample_outcome(self.law(*args), rng)
@@ -394,12 +403,15 @@ def sample_outcome(outcomes: list[Outcome], rng: np.random.Generator) -> tuple[i
 
 
 def validate_chain_inputs(draft, p, q) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
-    """Check a chain verifier's arguments: L >= 1 tokens, p [L+1, V] and q [L, V] rows of
-    distributions (V >= 2), each token in 0..V-1 with q_i(x_i) > 0 (it was drawn from q).
+    """Check a chain verifier's arguments under the input contract of docs/design.md: L >= 1
+    integer tokens, p [L+1, V] and q [L, V] rows of distributions (V >= 2; float16 to float64,
+    each row renormalised once in float64), each token in 0..V-1 with q_i(x_i) > 0 (it was drawn
+    from q).
 
-    Parameters: ``draft`` (token ids), ``p``, ``q``.
+    Parameters: ``draft`` (integer token ids), ``p``, ``q``.
 
-    Returns: ``(draft as a tuple of int, p, q as float64 arrays)``; ``ValueError`` naming the problem.
+    Returns: ``(draft as a tuple of int, p, q as renormalised float64 arrays)``; ``TypeError``
+    for a non-integer token, ``ValueError`` naming the problem otherwise.
 
     >>> import numpy as np
     >>> validate_chain_inputs([1], np.full((2, 2), 0.5), [[0.5, 0.5]])[0]
@@ -409,22 +421,18 @@ def validate_chain_inputs(draft, p, q) -> tuple[tuple[int, ...], np.ndarray, np.
     ...
     ValueError: draft token 1 at position 0 has draft probability q = 0: it cannot have been drawn from q
     """
-    draft = tuple(int(t) for t in draft)
+    p = as_rows(p, "p")
+    V = p.shape[1]
+    draft = check_tokens(draft, "draft", V)
     L = len(draft)
     if L < 1:
         raise ValueError("draft must have at least one token (L >= 1)")
-    p = np.asarray(p, dtype=np.float64)
-    if p.ndim != 2 or p.shape[0] != L + 1:
+    if p.shape[0] != L + 1:
         raise ValueError(f"p must have shape [L+1, V] = [{L + 1}, V], got {p.shape}")
-    V = p.shape[1]
     if V < 2:
         raise ValueError(f"vocabulary size must be >= 2, got {V}")
-    as_rows(p, "p")
-    as_rows(q, "q", (L, V))
-    q = np.asarray(q, dtype=np.float64)
+    q = as_rows(q, "q", (L, V))
     for i, t in enumerate(draft):
-        if not 0 <= t < V:
-            raise ValueError(f"draft token {t} at position {i} outside 0..{V - 1}")
         if q[i, t] <= 0:
             raise ValueError(f"draft token {t} at position {i} has draft probability q = 0: "
                              "it cannot have been drawn from q")

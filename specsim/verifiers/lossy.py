@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from .._sampling import draw_token
-from .._validate import as_pair, check_int, normalize
+from .._validate import as_pair, check_int, check_real, normalize
 from .. import divergences as _divergences
 from ..divergences import kl, tv
 from ._clip_family import ClipFamily
@@ -175,18 +175,8 @@ def single_token_chain(rule: SingleTokenRule, lossless: bool = False, doc: str |
 
 
 def _check_param(name: str, value, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> float:
-    """A real rule parameter in [lo, hi] (ends open when asked): ``TypeError`` for a non-number,
-    ``ValueError`` outside the interval (inf only when hi = inf is a closed end)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
-    bad = (not np.isfinite(v) and not (hi == np.inf and v == np.inf)) or v < lo or v > hi \
-        or (lo_open and v == lo) or (hi_open and v == hi)
-    if bad:
-        lb = "(" if lo_open else "["
-        rb = ")" if hi_open else "]"
-        raise ValueError(f"{name} must lie in {lb}{lo:g}, {hi:g}{rb}, got {value!r}")
-    return v
+    """A real rule parameter in [lo, hi]: :func:`specsim._validate.check_real` with the name first."""
+    return check_real(value, name, lo, hi, lo_open, hi_open)
 
 
 # --------------------------------------------------------------------------- 8.1 typical acceptance
