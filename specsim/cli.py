@@ -10,6 +10,7 @@ inside the command functions, so ``import specsim.cli`` stays light.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -61,8 +62,14 @@ def compare(args) -> int:
     """``specsim compare``: exact E[tau], block efficiency E[tau] + 1 and the losslessness certificate
     max_z |C(z) - P(z)| (docs/theory.md §2) of every verifier that applies to the draft process.
 
-    Parameters: ``args`` with ``model``, ``V``, ``seed``, ``L`` and ``drafting`` (a
-    :func:`specsim.drafts.parse_drafting` spec).
+    The ``optimum`` row is the information-agnostic LP over all lossless verifiers for the same
+    draft process (:func:`lp.verification.verification_lp`, docs/theory.md §5.2) when the process
+    has at most :data:`OPTIMUM_MAX_TREES` draft trees (else the row says why not); ``gap %`` is
+    100 (E*[tau] - E[tau]) / E*[tau].  Each row uses the engine's fastest exact path; on a
+    terminal a progress bar appears once a row takes more than a second.
+
+    Parameters: ``args`` with ``model``, ``V``, ``seed``, ``L``, ``drafting`` (a
+    :func:`specsim.drafts.parse_drafting` spec) and ``only`` (verifier names or ``None``).
 
     Returns: the exit status 0; the table goes to stdout.
 
@@ -75,17 +82,70 @@ def compare(args) -> int:
     target, draft_model = model_pair(args.model, args.V, args.seed)
     drafting = parse_drafting(args.drafting)
     print(f"target {target.name}, draft {draft_model.name}, V={target.V}, L={args.L}, drafting={drafting.name}")
-    head = f"{'verifier':<22}{'E[tau]':>10}{'block eff.':>12}{'lossless':>10}{'max |C-P|':>12}{'time (s)':>10}"
+    head = (f"{'verifier':<22}{'E[tau]':>10}{'block eff.':>12}{'lossless':>10}{'max |C-P|':>12}{'time (s)':>10}"
+            f"{'gap %':>8}")
     print(head)
     print("-" * len(head))
-    for v in verifiers_for(drafting):
+    rows = _selected(verifiers_for(drafting), getattr(args, "only", None), drafting)
+    optimum, why = _optimum(target, draft_model, args.L, drafting)
+    if optimum is None:
+        print(f"{'optimum':<22}  not computed: {why}")
+    else:
+        print(f"{'optimum':<22}{optimum.value:>10.5f}{optimum.value + 1:>12.5f}{'LP':>10}{'':>12}"
+              f"{optimum.seconds:>10.3f}  (information-agnostic LP, docs/theory.md §5.2; {optimum.solver})")
+    bar = _progress(rows)
+    for v in bar:
+        bar.set_postfix_str(v.name)
         t0 = time.perf_counter()
         c = check_lossless(v, target, draft_model, args.L, drafting, progress=None)
         dt = time.perf_counter() - t0
+        gap = "" if optimum is None or optimum.value <= 0 else \
+            f"{_gap_percent(optimum.value, c.expected_accepted):>8.2f}"
         claim = "" if v.lossless else "  (negative control / lossy by design)"
-        print(f"{v.name:<22}{c.expected_accepted:>10.5f}{c.block_efficiency:>12.5f}"
-              f"{'yes' if c.lossless else 'NO':>10}{c.max_abs_error:>12.2e}{dt:>10.3f}{claim}")
+        bar.write(f"{v.name:<22}{c.expected_accepted:>10.5f}{c.block_efficiency:>12.5f}"
+                  f"{'yes' if c.lossless else 'NO':>10}{c.max_abs_error:>12.2e}{dt:>10.3f}{gap:>8}{claim}",
+                  file=sys.stdout)
     return 0
+
+
+#: Largest number of draft trees for which ``specsim compare`` solves the optimum LP (about
+#: trees x nodes x V variables: a few seconds with HiGHS at this size).
+OPTIMUM_MAX_TREES = 2000
+
+
+def _optimum(target, draft_model, L, drafting):
+    """(:class:`lp.verification.VerificationLP`, "") for a small process, else (None, the reason)."""
+    from lp.verification import verification_lp
+
+    n = sum(1 for _ in itertools.islice(drafting.enumerate(target, draft_model, L), OPTIMUM_MAX_TREES + 1))
+    if n > OPTIMUM_MAX_TREES:
+        return None, (f"more than {OPTIMUM_MAX_TREES} draft trees (the LP has one block of nodes x V "
+                      f"variables per tree); lower --V or --L")
+    return verification_lp(target, draft_model, L, drafting), ""
+
+
+def _gap_percent(best: float, value: float) -> float:
+    """100 (best - value) / best, with LP rounding (|gap| < 5e-7 %) shown as 0."""
+    gap = 100.0 * (best - value) / best
+    return 0.0 if abs(gap) < 5e-7 else gap
+
+
+def _selected(verifiers, only, drafting):
+    """The verifiers named in ``--only`` (all when it is not given), in table order."""
+    if not only:
+        return verifiers
+    names = [v.name for v in verifiers]
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise ValueError(f"--only: {unknown} not among the verifiers for {drafting.name}: {names}")
+    return [v for v in verifiers if v.name in only]
+
+
+def _progress(rows):
+    """A tqdm bar over the rows on a terminal, shown once a row has run for a second."""
+    from tqdm.auto import tqdm
+
+    return tqdm(rows, desc="compare", unit="verifier", delay=1.0, leave=False, disable=not sys.stderr.isatty())
 
 
 def bounds(args) -> int:
@@ -265,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--model", choices=MODEL_KINDS, default="random")
     c.add_argument("--drafting", default="chain", help="chain (default), iid:K, swor:K, ...")
+    c.add_argument("--only", nargs="+", metavar="NAME", default=None,
+                   help="only these verifiers (the optimum row is always shown)")
     c.set_defaults(func=compare)
     b = sub.add_parser("bounds", help="each verifier's acceptance next to the optimal multi-draft bound")
     b.add_argument("--K", type=int, nargs="+", default=[1, 2, 4])
