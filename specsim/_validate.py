@@ -88,10 +88,10 @@ def _check_row(a: np.ndarray, name: str, atol: float) -> float:
     """``ValueError`` naming the first bad entry of a float64 row; its sum otherwise."""
     if not np.all(np.isfinite(a)):
         bad = int(np.flatnonzero(~np.isfinite(a))[0])
-        raise ValueError(f"{name}: non-finite entry {a[bad]!r} at token {bad}")
+        raise ValueError(f"{name}: non-finite entry {float(a[bad])!r} at token {bad}")
     if np.any(a < 0):
         bad = int(np.flatnonzero(a < 0)[0])
-        raise ValueError(f"{name}: negative entry {a[bad]!r} at token {bad}")
+        raise ValueError(f"{name}: negative entry {float(a[bad])!r} at token {bad}")
     s = float(a.sum())
     if abs(s - 1.0) > atol:
         raise ValueError(f"{name}: entries sum to {s!r}, not 1 (tolerance {atol:g})")

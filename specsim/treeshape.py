@@ -61,8 +61,27 @@ def _size(shape: Shape) -> int:
     return 1 + sum(_size(c) for c in shape)
 
 
+#: Deepest shape accepted (the recursive evaluations stay far from Python's recursion limit).
+MAX_LAYERS = 256
+
+
+def _check_shape(shape) -> Shape:
+    """``shape`` as nested tuples; ``TypeError`` for a node that is not a tuple or list (a string
+    would nest forever), ``ValueError`` beyond :data:`MAX_LAYERS` layers."""
+    def convert(node, depth, where):
+        if not isinstance(node, (tuple, list)):
+            raise TypeError(f"shape: node {where} must be a tuple (or list) of child shapes, got {node!r}")
+        if depth > MAX_LAYERS:
+            raise ValueError(f"shape has more than {MAX_LAYERS} layers")
+        return tuple(convert(c, depth + 1, f"{where}.{j}") for j, c in enumerate(node))
+    return convert(shape, 1, "root")
+
+
 def _check_a(a) -> tuple[float, ...]:
-    arr = np.asarray(a, dtype=np.float64)
+    try:
+        arr = np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"a must be a 1-D vector of per-rank acceptance probabilities, got {a!r}") from None
     if arr.ndim != 1 or arr.size < 1:
         raise ValueError(f"a must be a non-empty 1-D vector of per-rank acceptance probabilities, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > 1):
@@ -97,7 +116,7 @@ def tree_value(shape: Shape, a) -> float:
             raise ValueError(f"a node has {len(s)} children but a has only {len(a)} ranks")
         return 1.0 + sum(a[j] * val(c) for j, c in enumerate(s))
 
-    return val(tuple(shape))
+    return val(_check_shape(shape))
 
 
 def sequoia_tree(a, m: int, layers: int | None = None) -> TreeShape:
@@ -204,13 +223,16 @@ def brute_force_tree(a, m: int, layers: int | None = None) -> TreeShape:
 def shape_widths(shape: Shape) -> list[list[int]]:
     """Children counts per node, layer by layer (root layer first): a compact view of a shape.
 
-    Returns: one list per layer that has a parent of a node (``[]`` for a root alone).
+    Parameters: ``shape`` (nested tuples or lists, at most :data:`MAX_LAYERS` layers).
+
+    Returns: one list per layer that has a parent of a node (``[]`` for a root alone);
+    ``TypeError`` when a node is not a tuple or list.
 
     >>> from specsim.treeshape import shape_widths
     >>> shape_widths(((), ((),)))
     [[2], [0, 1]]
     """
-    out, level = [], [tuple(shape)]
+    out, level = [], [_check_shape(shape)]
     while level:
         out.append([len(s) for s in level])
         level = [c for s in level for c in s]

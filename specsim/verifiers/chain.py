@@ -242,18 +242,21 @@ greedy = chain_verifier("greedy", batched=True, lossless=False)(_greedy_batch)
 
 # --------------------------------------------------------------------------- hierarchical (HSD)
 def _hsd_batch(drafts, p, q, capped: bool):
+    # The joint ratios r_k = P_k / Q_k over- and underflow when q is subnormal, so they are kept
+    # as logarithms; d_k is used divided by Q_k > 0 (h_k and the residual are scale-free):
+    # d_k / Q_k = (r_k / M_k) p_k - q_k.
     N, L = drafts.shape
-    ones = np.ones((N, 1))
-    P = np.concatenate([ones, np.cumprod(_drafted(p, drafts), axis=1)], axis=1)
-    Q = np.concatenate([ones, np.cumprod(_drafted(q, drafts), axis=1)], axis=1)
-    r = P / Q
-    M = np.maximum.accumulate(np.maximum(r, 1.0), axis=1)  # M_k = max(1, r_1..r_k)
-    d = (P[:, :L] / M[:, :L])[..., None] * p[:, :L] - Q[:, :L, None] * q
+    zeros = np.zeros((N, 1))
+    with np.errstate(divide="ignore"):  # log 0 = -inf: a drafted token the target refuses
+        log_r = np.concatenate([zeros, np.cumsum(np.log(_drafted(p, drafts)) - np.log(_drafted(q, drafts)),
+                                                 axis=1)], axis=1)
+    log_M = np.maximum.accumulate(np.maximum(log_r, 0.0), axis=1)  # M_k = max(1, r_1..r_k)
+    d = np.exp(log_r[:, :L] - log_M[:, :L])[..., None] * p[:, :L] - q
     pos, neg = np.maximum(d, 0.0).sum(axis=2), np.maximum(-d, 0.0).sum(axis=2)
     big = np.maximum(pos, neg)
     h = np.ones((N, L + 1))
     h[:, 1:L] = np.where(big[:, 1:] > 0, pos[:, 1:] / np.where(big[:, 1:] > 0, big[:, 1:], 1.0), 1.0)
-    h[:, L] = np.minimum(1.0, r[:, L] / M[:, L - 1]) if capped else np.minimum(1.0, r[:, L])
+    h[:, L] = np.exp(np.minimum(0.0, log_r[:, L] - (log_M[:, L - 1] if capped else 0.0)))
     res = _normalize_rows(np.maximum(d, 0.0), p[:, :L])
     return _stop_law_batch(h), np.concatenate([res, p[:, L:]], axis=1)
 
