@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._deprecation import renamed_keyword
-from ._validate import check_model_pair
+from ._validate import check_bool, check_model_pair, check_real, check_tokens
 from .drafts import DraftProcess, DraftTree, chain
-from .models import Model
+from .models import Model, prefix_index
 from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, check_outcomes
 
 __all__ = ["OutputLaw", "Certificate", "output_law", "completed_law", "check_lossless",
@@ -66,14 +66,13 @@ class OutputLaw:
         return self.expected_accepted + 1.0
 
     def prob(self, s) -> float:
-        """O(s): the probability that one iteration emits exactly the string ``s`` (0 outside lengths 1..L+1)."""
-        s = tuple(s)
+        """O(s): the probability that one iteration emits exactly the string ``s`` (0 outside
+        lengths 1..L+1).  ``s`` holds integer token ids in 0..V-1 (``TypeError`` /
+        ``ValueError`` naming the position otherwise, the input contract of docs/design.md)."""
+        s = check_tokens(s, "s (emitted string)", self.V)
         if not 1 <= len(s) <= self.L + 1:
             return 0.0
-        idx = 0
-        for t in s:
-            idx = idx * self.V + int(t)
-        return float(self.emitted[len(s)][idx])
+        return float(self.emitted[len(s)][prefix_index(s, self.V)])
 
 
 @dataclass(frozen=True)
@@ -119,6 +118,16 @@ class Certificate:
             s += (f"\n  worst completed sequence {self.worst_sequence}: "
                   f"C = {self.completed:.6g} vs target {self.target:.6g}")
         return s
+
+
+def _check_drafting(drafting) -> DraftProcess:
+    """``drafting`` or the chain process for ``None``; ``TypeError`` for what is not a process."""
+    if drafting is None:
+        return chain()
+    if not (callable(getattr(drafting, "enumerate", None)) and callable(getattr(drafting, "sample", None))):
+        raise TypeError(f"drafting must be a draft process (specsim.drafts: chain(), iid_paths(K), ...) "
+                        f"with enumerate and sample methods, got {type(drafting).__name__}")
+    return drafting
 
 
 def _name(obj) -> str:
@@ -179,7 +188,10 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     """
     L = check_model_pair(target, draft_model, L)
     verifier = as_verifier(verifier)
-    drafting = drafting or chain()
+    drafting = _check_drafting(drafting)
+    atol = check_real(atol, "atol", 0.0, 1.0)
+    if progress is not None:
+        check_bool(progress, "progress")
     target, draft_model = target.shifted(context), draft_model.shifted(context)
     V = target.V
     emitted = {m: np.zeros(V ** m) for m in range(1, L + 2)}
@@ -200,8 +212,20 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
         n = _accumulate_shape_groups(verifier, items, emitted, depth_mass, V, atol)
     else:
         n = _accumulate_trees(verifier, items, emitted, depth_mass, V, atol)
-    at_least = np.cumsum(depth_mass[::-1])[::-1]
-    return OutputLaw(V, L, emitted, at_least, n)
+    return OutputLaw(V, L, emitted, _survival(depth_mass, emitted, verifier, drafting, atol), n)
+
+
+def _survival(depth_mass, emitted, verifier, drafting, atol) -> np.ndarray:
+    """P(tau >= d) from P(tau = d), after checking the law it came from: finite, total mass 1
+    within ``atol``; rounding is clipped so the result is non-increasing in [0, 1]."""
+    where = f"verifier {verifier.name!r} on drafting {_name(drafting)!r}"
+    if not (np.isfinite(depth_mass).all() and all(np.isfinite(o).all() for o in emitted.values())):
+        raise ValueError(f"{where}: the output law has non-finite entries")
+    total = float(depth_mass.sum())
+    if abs(total - 1.0) > atol:
+        raise ValueError(f"{where}: the output law sums to {total!r}, not 1 (tolerance {atol:g})")
+    at_least = np.cumsum(np.maximum(depth_mass, 0.0)[::-1])[::-1]
+    return np.clip(at_least / at_least[0], 0.0, 1.0)
 
 
 def _accumulate_trees(verifier, items, emitted, depth_mass, V, atol) -> int:
@@ -424,7 +448,8 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
     >>> check_lossless(hsd_released, t, d, L=3).lossless
     False
     """
-    drafting = drafting or chain()
+    atol = check_real(atol, "atol", 0.0, 1.0)
+    drafting = _check_drafting(drafting)
     law = output_law(verifier, target, draft_model, L, drafting, context, progress)
     C, P = completed_law(law, target.shifted(context))
     err = np.abs(C - P)

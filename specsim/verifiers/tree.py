@@ -25,7 +25,7 @@ import numpy as np
 
 from .._deprecation import renamed_keyword
 from .._sampling import draw_token
-from .._validate import as_pair, check_int, check_model_pair, normalize
+from .._validate import as_pair, check_int, check_model_pair, check_real, normalize
 from ..drafts import DraftTree, iid_paths, swor_tree
 from ..models import Model, iid
 from .base import Outcome, Verifier, tree_verifier
@@ -225,7 +225,9 @@ def _kseq_rho_cached(pb: bytes, qb: bytes, k: int, tol: float) -> float:
     if k == 1 or ok(1.0):
         return 1.0
     grid = np.linspace(1.0, float(k), 65)
-    hi_i = next(i for i, r in enumerate(grid) if ok(r))  # rho = k is always feasible
+    # rho = k is feasible in exact arithmetic (p - min(q, p/k) c >= p (1 - c/k) >= 0); if rounding
+    # hides it at tol = 0, k is returned
+    hi_i = next((i for i, r in enumerate(grid) if ok(r)), len(grid) - 1)
     lo, hi = grid[hi_i - 1], grid[hi_i]
     for _ in range(60):
         mid = 0.5 * (lo + hi)
@@ -240,8 +242,9 @@ def kseq_rho(p, q, k: int, tol: float = 1e-13) -> float:
     p_y - min(q_y, p_y/rho) c >= 0 for every y.  Feasibility is not monotone in rho: a grid scan
     finds the first feasible bracket, then bisection; the feasible end is returned.
 
-    Parameters: ``p`` target and ``q`` draft rows over the same V >= 2 tokens; ``k`` >= 1 drafts;
-    ``tol`` (slack allowed on the residual's sign).
+    Parameters: ``p`` target and ``q`` draft rows over the same V >= 2 tokens (the input
+    contract of docs/design.md); ``k`` >= 1 drafts; ``tol`` (slack allowed on the residual's
+    sign, a real in [0, 1e-3]).
 
     Returns: rho* as a ``float`` (cached per (p, q, k)).
 
@@ -252,7 +255,7 @@ def kseq_rho(p, q, k: int, tol: float = 1e-13) -> float:
     """
     p, q = as_pair(p, q)
     check_int(k, "k", 1)
-    return _kseq_rho_cached(p.tobytes(), q.tobytes(), k, tol)
+    return _kseq_rho_cached(p.tobytes(), q.tobytes(), k, check_real(tol, "tol", 0.0, 1e-3))
 
 
 def _spectr_rule(tree, u, *, rho=None):
@@ -301,8 +304,15 @@ def _khisti_rho_cached(pb: bytes, qb: bytes, k: int) -> np.ndarray:
 
 
 def _importance_weights(p, q, T):
-    """Self-normalised importance weights p(x_j)/q(x_j) over the draws (uniform if all are 0)."""
-    W = p[T] / q[T]
+    """Self-normalised importance weights p(x_j)/q(x_j) over the draws (uniform if all are 0).
+
+    The ratios are formed as mantissa ratios times powers of two and scaled by the largest
+    power before the sum, so a subnormal q (p/q overflowing to inf) gives the exact weights."""
+    mp, ep = np.frexp(p[T])
+    mq, eq = np.frexp(q[T])
+    live = mp > 0
+    e = np.where(live, ep - eq, np.iinfo(np.int64).min // 2)
+    W = np.ldexp(mp / mq, e - e.max(axis=-1, keepdims=True))
     s = W.sum(axis=-1, keepdims=True)
     return np.where(s > 0, W / np.where(s > 0, s, 1.0), 1.0 / T.shape[-1])
 
