@@ -8,8 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from specsim import drafts, exact, models, montecarlo, treeshape
-from specsim._validate import as_distribution, as_pair, as_rows, check_int, check_model_pair
+from specsim import divergences, drafts, exact, models, montecarlo, treeshape
+from specsim._validate import (as_distribution, as_pair, as_rows, check_bool, check_int, check_model_pair, check_real,
+                               check_rng, check_tokens)
 from specsim.models import iid
 from specsim.verifiers import block, token
 
@@ -22,6 +23,7 @@ def cases(table):
 UNIFORM3 = np.full((3, 3), 1 / 3)
 Q0 = np.array([[0.5, 0.5, 0.0], [1 / 3] * 3, [1 / 3] * 3])  # the root cannot draft token 2
 HALF, HALF3 = iid([0.5, 0.5]), iid([0.2, 0.3, 0.5])
+HALF3_2 = iid([0.3, 0.7])
 
 
 def _tree(tokens, parent, p=UNIFORM3, q=UNIFORM3, **kw):
@@ -48,7 +50,17 @@ DRAFTS = [
     ("DraftTree-draws-mismatch", _tree((-1, 0, 2), (-1, 0, 0), draws=((0, 1), (), ())), ValueError,
      re.escape("draws[0] = (0, 1) does not match the children of node 0")),
     ("from_chain-shapes", lambda: drafts.DraftTree.from_chain((1, 2), UNIFORM3, UNIFORM3), ValueError,
-     r"chain of L=2 needs p \[L\+1, V\] and q \[L, V\]"),
+     r"q: expected shape \(2, 3\), got \(3, 3\)"),
+    ("from_chain-float-token", lambda: drafts.DraftTree.from_chain((0.7,), UNIFORM3[:2], UNIFORM3[:1]), TypeError,
+     r"draft\[0\] must be an integer token id, got 0.7"),
+    ("DraftTree-list-rows-bad-sum", _tree((-1, 0), (-1, 0), [[0.5, 0.6, 0.0], [1 / 3] * 3], [[1 / 3] * 3] * 2),
+     ValueError, "p at node 0: entries sum to 1.1"),
+    ("DraftTree-float-token", _tree((-1, 0.0, 2), (-1, 0, 0)), TypeError, r"tokens\[1\] must be an integer"),
+    ("DraftTree-tokens-not-a-sequence", _tree(3, (-1,)), TypeError, "tokens must be a sequence of integers"),
+    ("chain-sample-rng-None", lambda: drafts.chain().sample(HALF, HALF, 1, None), TypeError,
+     r"rng must be a numpy.random.Generator \(.*\), got NoneType"),
+    ("tree-sample-rng-seed", lambda: drafts.iid_paths(2).sample(HALF, HALF, 1, 0), TypeError,
+     "rng must be a numpy.random.Generator"),
     ("chain_arrays-branching", lambda: _tree((-1, 0, 2), (-1, 0, 0))().chain_arrays(), ValueError,
      "a chain verifier needs a chain draft"),
     ("TreeProcess-empty-widths", lambda: drafts.TreeProcess(()), ValueError, "widths must be a non-empty sequence"),
@@ -88,6 +100,13 @@ def test_drafts(call, exc, pattern):
 
 # ---------------------------------------------------------------------------- specsim.treeshape
 A = [0.6, 0.2, 0.1]
+
+
+def _deep(n):
+    shape = ()
+    for _ in range(n):
+        shape = (shape,)
+    return shape
 TREESHAPE = [
     ("a-empty", lambda: treeshape.sequoia_tree([], 3), ValueError, "non-empty 1-D vector"),
     ("a-2d", lambda: treeshape.sequoia_tree([[0.5]], 3), ValueError, r"got shape \(1, 1\)"),
@@ -104,7 +123,31 @@ TREESHAPE = [
     ("tree_value-more-children-than-ranks", lambda: treeshape.tree_value(((), (), (), ()), A), ValueError,
      "a node has 4 children but a has only 3 ranks"),
     ("tree_value-a-above-1", lambda: treeshape.tree_value(((),), [1.5]), ValueError, r"entries in \[0, 1\]"),
+    ("shape_widths-string", lambda: treeshape.shape_widths("ab"), TypeError,
+     "shape: node root must be a tuple"),
+    ("tree_value-string-child", lambda: treeshape.tree_value(((), "x"), A), TypeError, r"node root.1 must be a tuple"),
+    ("shape_widths-too-deep", lambda: treeshape.shape_widths(_deep(300)), ValueError, "more than 256 layers"),
+    ("a-strings", lambda: treeshape.sequoia_tree(["x"], 3), TypeError, "per-rank acceptance probabilities"),
 ]
+
+
+DIVERGENCE = [
+    ("kl-nan", lambda: divergences.divergence([np.nan, 1], [0.5, 0.5], "kl"), ValueError,
+     "divergence: a has entry nan at token 0"),
+    ("tv-negative", lambda: divergences.tv([0.5, 0.5], [1.5, -0.5]), ValueError, "divergence: b has entry -0.5 at token 1"),
+    ("kl-lengths", lambda: divergences.kl([0.5, 0.5], [0.2, 0.3, 0.5]), ValueError, "same length, got 2 and 3"),
+    ("kl-2d", lambda: divergences.kl([[0.5, 0.5]], [[0.5, 0.5]]), ValueError, "must be a 1-D vector"),
+    ("kl-strings", lambda: divergences.kl(["a"], [1.0]), TypeError, "a must be a vector of probabilities"),
+    ("divergence-kind", lambda: divergences.divergence([1.0], [1.0], "js"), ValueError, "divergence must be one of"),
+    ("divergence-kind-type", lambda: divergences.divergence([1.0], [1.0], ["kl"]), ValueError,
+     "divergence must be one of"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", cases(DIVERGENCE))
+def test_divergences(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
 
 
 @pytest.mark.parametrize("call, exc, pattern", cases(TREESHAPE))
@@ -132,6 +175,27 @@ VALIDATE = [
     ("check_int-float", lambda: check_int(2.0, "L", 1), ValueError, "L must be an integer, got 2.0"),
     ("check_int-bool", lambda: check_int(True, "L", 1), ValueError, "L must be an integer, got True"),
     ("check_int-string", lambda: check_int("3", "L", 1), ValueError, "L must be an integer, got '3'"),
+    ("check_int-maximum", lambda: check_int(5, "k", 1, 4), ValueError, "k must be <= 4, got 5"),
+    ("as_distribution-strings", lambda: as_distribution(["a", "b"], "p"), TypeError, "p: expected real numbers"),
+    ("as_distribution-ragged", lambda: as_distribution([[0.5], [0.2, 0.3]], "p"), ValueError,
+     "p: expected an array of probabilities"),
+    ("as_distribution-bool", lambda: as_distribution(np.array([True, False]), "p"), TypeError, "dtype bool"),
+    ("as_distribution-float32-off", lambda: as_distribution(np.array([0.5, 0.6], np.float32), "p"), ValueError,
+     r"p: entries sum to 1.1\d*, not 1 \(tolerance 9.53674e-07\)"),
+    ("as_distribution-atol-nan", lambda: as_distribution([0.5, 0.5], "p", atol=np.nan), ValueError,
+     r"atol must lie in \[0, 1\], got nan"),
+    ("as_rows-nan-names-row", lambda: as_rows([[0.5, 0.5], [np.nan, 1.0]], "q"), ValueError,
+     r"q\[1\]: non-finite entry nan at token 0"),
+    ("check_real-nan", lambda: check_real(np.nan, "atol", 0.0, 1.0), ValueError, r"atol must lie in \[0, 1\], got nan"),
+    ("check_real-string", lambda: check_real("0.1", "atol", 0.0, 1.0), TypeError, "atol must be a real number"),
+    ("check_real-bool", lambda: check_real(True, "atol", 0.0, 1.0), TypeError, "atol must be a real number"),
+    ("check_real-open-end", lambda: check_real(0.0, "T", 0.0, 1.0, lo_open=True), ValueError, r"T must lie in \(0, 1\]"),
+    ("check_bool-string", lambda: check_bool("False", "replacement"), TypeError, "replacement must be True or False"),
+    ("check_tokens-float", lambda: check_tokens((0.7,), "draft", 2), TypeError, r"draft\[0\] must be an integer"),
+    ("check_tokens-bool", lambda: check_tokens((True,), "draft", 2), TypeError, r"draft\[0\] must be an integer"),
+    ("check_tokens-negative", lambda: check_tokens((1, -1), "s", 2), ValueError, r"s\[1\] = -1 is outside 0..1"),
+    ("check_tokens-string", lambda: check_tokens("01", "s", 2), TypeError, "s must be a sequence of token ids"),
+    ("check_rng-None", lambda: check_rng(None), TypeError, "rng must be a numpy.random.Generator"),
     ("check_model_pair-target-type", lambda: check_model_pair([0.5, 0.5], HALF, 1), TypeError,
      "target must be a specsim.models.Model, got list"),
     ("check_model_pair-draft-type", lambda: check_model_pair(HALF, None, 1), TypeError,
@@ -154,25 +218,43 @@ MODELS = [
     ("row-negative", lambda: models.from_function(lambda s: [-0.1, 0.6, 0.5], 3)(()), ValueError, "negative"),
     ("row-nan", lambda: models.from_function(lambda s: [np.nan, 0.5, 0.5], 3)(()), ValueError, "non-finite"),
     ("row-shape", lambda: models.from_function(lambda s: [0.5, 0.5], 3)(()), ValueError, r"shape \(2,\), expected \(3,\)"),
-    ("prefix-token-outside-V", lambda: iid([0.5, 0.5])((2,)), ValueError, "token 2 outside 0..1"),
+    ("prefix-token-outside-V", lambda: iid([0.5, 0.5])((2,)), ValueError, r"prefix\[0\] = 2 is outside 0..1"),
     ("Model-V1", lambda: models.Model(lambda s: [1.0], 1), ValueError, "V must be >= 2"),
-    ("from_function-not-callable", lambda: models.from_function([0.5, 0.5], 2), ValueError, "fn must be callable"),
+    ("prefix-float-token", lambda: iid([0.5, 0.5])((0.7,)), TypeError, r"prefix\[0\] must be an integer token id"),
+    ("prefix-negative-token", lambda: iid([0.5, 0.5])((-1,)), ValueError, r"prefix\[0\] = -1 is outside 0..1"),
+    ("prefix_index-float", lambda: models.prefix_index((1, 0.5), 3), TypeError, r"prefix\[1\] must be an integer"),
+    ("shifted-context-out-of-range", lambda: HALF.shifted((5,)), ValueError, r"context\[0\] = 5 is outside 0..1"),
+    ("Model-atol-negative", lambda: models.Model(lambda s: [0.5, 0.5], 2, atol=-1.0), ValueError,
+     r"atol must lie in \[0, 1\]"),
+    ("Model-fn-not-callable", lambda: models.Model([0.5, 0.5], 2), TypeError, "fn must be callable"),
+    ("float32-row-above-tolerance", lambda: iid(np.array([0.5, 0.51], np.float32)), ValueError,
+     r"iid: p: entries sum to 1.0099\d*, not 1 \(tolerance 9.53674e-07\)"),
+    ("temperature-nan", lambda: models.temperature(HALF, np.nan), ValueError, "temperature T must lie in"),
+    ("temperature-model-type", lambda: models.temperature([0.5, 0.5], 1.0), TypeError,
+     "temperature: model must be a specsim.models.Model, got list"),
+    ("top_k-model-type", lambda: models.top_k(None, 1), TypeError, "top_k: model must be a specsim.models.Model"),
+    ("top_p-nan", lambda: models.top_p(HALF, np.nan), ValueError, "top_p mass must lie in"),
+    ("mix-weight-nan", lambda: models.mix(HALF, HALF, np.nan), ValueError, "mixing weight must lie in"),
+    ("mix-model-type", lambda: models.mix(HALF, [0.5, 0.5], 0.5), TypeError, "mix: b must be a specsim.models.Model"),
+    ("random_model-concentration-string", lambda: models.random_model(3, 0, concentration="1"), TypeError,
+     "concentration must be a real number"),
+    ("from_function-not-callable", lambda: models.from_function([0.5, 0.5], 2), TypeError, "fn must be callable"),
     ("table-L-negative", lambda: HALF.table(-1), ValueError, "L must be >= 0"),
     ("joint-n0", lambda: HALF.joint(0), ValueError, "n must be >= 1, got 0"),
     ("joint-n-float", lambda: HALF.joint(2.0), ValueError, "n must be an integer"),
     ("iid-sum", lambda: iid([0.5, 0.6]), ValueError, "iid: p: entries sum to 1.1"),
     ("markov-transition-shape", lambda: models.markov([0.5, 0.5], [[1.0, 0.0]]), ValueError,
-     r"transition must have shape \(2, 2\)"),
+     r"transition: expected shape \(2, 2\), got \(1, 2\)"),
     ("markov-transition-row", lambda: models.markov([0.5, 0.5], [[1.0, 0.0], [0.5, 0.6]]), ValueError,
      r"transition\[1\]: entries sum"),
     ("random_model-concentration", lambda: models.random_model(3, 0, concentration=0.0), ValueError, "concentration"),
     ("random_model-seed", lambda: models.random_model(3, -1), ValueError, "seed must be >= 0"),
     ("random_model-depth", lambda: models.random_model(3, 0, depth=-1), ValueError, "depth must be >= 0"),
-    ("temperature-negative", lambda: models.temperature(HALF, -1), ValueError, "temperature must be finite and >= 0"),
-    ("mix-weight", lambda: models.mix(HALF, HALF, 1.5), ValueError, r"weight must be in \[0, 1\]"),
+    ("temperature-negative", lambda: models.temperature(HALF, -1), ValueError, r"temperature T must lie in \[0, inf\), got -1"),
+    ("mix-weight", lambda: models.mix(HALF, HALF, 1.5), ValueError, r"mixing weight must lie in \[0, 1\], got 1.5"),
     ("mix-V", lambda: models.mix(HALF, HALF3, 0.5), ValueError, "V=2 and V=3"),
     ("top_k-0", lambda: models.top_k(HALF, 0), ValueError, "k must be >= 1"),
-    ("top_p-0", lambda: models.top_p(HALF, 0.0), ValueError, r"top_p mass must be in \(0, 1\]"),
+    ("top_p-0", lambda: models.top_p(HALF, 0.0), ValueError, r"top_p mass must lie in \(0, 1\], got 0.0"),
 ]
 
 
@@ -195,6 +277,22 @@ ENGINE = [
      TypeError, r"got both 'draft' \(deprecated\) and 'draft_model'"),
     ("expected_accepted-L-float", lambda: exact.expected_accepted(block, HALF, HALF, 1.0), ValueError,
      "L must be an integer"),
+    ("check_lossless-atol-nan", lambda: exact.check_lossless(block, HALF, HALF3_2, 1, atol=np.nan), ValueError,
+     r"atol must lie in \[0, 1\], got nan"),
+    ("check_lossless-atol-negative", lambda: exact.check_lossless(block, HALF, HALF3_2, 1, atol=-1e-9), ValueError,
+     r"atol must lie in \[0, 1\]"),
+    ("output_law-atol-string", lambda: exact.output_law(block, HALF, HALF, 1, atol="1e-9"), TypeError,
+     "atol must be a real number"),
+    ("output_law-drafting-type", lambda: exact.output_law(block, HALF, HALF, 1, "iid:2"), TypeError,
+     "drafting must be a draft process"),
+    ("output_law-progress-string", lambda: exact.output_law(block, HALF, HALF, 1, progress="yes"), TypeError,
+     "progress must be True or False"),
+    ("output_law-context-float", lambda: exact.output_law(block, HALF, HALF, 1, context=(0.5,)), TypeError,
+     r"context\[0\] must be an integer"),
+    ("OutputLaw.prob-negative-id", lambda: exact.output_law(token, HALF, HALF, 1).prob((1, -1)), ValueError,
+     r"s \(emitted string\)\[1\] = -1 is outside 0..1"),
+    ("OutputLaw.prob-float-id", lambda: exact.output_law(token, HALF, HALF, 1).prob((0.0,)), TypeError,
+     r"s \(emitted string\)\[0\] must be an integer"),
     ("estimate-n1", lambda: montecarlo.estimate(token, HALF, HALF, 2, n=1), ValueError, "n must be >= 2"),
     ("estimate-V", lambda: montecarlo.estimate(token, HALF3, HALF, 2, n=10), ValueError,
      "target has V=3 but draft_model has V=2"),
