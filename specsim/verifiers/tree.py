@@ -75,7 +75,7 @@ def _accept_prob(r: float, q: float) -> float:
     # P(U q < r) for U ~ U[0,1): min(1, r/q); q = 0 (contract violation) accepts iff r > 0
     if q <= 0:
         return 1.0 if r > 0 else 0.0
-    return min(1.0, r / q)
+    return 1.0 if r >= q else r / q  # r / q itself overflows when q is subnormal
 
 
 def _rrs(p, q, draws, *, without_replacement=False, update_residual=True, mask_rejected=True):
