@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specsim._deprecation import renamed_keyword
-from specsim._validate import as_pair, check_int, check_model_pair
+from specsim._validate import as_pair, check_int, check_model_pair, check_real
 from specsim.divergences import kl, tv
 from specsim.drafts import chain
 from specsim.exact import check_lossless, output_law
@@ -117,7 +117,8 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
 
     Parameters: ``rule`` (a lossy verifier from :mod:`specsim.verifiers.lossy` or its
     ``SingleTokenRule``), ``p`` target and ``q`` draft (probability vectors over the same V >= 2
-    tokens), ``atol`` (tolerance of the betweenness test).
+    tokens, under the input contract of docs/design.md), ``atol`` (tolerance of the betweenness
+    test, a real number in [0, 1]).
 
     Returns: :class:`LossyCertificate` (``str()`` prints it as a table).
 
@@ -129,6 +130,7 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     """
     r = _rule_of(rule)
     p, q = as_pair(p, q)
+    atol = check_real(atol, "atol", 0.0, 1.0)
     fam = ClipFamily(p, q)  # one ratio sort for the rule (mentored, Cactus) and both KL frontiers
     with fam.shared():
         out = r.closed_out(p, q)

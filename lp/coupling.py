@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from specsim._validate import as_distribution, as_pair, check_int
+from specsim._validate import as_distribution, as_pair, check_bool, check_int, check_real
 
 from ._race import wor_subset_quadrature
 from ._solvers import LP_SOLVERS, check_solvers, solve
 
 __all__ = ["Coupling", "maximal_coupling", "draft_set_law", "MultidraftSolution", "multidraft_lp",
            "MultidraftBound", "multidraft_bound", "multidraft_bound_bruteforce", "union_bound",
-           "solve_lp"]
+           "solve_lp", "STEP_RANGE"]
 
 
 def solve_lp(problem, solver: str | Sequence[str] | None = None) -> str:
@@ -44,14 +44,15 @@ def solve_lp(problem, solver: str | Sequence[str] | None = None) -> str:
     Parameters: ``problem`` (``cvxpy.Problem``), ``solver``.
 
     Returns: the name of the solver used (``str``); ``lp._solvers.SolveError`` (a ``RuntimeError``)
-    listing every attempt if none reaches ``optimal``.
+    listing every attempt if none reaches ``optimal``; ``TypeError``/``ValueError`` for a
+    ``solver`` that is not an installed cvxpy solver name or a sequence of them.
 
     >>> import cvxpy as cp
     >>> x = cp.Variable(nonneg=True)
     >>> solve_lp(cp.Problem(cp.Minimize(x), [x >= 0.25]), "CLARABEL"), round(float(x.value), 6)
     ('CLARABEL', 0.25)
     """
-    return solve(problem, LP_SOLVERS if solver is None else solver)
+    return solve(problem, check_solvers(LP_SOLVERS if solver is None else solver))
 
 
 # --------------------------------------------------------------------------- maximal coupling
@@ -109,14 +110,6 @@ def maximal_coupling(p, q, method: str = "closed", solver: str | None = None) ->
 
 
 # --------------------------------------------------------------------------- draft-set law
-def _check_replacement(replacement) -> bool:
-    """``replacement`` must be a bool (a string such as ``'False'`` is truthy and would silently mean True)."""
-    if not isinstance(replacement, (bool, np.bool_)):
-        raise TypeError(f"replacement must be a bool (True: i.i.d. drafts, False: without replacement), "
-                        f"got {replacement!r}")
-    return bool(replacement)
-
-
 def _check_K(q: np.ndarray, K, replacement: bool) -> int:
     """Validate K; return the number of draws that land in distinct tokens' worth of the law."""
     K = check_int(K, "K", 1)
@@ -167,7 +160,7 @@ def draft_set_law(q, K: int, replacement: bool = True) -> tuple[tuple[tuple[int,
     (((0, 1, 2),), [1.0])
     """
     q = as_distribution(q, "q (draft)")
-    replacement = _check_replacement(replacement)
+    replacement = check_bool(replacement, "replacement")
     k_eff = _check_K(q, K, replacement)
     supp = [int(v) for v in np.flatnonzero(q > 0)]
     sets, probs = [], []
@@ -213,7 +206,13 @@ class MultidraftSolution:
     solver: str = ""
 
     def output_given_set(self, i: int) -> np.ndarray:
-        """Law of the emitted token given draft set ``sets[i]``: f(S, .)/Q(S) + (1 - accept) r."""
+        """Law of the emitted token given draft set ``sets[i]``: f(S, .)/Q(S) + (1 - accept) r.
+
+        ``i`` is an index 0..len(sets)-1 (``ValueError`` otherwise; negative indices are refused).
+        """
+        i = check_int(i, "i (draft-set index)", 0)
+        if i >= len(self.sets):
+            raise ValueError(f"i (draft-set index) must be < {len(self.sets)} (the number of draft sets), got {i}")
         acc = np.asarray(self.flow[i].todense()).ravel() / self.set_prob[i]
         return acc + max(0.0, 1.0 - acc.sum()) * self.residual
 
@@ -322,17 +321,6 @@ def _iid_miss(lam: np.ndarray, K: int) -> np.ndarray:
         return -np.expm1(K * np.log1p(-np.minimum(lam, 1.0)))
 
 
-def _check_step(step) -> float:
-    """The quadrature's log-t step: a real number in :data:`STEP_RANGE`."""
-    if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, float, np.integer, np.floating)):
-        raise TypeError(f"step must be a real number, got {step!r}")
-    lo, hi = STEP_RANGE
-    if not lo <= step <= hi:                                    # also refuses NaN
-        raise ValueError(f"step must lie in [{lo:g}, {hi:g}] (the quadrature's log-t step; error ~exp(-pi^2/step)), "
-                         f"got {step!r}")
-    return float(step)
-
-
 #: Allowed log-t steps of the race quadrature: at 0.25 (the default) the trapezoid error
 #: exp(-pi^2/step) is ~1e-17; below 0.01 nothing is gained and the grid grows without bound.
 STEP_RANGE = (0.01, 1.0)
@@ -387,9 +375,9 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25)
     (0.7, [0, 1])
     """
     p, q = as_pair(p, q)
-    replacement = _check_replacement(replacement)
+    replacement = check_bool(replacement, "replacement")
     k_eff = _check_K(q, K, replacement)
-    step = _check_step(step)
+    step = check_real(step, "step", *STEP_RANGE)
     order = _prefix_order(p, q)
     ps, qs = np.take(p, order), np.take(q, order)
     Pc, Qc = _cumsum0(ps), _cumsum0(qs)
@@ -472,7 +460,7 @@ def multidraft_bound_bruteforce(p, q, K: int, replacement: bool = True) -> Multi
     (0.36, [0])
     """
     p, q = as_pair(p, q)
-    replacement = _check_replacement(replacement)
+    replacement = check_bool(replacement, "replacement")
     _check_K(q, K, replacement)
     V = p.size
     if V > 16:

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specsim._validate import as_pair
+from specsim._validate import as_pair, check_real
 from specsim.divergences import check_kind, divergence, tv
 from specsim.verifiers._clip_family import ClipFamily
 
-from ._solvers import CONIC_SOLVERS, solve
+from ._solvers import CONIC_SOLVERS, check_solvers, solve
 
 __all__ = ["FrontierPoint", "FrontierCurve", "frontier", "frontier_curve", "frontier_cvxpy",
            "frontier_curve_cvxpy", "E1_P", "E1_Q"]
@@ -33,14 +33,19 @@ E1_P = np.array([0.05, 0.15, 0.25, 0.55])
 E1_Q = np.array([0.55, 0.25, 0.15, 0.05])
 
 
-def _budget(budget) -> float:
-    try:
-        e = float(budget)
-    except (TypeError, ValueError):
-        raise ValueError(f"budget must be a number, got {budget!r}") from None
-    if np.isnan(e) or e < 0:
-        raise ValueError(f"budget must be >= 0, got {budget!r}")
-    return e
+def _budget(budget, name: str = "budget") -> float:
+    """A divergence budget: a real number eps >= 0 (inf allowed: no constraint)."""
+    return check_real(budget, name, 0.0, np.inf)
+
+
+def _budgets(budgets, name: str = "budgets") -> np.ndarray:
+    """One budget or a non-empty 1-D sequence of budgets, as a float64 array."""
+    if isinstance(budgets, (str, bytes)):
+        raise TypeError(f"{name} must be a number or a sequence of numbers, got {budgets!r}")
+    items = [budgets] if np.ndim(budgets) == 0 else list(budgets)
+    if not items:
+        raise ValueError(f"{name}: give at least one budget")
+    return np.array([_budget(e, f"{name}[{i}]") for i, e in enumerate(items)], dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -213,7 +218,7 @@ def frontier_curve(p, q, budgets, divergence: str = "tv") -> FrontierCurve:
     """
     p, q = as_pair(p, q)
     kind = check_kind(divergence)
-    eps = np.array([_budget(e) for e in np.atleast_1d(budgets)], dtype=np.float64)
+    eps = _budgets(budgets)
     if kind == "tv":
         pts = [_frontier_tv(p, q, e) for e in eps]
     else:
@@ -278,7 +283,9 @@ def frontier_cvxpy(p, q, budget: float, divergence: str = "tv",
     """
     p, q = as_pair(p, q)
     kind = check_kind(divergence)
-    return _solve_frontier(_frontier_program(p, q, kind), p, kind, _budget(budget), solver)
+    budget = _budget(budget)
+    solvers = check_solvers(solver)
+    return _solve_frontier(_frontier_program(p, q, kind), p, kind, budget, solvers)
 
 
 def frontier_curve_cvxpy(p, q, budgets, divergence: str = "tv",
@@ -295,5 +302,7 @@ def frontier_curve_cvxpy(p, q, budgets, divergence: str = "tv",
     """
     p, q = as_pair(p, q)
     kind = check_kind(divergence)
+    eps = _budgets(budgets)
+    solvers = check_solvers(solver)
     program = _frontier_program(p, q, kind)
-    return [_solve_frontier(program, p, kind, _budget(e), solver) for e in np.atleast_1d(budgets)]
+    return [_solve_frontier(program, p, kind, float(e), solvers) for e in eps]

@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import entr
 
-from specsim._validate import as_distribution, check_int
+from specsim._validate import as_distribution, check_int, check_real
 from specsim.divergences import check_kind, divergence
-from specsim.verifiers.lossy import _check_param  # the lossy rules' range check of a parameter
 
-from ._solvers import solve
+from ._solvers import check_solvers, solve
 
-__all__ = ["AcceptanceRule", "strict_greedy", "additive_greedy", "multiplicative_greedy", "top_m",
+__all__ = ["AcceptanceRule", "RULE_KINDS", "strict_greedy", "additive_greedy", "multiplicative_greedy", "top_m",
            "entropy_rule", "acceptance_radius", "margin_radius", "RadiusCheck", "acceptance_radius_numeric"]
 
 
@@ -54,6 +53,18 @@ class AcceptanceRule:
     m: int = 1
     delta: float = 0.0
 
+    def __post_init__(self):
+        """Check the fields a direct construction gives (the factories pass checked values)."""
+        if self.kind not in RULE_KINDS:
+            raise ValueError(f"kind must be one of {RULE_KINDS}, got {self.kind!r}")
+        ranges = {"additive": (("eps", 0.0, 1.0, False, True),),
+                  "multiplicative": (("lam", 0.0, 1.0, True, False),),
+                  "entropy": (("eps", 0.0, 1.0, True, False), ("delta", 0.0, 1.0, True, False))}
+        for name, lo, hi, lo_open, hi_open in ranges.get(self.kind, ()):
+            check_real(getattr(self, name), name, lo, hi, lo_open, hi_open)
+        if self.kind == "top_m":
+            check_int(self.m, "m", 1)
+
     def threshold(self, p: np.ndarray, x: int) -> float:
         """The value p_x must *exceed* for x to be accepted under target row ``p`` (validated by the caller)."""
         others = np.delete(p, x)
@@ -72,6 +83,10 @@ class AcceptanceRule:
         p = as_distribution(p, "p")
         x = _token(x, p.size)
         return bool(p[x] > self.threshold(p, x))
+
+
+#: The kinds of :class:`AcceptanceRule`.
+RULE_KINDS = ("greedy", "additive", "multiplicative", "top_m", "entropy")
 
 
 def _token(x, V: int) -> int:
@@ -102,7 +117,7 @@ def additive_greedy(eps: float) -> AcceptanceRule:
     >>> additive_greedy(0.05).accepts([0.38, 0.42, 0.2], 0)
     True
     """
-    return AcceptanceRule("additive", eps=_check_param("eps", eps, 0.0, 1.0, hi_open=True))
+    return AcceptanceRule("additive", eps=check_real(eps, "eps", 0.0, 1.0, hi_open=True))
 
 
 def multiplicative_greedy(lam: float) -> AcceptanceRule:
@@ -115,7 +130,7 @@ def multiplicative_greedy(lam: float) -> AcceptanceRule:
     >>> multiplicative_greedy(0.5).accepts([0.25, 0.45, 0.3], 0)
     True
     """
-    return AcceptanceRule("multiplicative", lam=_check_param("lam", lam, 0.0, 1.0, lo_open=True))
+    return AcceptanceRule("multiplicative", lam=check_real(lam, "lam", 0.0, 1.0, lo_open=True))
 
 
 def top_m(m: int) -> AcceptanceRule:
@@ -143,8 +158,8 @@ def entropy_rule(epsilon: float = 0.09, delta: float = 0.3) -> AcceptanceRule:
     >>> entropy_rule().accepts([0.1, 0.45, 0.45], 0), entropy_rule().accepts([0.05, 0.5, 0.45], 0)
     (True, False)
     """
-    return AcceptanceRule("entropy", eps=_check_param("epsilon", epsilon, 0.0, 1.0, lo_open=True),
-                          delta=_check_param("delta", delta, 0.0, 1.0, lo_open=True))
+    return AcceptanceRule("entropy", eps=check_real(epsilon, "epsilon", 0.0, 1.0, lo_open=True),
+                          delta=check_real(delta, "delta", 0.0, 1.0, lo_open=True))
 
 
 def _xlogy(x, y):
@@ -286,7 +301,7 @@ def margin_radius(margin: float, divergence: str = "kl", m: int = 1) -> float:
     >>> round(margin_radius(0.2, "kl"), 6), round(margin_radius(0.2, "kl_reverse"), 6), margin_radius(0.2, "tv")
     (0.020411, 0.020136, 0.1)
     """
-    d = _check_param("margin", margin, 0.0, 1.0)
+    d = check_real(margin, "margin", 0.0, 1.0)
     kind = check_kind(divergence)
     m = check_int(m, "m", 1)
     if m > 1:
@@ -359,16 +374,18 @@ def acceptance_radius_numeric(rule: AcceptanceRule, b, x: int, divergence: str =
     b = as_distribution(b, "b (reference distribution)")
     x = _token(x, b.size)
     kind = check_kind(divergence)
+    solver = check_solvers(solver)
+    restarts, seed = check_int(restarts, "restarts", 1), check_int(seed, "seed", 0)
     others = [v for v in range(b.size) if v != x]
     if rule.kind == "entropy":
-        return _entropy_numeric(rule, b, x, kind, check_int(restarts, "restarts", 1), seed)
+        return _entropy_numeric(rule, b, x, kind, restarts, seed)
     if rule.kind == "top_m":
         pieces = [[(y, 1.0, 0.0) for y in S] for S in itertools.combinations(others, rule.m)]
     else:
         lam = rule.lam if rule.kind == "multiplicative" else 1.0
         eps = rule.eps if rule.kind == "additive" else 0.0
         pieces = [[(y, lam, eps)] for y in others]
-    best, arg, used = np.inf, None, solver
+    best, arg, used = np.inf, None, solver[0]
     for rows in pieces:
         val, p, used = _rejection_piece(b, x, rows, kind, solver)
         if val < best:

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsim._validate import check_int
+from specsim._validate import as_distribution, check_int
 from specsim.verifiers.lossy import LOSSY_RULES
 
 from .certificates import certify
 from .coupling import multidraft_bound
-from .frontier import frontier
+from .frontier import _budgets, frontier
 from .tables import specinfer_acceptance, spectr_acceptance
 
 __all__ = ["AcceptanceRow", "MultidraftRow", "FrontierRow", "LossyRow", "DEFAULT_RULES", "acceptance_table",
@@ -106,27 +106,43 @@ class LossyRow:
 
 
 def _by_draft(source, drafts: Sequence[str] | None = None) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
-    if hasattr(source, "pairs") and hasattr(source, "drafts"):
+    """(p, q) rows per draft name: from a dataset (validated when loaded) or a list of pairs (validated here)."""
+    if hasattr(source, "pairs") and hasattr(source, "drafts"):   # a specsim.real.RealDataset
         names = tuple(source.drafts)
         get = lambda d: list(source.pairs(d))  # noqa: E731
     else:
+        if isinstance(source, (str, bytes, Mapping)) or not isinstance(source, Iterable):
+            raise TypeError(f"source must be a specsim.real.RealDataset or a list of specsim.real.Pair, "
+                            f"got {type(source).__name__}")
         source = list(source)
         if not source:
             raise ValueError("no pairs given")
-        names = tuple(source[0].q)
+        rows = []
         for n, pr in enumerate(source):
-            if tuple(pr.q) != names:
-                raise ValueError(f"pair {n} has drafts {tuple(pr.q)}, expected {names}")
-        get = lambda d: [(pr.p, pr.q[d]) for pr in source]  # noqa: E731
+            if not (hasattr(pr, "p") and isinstance(getattr(pr, "q", None), Mapping)):
+                raise TypeError(f"pair {n}: expected a specsim.real.Pair (rows p and q[name]), got {type(pr).__name__}")
+            if n and tuple(pr.q) != tuple(source[0].q):
+                raise ValueError(f"pair {n} has drafts {tuple(pr.q)}, expected {tuple(source[0].q)}")
+            p = as_distribution(pr.p, f"pair {n}: p (target)")
+            qs = {d: as_distribution(row, f"pair {n}: q[{d!r}]") for d, row in pr.q.items()}
+            for d, q in qs.items():
+                if q.size != p.size:
+                    raise ValueError(f"pair {n}: q[{d!r}] has {q.size} tokens, p has {p.size}")
+            rows.append((p, qs))
+        names = tuple(source[0].q)
+        get = lambda d: [(p, qs[d]) for p, qs in rows]  # noqa: E731
     if drafts is not None:
+        drafts = (drafts,) if isinstance(drafts, str) else tuple(drafts)
         unknown = [d for d in drafts if d not in names]
         if unknown:
             raise ValueError(f"unknown drafts {unknown}; available: {names}")
-        names = tuple(drafts)
+        names = drafts
     return {d: get(d) for d in names}
 
 
 def _progress(it, desc, progress):
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be True, False or None (when interactive), got {progress!r}")
     from tqdm.auto import tqdm
     return tqdm(it, desc=desc, disable=None if progress is None else not progress, leave=False)
 
@@ -210,9 +226,7 @@ def frontier_table(source, eps: Iterable[float] = (0.0, 0.01, 0.05, 0.1, 0.5),
     >>> round(r.tv, 6), round(r.kl, 6), round(r.kl_reverse, 6)
     (0.8, 0.863988, 0.871503)
     """
-    budgets = [float(e) for e in eps]
-    if any(not (e >= 0) for e in budgets):
-        raise ValueError(f"eps: budgets must be >= 0, got {budgets}")
+    budgets = _budgets(eps, "eps").tolist()
     rows = []
     for d, prs in _by_draft(source, drafts).items():
         for e in budgets:
@@ -239,8 +253,13 @@ def lossy_table(source, rules: Sequence[tuple[str, Mapping]] = DEFAULT_RULES,
     >>> r.rule, round(r.beta, 6), round(r.gap_tv, 6)
     ('lenience(l=0.8)', 0.7875, 0.0)
     """
+    if isinstance(rules, (str, Mapping)) or not isinstance(rules, Iterable):
+        raise TypeError(f"rules must be a sequence of (name, parameters) pairs, got {rules!r}")
     made = []
-    for name, params in rules:
+    for i, spec in enumerate(rules):
+        if not (isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], Mapping)):
+            raise TypeError(f"rules[{i}] must be a (name, parameters dict) pair, got {spec!r}")
+        name, params = spec
         if name not in LOSSY_RULES:
             raise ValueError(f"unknown lossy rule {name!r}; known: {sorted(LOSSY_RULES)}")
         made.append((name + "(" + ", ".join(f"{k}={v}" for k, v in dict(params).items()) + ")",
@@ -275,8 +294,12 @@ def format_rows(rows: Sequence, digits: int = 4) -> str:
     | d | 2 | 0.75 | 0.70 | 0.72 | 0.75 | 0.78 | 0.80 |
     """
     rows = list(rows)
+    digits = check_int(digits, "digits", 0)
     if not rows:
         return "(no rows)"
+    kinds = {type(r) for r in rows}
+    if len(kinds) > 1 or not dataclasses.is_dataclass(rows[0]) or isinstance(rows[0], type):
+        raise TypeError(f"rows must be dataclass instances of one type, got {sorted(k.__name__ for k in kinds)}")
     names = [f.name for f in dataclasses.fields(rows[0])]
 
     def cell(v):

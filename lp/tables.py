@@ -150,6 +150,21 @@ class GapTable:
         return "\n".join(lines)
 
 
+def _check_verifiers(verifiers) -> dict[str, tuple[Callable, bool]]:
+    """``verifiers``: a mapping name -> acceptance(p, q, K) or (acceptance, replacement)."""
+    if not isinstance(verifiers, Mapping):
+        raise TypeError(f"verifiers must be a mapping name -> acceptance(p, q, K) or (acceptance, replacement), "
+                        f"got {type(verifiers).__name__}")
+    out = {}
+    for name, spec in verifiers.items():
+        fn, rep = spec if isinstance(spec, tuple) and len(spec) == 2 else (spec, True)
+        if not callable(fn) or not isinstance(rep, (bool, np.bool_)):
+            raise TypeError(f"verifiers[{name!r}] must be acceptance(p, q, K) or (acceptance, replacement: bool), "
+                            f"got {spec!r}")
+        out[str(name)] = (fn, bool(rep))
+    return out
+
+
 def gap_table(p, q, K_values=(1, 2, 4), verifiers: Mapping | None = None, title: str = "") -> GapTable:
     """Acceptance of each multi-draft verifier next to alpha* = min_H [p(H) + 1 - Q_sub(H)].
 
@@ -158,7 +173,9 @@ def gap_table(p, q, K_values=(1, 2, 4), verifiers: Mapping | None = None, title:
     optimum for its draft law, then the optima themselves (i.i.d. and, when K <= V, without
     replacement).  Gap = 100 (optimum - acceptance) / optimum.
 
-    Parameters: ``p`` target, ``q`` draft, ``K_values`` (ints >= 1), ``verifiers``, ``title``.
+    Parameters: ``p`` target, ``q`` draft (the input contract of docs/design.md), ``K_values``
+    (integers >= 1), ``verifiers`` (a mapping name -> ``acceptance(p, q, K)`` or
+    ``(acceptance, replacement)``), ``title`` (a string).
 
     Returns: :class:`GapTable` (``str()`` prints it).
 
@@ -167,15 +184,16 @@ def gap_table(p, q, K_values=(1, 2, 4), verifiers: Mapping | None = None, title:
     [('speculative sampling (1 draft)', 0.5, 33.33), ('SpecInfer RRS', 0.75, 0.0), ('SpecTr K-SEQ', 0.75, 0.0)]
     """
     p, q = as_pair(p, q)
-    verifiers = DEFAULT_VERIFIERS if verifiers is None else verifiers
+    verifiers = _check_verifiers(DEFAULT_VERIFIERS if verifiers is None else verifiers)
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a string, got {title!r}")
     Ks = [check_int(K, "K", 1) for K in np.atleast_1d(K_values).tolist()]
     rows = []
     for K in Ks:
         opt = {True: multidraft_bound(p, q, K, True).value}
         if K <= p.size:
             opt[False] = multidraft_bound(p, q, K, False).value
-        for name, spec in verifiers.items():
-            fn, rep = spec if isinstance(spec, tuple) else (spec, True)
+        for name, (fn, rep) in verifiers.items():
             value = fn(p, q, K) if rep in opt else None
             if value is not None:
                 rows.append(GapRow(name, K, rep, float(value), opt[rep]))

@@ -28,7 +28,7 @@ from specsim.drafts import DraftProcess, DraftTree, chain, draft_laws
 from specsim.models import Model
 from specsim.verifiers.base import Outcome, Verifier, tree_verifier
 
-from .coupling import solve_lp
+from ._solvers import LP_SOLVERS, check_solvers, solve
 
 __all__ = ["VerificationLP", "verification_lp", "tree_key"]
 
@@ -49,6 +49,8 @@ def tree_key(tree: DraftTree) -> tuple[tuple[int, ...], ...]:
     >>> tree_key(DraftTree((-1, 0, 2), (-1, 0, 0), rows, rows))
     ((), (0,), (2,))
     """
+    if not isinstance(tree, DraftTree):
+        raise TypeError(f"tree must be a specsim.drafts.DraftTree, got {type(tree).__name__}")
     return tuple(sorted(tree.path(i) for i in range(tree.num_nodes)))
 
 
@@ -117,16 +119,17 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     draft tree D and the completion criterion C(z) = P(z) for all z in V^{L+1}.  Draft trees come
     from ``drafting.enumerate(target, draft_model, L)`` (chains by default; any
     :class:`~specsim.drafts.DraftProcess`), trees with the same paths are merged
-    (:func:`tree_key`), and the LP is built with scipy.sparse and solved by cvxpy through
-    :func:`lp.coupling.solve_lp`.  For one path it equals block verification (Sun et al.,
+    (:func:`tree_key`), and the LP is built with scipy.sparse and solved by cvxpy through the
+    solver ladder :func:`lp._solvers.solve`.  For one path it equals block verification (Sun et al.,
     arXiv 2403.10444); for L = 1 and K drafts it is the multi-draft OT of
     :func:`lp.coupling.multidraft_lp`.  Thomas & Pal, arXiv 2602.16961.  Size: sum over trees of
     nodes x V variables, V^{L+1} + #trees equalities (V = 3, L = 4: 1215 variables).
 
     Parameters: ``target``, ``draft_model`` (:class:`~specsim.models.Model` over the same V;
-    ``draft=`` is a deprecated spelling), ``L`` draft length / tree depth, ``drafting`` process,
-    ``solver`` (cvxpy solver name or sequence; default HiGHS, then Clarabel), ``context`` (the
-    prefix to condition on).
+    ``draft=`` is a deprecated spelling), ``L`` draft length / tree depth (an integer >= 1),
+    ``drafting`` (a draft process, default ``chain()``; ``TypeError`` for anything without
+    ``enumerate``), ``solver`` (an installed cvxpy solver name or a sequence of them; default
+    HiGHS, then Clarabel), ``context`` (the prefix to condition on, token ids checked by the models).
 
     Returns: :class:`VerificationLP` (the optimum ``value`` = E[tau] and the optimal ``verifier``).
 
@@ -142,7 +145,11 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     import cvxpy as cp
 
     L = check_model_pair(target, draft_model, L)
-    drafting = drafting or chain()
+    drafting = chain() if drafting is None else drafting
+    if not callable(getattr(drafting, "enumerate", None)):
+        raise TypeError(f"drafting must be a draft process (specsim.drafts: chain(), iid_paths(K), ...; "
+                        f"specsim.drafts.parse_drafting for a spec string), got {drafting!r}")
+    solvers = check_solvers(LP_SOLVERS if solver is None else solver)
     target_c, draft_c = target.shifted(context), draft_model.shifted(context)
     V = target.V
 
@@ -198,7 +205,7 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     x = cp.Variable(n, nonneg=True)
     problem = cp.Problem(cp.Maximize(np.concatenate(objective) @ x), [A @ x == b, S @ x == 1])
     start = time.perf_counter()
-    used = solve_lp(problem, solver)
+    used = solve(problem, solvers)
     seconds = time.perf_counter() - start
 
     xv = _polish(np.asarray(x.value, dtype=np.float64), sp.vstack([A, S]).tocsc(),

@@ -193,4 +193,5 @@ def test_kl_fast_path_equals_rel_entr(ab):
 
 def test_kl_conventions():
     assert kl([0.5, 0.5], [1.0, 0.0]) == np.inf and kl([1.0, 0.0], [0.5, 0.5]) == pytest.approx(np.log(2))
-    assert kl([-0.5, 1.5], [0.5, 0.5]) == np.inf  # outside the fast path: rel_entr's convention
+    with pytest.raises(ValueError, match="entry -0.5 at token 0"):   # not a distribution: refused, not inf
+        kl([-0.5, 1.5], [0.5, 0.5])
