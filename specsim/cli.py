@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import inspect
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 
 from . import models
 from .drafts import parse_drafting
+from ._validate import check_int, check_real
 from .exact import check_lossless
 from .verifiers.tree import verifiers_for
 
@@ -36,7 +38,8 @@ def model_pair(kind: str, V: int, seed: int) -> tuple[models.Model, models.Model
     ``markov``: random first-order chains; ``toy``: the block-verification paper's
     p = (1/3, 2/3), q = (2/3, 1/3) at every prefix (V is ignored).
 
-    Parameters: ``kind`` (one of :data:`MODEL_KINDS`), ``V`` vocabulary size, ``seed``.
+    Parameters: ``kind`` (one of :data:`MODEL_KINDS`), ``V`` vocabulary size (an integer >= 2),
+    ``seed`` (an integer >= 0).
 
     Returns: ``(target, draft_model)``, two :class:`~specsim.models.Model` objects.
 
@@ -44,18 +47,20 @@ def model_pair(kind: str, V: int, seed: int) -> tuple[models.Model, models.Model
     >>> target(()).round(4).tolist(), draft_model((1,)).round(4).tolist()
     ([0.3333, 0.6667], [0.6667, 0.3333])
     """
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"unknown model kind {kind!r}; choose one of {MODEL_KINDS}")
+    seed = check_int(seed, "seed", 0)
     if kind == "toy":
         return models.iid([1 / 3, 2 / 3], "toy-p"), models.iid([2 / 3, 1 / 3], "toy-q")
+    V = check_int(V, "V", 2)
     if kind == "random":
         return models.random_model(V, seed, name="target"), models.random_model(V, seed + 1, name="draft")
     if kind == "near":
         t = models.random_model(V, seed, name="target")
         return t, models.mix(t, models.random_model(V, seed + 1), 0.3)
-    if kind == "markov":
-        rng = np.random.default_rng(seed)
-        mk = lambda name: models.markov(rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=V), name)  # noqa: E731
-        return mk("target"), mk("draft")
-    raise ValueError(f"unknown model kind {kind!r}; choose one of {MODEL_KINDS}")
+    rng = np.random.default_rng(seed)                       # markov
+    mk = lambda name: models.markov(rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=V), name)  # noqa: E731
+    return mk("target"), mk("draft")
 
 
 def compare(args) -> int:
@@ -79,15 +84,16 @@ def compare(args) -> int:
     token                    0.66667     1.66667       yes    0.00e+00...
     ...
     """
+    L = check_int(args.L, "--L", 1)                     # checked before anything is printed
     target, draft_model = model_pair(args.model, args.V, args.seed)
     drafting = parse_drafting(args.drafting)
-    print(f"target {target.name}, draft {draft_model.name}, V={target.V}, L={args.L}, drafting={drafting.name}")
+    rows = _selected(verifiers_for(drafting), getattr(args, "only", None), drafting)
+    print(f"target {target.name}, draft {draft_model.name}, V={target.V}, L={L}, drafting={drafting.name}")
     head = (f"{'verifier':<22}{'E[tau]':>10}{'block eff.':>12}{'lossless':>10}{'max |C-P|':>12}{'time (s)':>10}"
             f"{'gap %':>8}")
     print(head)
     print("-" * len(head))
-    rows = _selected(verifiers_for(drafting), getattr(args, "only", None), drafting)
-    optimum, why = _optimum(target, draft_model, args.L, drafting)
+    optimum, why = _optimum(target, draft_model, L, drafting)
     if optimum is None:
         print(f"{'optimum':<22}  not computed: {why}")
     else:
@@ -97,7 +103,7 @@ def compare(args) -> int:
     for v in bar:
         bar.set_postfix_str(v.name)
         t0 = time.perf_counter()
-        c = check_lossless(v, target, draft_model, args.L, drafting, progress=None)
+        c = check_lossless(v, target, draft_model, L, drafting, progress=None)
         dt = time.perf_counter() - t0
         gap = "" if optimum is None or optimum.value <= 0 else \
             f"{_gap_percent(optimum.value, c.expected_accepted):>8.2f}"
@@ -191,18 +197,30 @@ def lossy_report(rule_name: str = "typical", budget: float | None = None, p=None
 
     if rule_name not in LOSSY_RULES:
         raise ValueError(f"unknown rule {rule_name!r}; choose from {sorted(LOSSY_RULES)}")
+    factory = LOSSY_RULES[rule_name]
+    accepted = inspect.signature(factory).parameters
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ValueError(f"rule {rule_name!r} has no parameter {', '.join(unknown)} "
+                         f"(its parameters: {', '.join(accepted) or 'none'})")
+    missing = [n for n, a in accepted.items() if a.default is inspect.Parameter.empty and n not in params]
+    if missing:
+        raise ValueError(f"rule {rule_name!r} needs the parameter {', '.join(missing)} "
+                         f"(specsim lossy: --param {missing[0]}=VALUE)")
+    if budget is not None:
+        budget = check_real(budget, "budget", 0.0, np.inf)
     p, q = as_pair(E1_P if p is None else p, E1_Q if q is None else q)
-    cert = certify(LOSSY_RULES[rule_name](**params), p, q)
+    cert = certify(factory(**params), p, q)
     budgets = [0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
     if budget is not None:
-        budgets = sorted(set(budgets) | {float(budget)})
+        budgets = sorted(set(budgets) | {budget})
     curves = {k: frontier_curve(p, q, budgets, k) for k in DIVERGENCES}
     lines = [f"p = {np.array2string(p, precision=6)}   q = {np.array2string(q, precision=6)}",
              f"TV(p,q) = {tv(p, q):.6f}   KL(q||p) = {kl(q, p):.6f}   KL(p||q) = {kl(p, q):.6f}", "",
              str(cert), "", "frontier beta*(eps)",
              f"  {'eps':>8}  {'TV':>9}  {'KL(pi||p)':>10}  {'KL(p||pi)':>10}"]
     for i, e in enumerate(budgets):
-        mark = "  <- budget" if budget is not None and e == float(budget) else ""
+        mark = "  <- budget" if budget is not None and e == budget else ""
         lines.append(f"  {e:8.4g}  {curves['tv'].beta[i]:9.6f}  {curves['kl'].beta[i]:10.6f}  "
                      f"{curves['kl_reverse'].beta[i]:10.6f}{mark}")
     return "\n".join(lines)
@@ -268,6 +286,9 @@ def real(args) -> int:
         return 0
     from lp import real_tables
 
+    if args.cmd == "tables":
+        check_int(args.K, "--K", 1)
+        check_int(args.wor_max_K, "--wor-max-K", 0)
     ds = real_data.load_dataset(args.path or real_data.committed_dataset())
     if args.cmd == "info":
         m = ds.manifest
@@ -308,6 +329,13 @@ def _add_real_commands(r: argparse.ArgumentParser) -> None:
     r.set_defaults(func=real)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``PROG: error: MESSAGE`` on stderr and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``specsim`` argument parser (subcommands compare, bounds, lossy, real).
 
@@ -317,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.func.__name__, args.K
     ('bounds', [2, 3])
     """
-    ap = argparse.ArgumentParser(prog="specsim", description=__doc__.split("\n\n")[0])
+    ap = _Parser(prog="specsim", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command")
     c = sub.add_parser("compare", help="exact E[tau], block efficiency and lossless certificate per verifier")
     c.add_argument("--V", type=int, default=3, help="vocabulary size (default 3)")
@@ -350,7 +378,10 @@ def main(argv=None) -> int:
 
     Parameters: ``argv`` (list of strings; default ``sys.argv[1:]``).
 
-    Returns: the exit status: 0, or 2 with ``specsim: error: ...`` on stderr for bad input.
+    Returns: the exit status: 0, or 2 with one line ``specsim: error: ...`` on stderr (no
+    traceback) for bad input (``ValueError``, ``TypeError``) or a file that cannot be read
+    (``OSError``); arguments are checked before anything is printed.  Usage errors of argparse
+    exit with status 2 (``SystemExit``) after one line as well.
 
     >>> main(["bounds", "--p", "0.5", "0.6", "--q", "0.5", "0.5"])
     2
@@ -361,8 +392,8 @@ def main(argv=None) -> int:
         args = ap.parse_args(["compare", *(argv or [])])
     try:
         return args.func(args)
-    except ValueError as e:
-        print(f"specsim: error: {e}", file=sys.stderr)
+    except (ValueError, TypeError, OSError) as e:
+        print(f"specsim: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
 
 

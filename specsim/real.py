@@ -37,15 +37,19 @@ import functools
 import hashlib
 import importlib.util
 import json
+import math
 import os
+import re
 import sys
+import zipfile
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ._validate import as_distribution, check_int
+from ._validate import as_distribution, check_int, check_real
 from .models import iid, top_k
 
 __all__ = ["MODEL_FILE", "DEFAULT_PROMPTS", "DEFAULT_DRAFTS", "FORMAT", "Pair", "LoadedModel", "RealDataset",
@@ -293,9 +297,8 @@ def _iter_pairs(prompts, positions, T, drafts, lm: LoadedModel, progress) -> Ite
             yield Pair(i, tuple(ids[:c]), ids[c] if c < len(ids) else -1, pj, qj)
 
 
-def _check_common(T, drafts) -> tuple[float, tuple[str, ...]]:
-    if not (isinstance(T, (int, float, np.floating)) and np.isfinite(T) and T > 0):
-        raise ValueError(f"temperature T must be finite and > 0, got {T!r}")
+def _check_drafts(drafts) -> tuple[str, ...]:
+    """A non-empty tuple of distinct draft specs, each one :func:`parse_draft` knows."""
     if isinstance(drafts, str):
         drafts = (drafts,)
     drafts = tuple(drafts)
@@ -305,7 +308,13 @@ def _check_common(T, drafts) -> tuple[float, tuple[str, ...]]:
         raise ValueError(f"drafts: duplicate spec in {drafts}")
     for d in drafts:
         parse_draft(d)
-    return float(T), drafts
+    return drafts
+
+
+def _check_common(T, drafts) -> tuple[float, tuple[str, ...]]:
+    if not (isinstance(T, (int, float, np.floating)) and np.isfinite(T) and T > 0):
+        raise ValueError(f"temperature T must be finite and > 0, got {T!r}")
+    return float(T), _check_drafts(drafts)
 
 
 def _check_prompts(prompts) -> list:
@@ -367,7 +376,7 @@ def _truncate(row: np.ndarray, tail: float, whole_below: int = SPARSE_WHOLE) -> 
         if nnz <= max(n, whole_below):
             n = nnz
     keep = np.sort(order[:n])
-    remainder = max(0.0, 1.0 - float(row[keep].sum())) if n < nnz else 0.0   # every nonzero kept: exact
+    remainder = float(row[order[n:]].sum()) if n < nnz else 0.0   # the dropped mass, summed directly
     return keep.astype(np.int32), row[keep].astype(np.float32), remainder
 
 
@@ -383,22 +392,22 @@ def write_dataset(out_dir: str | Path, pairs: Iterable[Pair], *, V: int, drafts:
     and the format description.
 
     Parameters: ``out_dir`` (created if needed), ``pairs`` (:class:`Pair` rows over ``V`` tokens
-    with the draft names ``drafts``), ``prompts`` (indexed by ``Pair.prompt``), ``tail`` in
+    with the draft names ``drafts``, distinct specs :func:`parse_draft` knows, so that
+    :func:`load_dataset` can check them), ``prompts`` (indexed by ``Pair.prompt``), ``tail`` in
     [0, 1), ``whole_below``, ``settings`` (recorded as given), ``model_file``, ``progress``.
 
     Returns: the path of ``manifest.json``; ``ValueError`` naming the first bad row or argument.
 
     >>> import tempfile
-    >>> pair = Pair(0, (1,), 2, np.array([0.5, 0.3, 0.2]), {"d": np.array([0.2, 0.3, 0.5])})
-    >>> path = write_dataset(tempfile.mkdtemp(), [pair], V=3, drafts=("d",), prompts=["a b c"], tail=0.0)
-    >>> path.name, load_dataset(path).row(0, "d").round(6).tolist()
+    >>> pair = Pair(0, (1,), 2, np.array([0.5, 0.3, 0.2]), {"early_exit:1": np.array([0.2, 0.3, 0.5])})
+    >>> path = write_dataset(tempfile.mkdtemp(), [pair], V=3, drafts=("early_exit:1",), prompts=["a b c"], tail=0.0)
+    >>> path.name, load_dataset(path).row(0, "early_exit:1").round(6).tolist()
     ('manifest.json', [0.2, 0.3, 0.5])
     """
     V = check_int(V, "V", 2)
     whole_below = check_int(whole_below, "whole_below", 0)
-    if not (0.0 <= tail < 1.0):
-        raise ValueError(f"tail must be in [0, 1), got {tail!r}")
-    drafts = tuple(drafts)
+    tail = check_real(tail, "tail", 0.0, 1.0, hi_open=True)
+    drafts = _check_drafts(drafts)
     out_dir = Path(out_dir)
     prompts = list(prompts)
     ids, vals, rem, counts = [], [], [], []
@@ -460,6 +469,7 @@ def build_dataset(out_dir: str | Path | None = None, prompts=DEFAULT_PROMPTS, po
     """
     prompts = _check_prompts(prompts)
     T, drafts = _check_common(T, drafts)
+    tail = check_real(tail, "tail", 0.0, 1.0, hi_open=True)
     lm = model if model is not None else load_model()
     out_dir = Path(out_dir) if out_dir is not None else cache_dir() / "real" / "smollm2"
     import torch
@@ -537,17 +547,82 @@ def _dense(a: Mapping[str, np.ndarray], r: int, V: int) -> np.ndarray:
     return out
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_manifest(m, mpath: Path) -> None:
+    """Every manifest field of format ``specsim-real-v1``: ``ValueError`` naming the first bad one."""
+    def bad(key, expected):
+        raise ValueError(f"{mpath}: manifest field {key!r} must be {expected}, got {m.get(key)!r}"[:400])
+
+    def integer(key, minimum):
+        v = m.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            bad(key, f"an integer >= {minimum}")
+        return v
+
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise ValueError(f"{mpath}: format is {m.get('format') if isinstance(m, dict) else None!r}, expected {FORMAT!r}")
+    for key in ("data_file", "data_sha256", "V", "n_positions", "drafts", "tail", "whole_below", "max_remainder",
+                "prompts"):
+        if key not in m:
+            raise ValueError(f"{mpath}: manifest has no {key!r}")
+    if not isinstance(m.get("format_doc", ""), str):
+        bad("format_doc", "a string")
+    name = m["data_file"]
+    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+        bad("data_file", "a file name in the dataset folder")
+    if not isinstance(m["data_sha256"], str) or not _SHA256.fullmatch(m["data_sha256"]):
+        bad("data_sha256", "a sha256 digest (64 lowercase hex characters)")
+    V = integer("V", 2)
+    integer("n_positions", 1)
+    integer("whole_below", 0)
+    if not isinstance(m["drafts"], list) or not all(isinstance(d, str) for d in m["drafts"]):
+        bad("drafts", "a list of draft specs")
+    try:
+        _check_drafts(m["drafts"])
+    except ValueError as exc:
+        raise ValueError(f"{mpath}: manifest field 'drafts': {exc}") from None
+    for key, hi_open in (("tail", True), ("max_remainder", False)):
+        v = m[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0 <= v <= 1) \
+                or (hi_open and v == 1):
+            bad(key, "a finite number in [0, 1)" if hi_open else "a finite number in [0, 1]")
+    if m["max_remainder"] > m["tail"]:
+        bad("max_remainder", f"at most tail = {m['tail']!r}")
+    prompts = m["prompts"]
+    if not isinstance(prompts, list) or not prompts:
+        bad("prompts", "a non-empty list")
+    for i, s in enumerate(prompts):
+        ok = isinstance(s, str) or (isinstance(s, list) and all(
+            isinstance(t, int) and not isinstance(t, bool) and 0 <= t < V for t in s))
+        if not ok:
+            raise ValueError(f"{mpath}: manifest prompt {i} must be a string or a list of token ids in [0, {V}), "
+                             f"got {s!r}"[:400])
+    if not isinstance(m.get("settings", {}), dict):
+        bad("settings", "a mapping")
+    model = m.get("model")
+    if model is not None and not (isinstance(model, dict) and isinstance(model.get("file"), str)
+                                  and isinstance(model.get("sha256"), str) and _SHA256.fullmatch(model["sha256"])):
+        bad("model", "null or {'file': name, 'sha256': 64 lowercase hex characters}")
+
+
 def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
     """Load and validate a ``specsim-real-v1`` dataset folder (or its ``manifest.json``).
 
-    Checks: format tag, sha256 of ``rows.npz`` against the manifest, array shapes and dtypes, token
-    ids in range and distinct per row, kept values finite and >= 0 with
-    |sum + remainder - 1| <= ``atol`` (float32 storage), remainder in [0, tail], and every densified
-    float64 row a probability vector.
+    Checks every manifest field: the format tag; ``V`` and ``n_positions`` integers (>= 2, >= 1);
+    ``drafts`` distinct known draft specs (:func:`parse_draft`); ``tail`` finite in [0, 1) and
+    ``max_remainder`` in [0, tail], equal to the largest stored remainder; ``whole_below`` an
+    integer >= 0; ``prompts`` strings or token-id lists; the sha256 digests (64 hex characters) of
+    the data file, which must match ``rows.npz``, and of the model.  Then the arrays: readable
+    (a truncated or corrupt file is a ``ValueError``), shapes and dtypes, token ids in range and
+    distinct per row, kept values finite and >= 0 with |sum + remainder - 1| <= ``atol`` (float32
+    storage), remainder in [0, tail], and every densified float64 row a probability vector.
 
-    Parameters: ``path`` (folder or manifest), ``atol``.
+    Parameters: ``path`` (folder or manifest), ``atol`` (a real number in [0, 1)).
 
-    Returns: :class:`RealDataset`; ``ValueError`` naming the first problem.
+    Returns: :class:`RealDataset`; ``ValueError`` naming the first problem (``OSError`` when a
+    file cannot be read at all).
 
     >>> ds = load_dataset(committed_dataset())
     >>> ds.V, ds.drafts
@@ -555,30 +630,31 @@ def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
     >>> p, q = next(ds.pairs("topk:20")); int(np.count_nonzero(q))
     20
     """
+    atol = check_real(atol, "atol", 0.0, 1.0, hi_open=True)
     path = Path(path)
     mpath = path / "manifest.json" if path.is_dir() else path
     if not mpath.is_file():
         raise ValueError(f"no manifest at {mpath}")
     try:
         m = json.loads(mpath.read_text())
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{mpath}: not valid JSON ({e})") from None
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise ValueError(f"{mpath}: format is {m.get('format') if isinstance(m, dict) else None!r}, expected {FORMAT!r}")
-    for key in ("data_file", "data_sha256", "V", "n_positions", "drafts", "tail", "prompts"):
-        if key not in m:
-            raise ValueError(f"{mpath}: manifest has no {key!r}")
+    _check_manifest(m, mpath)
     data = mpath.parent / m["data_file"]
     if not data.is_file():
         raise ValueError(f"{mpath}: data file {data} is missing")
     if file_sha256(data) != m["data_sha256"]:
         raise ValueError(f"{data}: sha256 {file_sha256(data)} does not match the manifest's {m['data_sha256']}")
-    with np.load(data, allow_pickle=False) as z:
-        missing = [k for k in _ARRAYS if k not in z.files]
-        if missing:
-            raise ValueError(f"{data}: missing arrays {missing}")
-        a = {k: z[k] for k in _ARRAYS}
-    V, N, drafts, tail = int(m["V"]), int(m["n_positions"]), tuple(m["drafts"]), float(m["tail"])
+    try:
+        with np.load(data, allow_pickle=False) as z:
+            missing = [k for k in _ARRAYS if k not in z.files]
+            a = {k: z[k] for k in _ARRAYS if k in z.files}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ValueError(f"{data}: cannot read the arrays, the file is truncated or not an .npz archive "
+                         f"({type(exc).__name__}: {exc})") from None
+    if missing:
+        raise ValueError(f"{data}: missing arrays {missing}")
+    V, N, drafts, tail = m["V"], m["n_positions"], tuple(m["drafts"]), float(m["tail"])
     R = N * (1 + len(drafts))
     for k in _ARRAYS:
         if a[k].ndim != 1:
@@ -605,6 +681,9 @@ def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
     if not np.all(np.isfinite(rem)) or np.any(rem < 0) or np.any(rem > tail + 1e-12):
         bad = int(np.flatnonzero(~(np.isfinite(rem) & (rem >= 0) & (rem <= tail + 1e-12)))[0])
         raise ValueError(f"{data}: row {bad} remainder {rem[bad]!r} outside [0, tail = {tail:g}]")
+    if rem.size and float(rem.max()) != float(m["max_remainder"]):
+        raise ValueError(f"{mpath}: manifest field 'max_remainder' is {m['max_remainder']!r}, but the largest "
+                         f"stored remainder is {float(rem.max())!r}")
     if np.any((a["prompt_index"] < 0) | (a["prompt_index"] >= len(m["prompts"]))):
         raise ValueError(f"{data}: prompt_index out of range for {len(m['prompts'])} prompts")
     if np.any(a["next_token"] < -1) or np.any(a["next_token"] >= V) or (a["contexts"].size and (

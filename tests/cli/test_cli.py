@@ -70,12 +70,12 @@ def test_real_tables_on_a_small_dataset(capsys, tmp_path):
     """All four tables for a dataset folder (a 4-token one written here: the committed rows at
     V = 49,152 take minutes for the lossy tables)."""
     p, q = np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])
-    pairs = [real.Pair(0, (1,), 2, p, {"d": q}), real.Pair(0, (1, 2), -1, q, {"d": p})]
-    path = real.write_dataset(tmp_path / "ds", pairs, V=4, drafts=("d",), prompts=["a"], tail=0.0)
+    pairs = [real.Pair(0, (1,), 2, p, {"early_exit:1": q}), real.Pair(0, (1, 2), -1, q, {"early_exit:1": p})]
+    path = real.write_dataset(tmp_path / "ds", pairs, V=4, drafts=("early_exit:1",), prompts=["a"], tail=0.0)
     assert main(["real", "tables", str(path.parent), "--K", "2", "--wor-max-K", "1"]) == 0
     out = capsys.readouterr().out
     assert out.count("| draft |") == 4 and "without_replacement" in out and "lenience(l=0.8)" in out
-    assert "| d | 2 | 0.6000 |" in out            # sum min(p, q) = 0.1 + 0.2 + 0.2 + 0.1 at both positions
+    assert "| early_exit:1 | 2 | 0.6000 |" in out   # sum min(p, q) = 0.1 + 0.2 + 0.2 + 0.1 at both positions
 
 
 def test_python_m_specsim_real_is_the_same_command():

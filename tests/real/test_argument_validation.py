@@ -1,5 +1,7 @@
-"""Bad input to specsim.real: a ValueError naming the problem.  Tables of (input, message): tampered
-dataset arrays, tampered manifests, bad arguments to write_dataset, parse_draft and next_token_pairs."""
+"""Bad input to specsim.real: a ValueError (TypeError for a bad type) naming the problem.  Tables of
+(input, message): tampered dataset arrays, tampered manifests (every field), unreadable files, bad
+arguments to write_dataset, parse_draft and next_token_pairs.  Rows marked "issue 12" were accepted
+or ended in a traceback before."""
 import importlib.util
 import json
 
@@ -42,9 +44,31 @@ def test_load_rejects_bad_arrays(write_synthetic, tamper, case):
 
 BAD_MANIFESTS = {
     "other format": (lambda m: dict(m, format="other-v9"), "format"),
+    "not an object": (lambda m: [m], "format"),
     "V too small for the ids": (lambda m: dict(m, V=6), "token ids"),
+    "V as text": (lambda m: dict(m, V="7"), "'V' must be an integer"),
+    "V fractional": (lambda m: dict(m, V=7.5), "'V' must be an integer"),
+    "V = 1": (lambda m: dict(m, V=1), "'V' must be an integer >= 2"),
     "wrong number of positions": (lambda m: dict(m, n_positions=5), "entries"),
+    "positions a bool": (lambda m: dict(m, n_positions=True), "'n_positions' must be an integer"),
     "no drafts": (lambda m: {k: v for k, v in m.items() if k != "drafts"}, "drafts"),
+    "unknown draft names (issue 12: accepted)": (lambda m: dict(m, drafts=["a", "b", "c"]), "'drafts': draft 'a'"),
+    "duplicate drafts": (lambda m: dict(m, drafts=["topk:2", "topk:2", "topk:3"]), "duplicate"),
+    "drafts not a list": (lambda m: dict(m, drafts="topk:2"), "'drafts' must be a list"),
+    "tail nan (issue 12: accepted)": (lambda m: dict(m, tail=float("nan")),
+                                      r"'tail' must be a finite number in \[0, 1\)"),
+    "tail = 1": (lambda m: dict(m, tail=1.0), "'tail' must be"),
+    "tail as text": (lambda m: dict(m, tail="0"), "'tail' must be"),
+    "no tail": (lambda m: {k: v for k, v in m.items() if k != "tail"}, "no 'tail'"),
+    "max remainder above tail": (lambda m: dict(m, max_remainder=0.5), "'max_remainder' must be at most tail"),
+    "whole_below negative": (lambda m: dict(m, whole_below=-1), "'whole_below' must be an integer >= 0"),
+    "digest not hex": (lambda m: dict(m, data_sha256="zz" * 32), "'data_sha256' must be a sha256 digest"),
+    "data file outside the folder": (lambda m: dict(m, data_file="../rows.npz"), "'data_file' must be a file name"),
+    "model digest not hex": (lambda m: dict(m, model={"file": "x.gguf", "sha256": "abc"}), "'model' must be"),
+    "prompts empty": (lambda m: dict(m, prompts=[]), "'prompts' must be a non-empty list"),
+    "prompt of bad token ids": (lambda m: dict(m, prompts=["a", [1, 99]]), "prompt 1"),
+    "settings not a mapping": (lambda m: dict(m, settings=[1]), "'settings' must be a mapping"),
+    "format description not text": (lambda m: dict(m, format_doc=3), "'format_doc' must be a string"),
 }
 
 
@@ -55,6 +79,33 @@ def test_load_rejects_bad_manifests(write_synthetic, case):
     mpath.write_text(json.dumps(edit(json.loads(mpath.read_text()))))
     with pytest.raises(ValueError, match=msg):
         real.load_dataset(mpath)
+
+
+def test_max_remainder_must_be_the_largest_stored_remainder(write_synthetic):
+    mpath = write_synthetic(tail=0.05)
+    m = json.loads(mpath.read_text())
+    assert m["max_remainder"] > 0
+    mpath.write_text(json.dumps(dict(m, max_remainder=m["max_remainder"] / 2)))
+    with pytest.raises(ValueError, match="largest stored remainder"):
+        real.load_dataset(mpath)
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.5, 0.99])
+def test_load_rejects_a_truncated_archive(write_synthetic, keep):
+    """Issue 12: a truncated rows.npz whose digest was regenerated ended in zipfile.BadZipFile."""
+    mpath = write_synthetic()
+    data = mpath.parent / "rows.npz"
+    data.write_bytes(data.read_bytes()[:int(keep * data.stat().st_size)])
+    m = json.loads(mpath.read_text())
+    mpath.write_text(json.dumps(dict(m, data_sha256=real.file_sha256(data))))
+    with pytest.raises(ValueError, match="cannot read the arrays"):
+        real.load_dataset(mpath)
+
+
+@pytest.mark.parametrize("atol, exc", [(float("nan"), ValueError), (-1e-3, ValueError), ("1e-3", TypeError)])
+def test_load_rejects_bad_tolerances(write_synthetic, atol, exc):
+    with pytest.raises(exc, match="atol"):
+        real.load_dataset(write_synthetic(), atol=atol)
 
 
 def test_load_rejects_bad_files(write_synthetic, tamper, tmp_path):
@@ -76,6 +127,10 @@ WRITE_CASES = {
     "V differs": (lambda pairs, drafts: dict(V=8), "expected V"),
     "drafts differ": (lambda pairs, drafts: dict(drafts=drafts[:2]), "differ"),
     "tail = 1": (lambda pairs, drafts: dict(tail=1.0), "tail"),
+    "tail nan": (lambda pairs, drafts: dict(tail=float("nan")), "tail must lie in"),
+    "unknown draft name": (lambda pairs, drafts: dict(pairs=[real.Pair(pr.prompt, pr.context, pr.next_token, pr.p,
+                                                                      {"d": pr.q[drafts[0]]}) for pr in pairs],
+                                                      drafts=("d",)), "draft 'd'"),
     "no pairs": (lambda pairs, drafts: dict(pairs=[]), "no pairs"),
     "prompt index without prompt": (lambda pairs, drafts: dict(prompts=["only one"]), "prompt index"),
 }
