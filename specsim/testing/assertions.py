@@ -14,6 +14,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from .._validate import check_bool, check_int, check_real
 from ..drafts import chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless
 from ..verifiers.base import OUTCOME_ATOL, Verifier, as_verifier, chain_verifier, check_outcomes, tree_verifier
@@ -119,6 +120,9 @@ def certify_case(verifier, case: Case, atol: float = LOSSLESS_ATOL) -> Certifica
     >>> certify_case(block, Case(pair, 2, chain())).lossless
     True
     """
+    if not isinstance(case, Case):
+        raise TypeError(f"case must be a specsim.testing.assertions.Case, got {type(case).__name__}")
+    atol = check_real(atol, "atol", 0.0, 1.0)
     pair = case.pair
     return check_lossless(_guarded(verifier, pair.V), pair.target, pair.draft, case.L, case.drafting, atol=atol)
 
@@ -202,10 +206,14 @@ def assert_lossless(verifier, *, V=None, L=None, drafting=None, depth=st.integer
 
     Parameters: ``verifier`` (chain or tree protocol, a :class:`~specsim.verifiers.base.Verifier`
     or plain callable); ``V``, ``L``, ``drafting``, ``depth``: ints / processes or Hypothesis
-    strategies; ``max_examples``; ``atol``; ``derandomize`` (``None``: the active profile's);
-    ``shrink`` (``False`` reports the first failing instance unshrunk: faster, less readable).
-    Raises :class:`LossyVerifierError` (an ``AssertionError``) with the shrunk counterexample: V,
-    L, the rows along the worst sequence, C vs P.  A verifier that raises or returns an invalid
+    strategies; ``max_examples`` (>= 1); ``atol`` in [0, 1] (a statement about the verifier:
+    rows are renormalised at the boundary, docs/design.md "The input contract");
+    ``derandomize`` (``None``: the active profile's); ``shrink`` (``False`` reports the first
+    failing instance unshrunk: faster, less readable).  Bad values raise ``ValueError``, bad
+    types ``TypeError``, before any example runs.
+    Raises :class:`LossyVerifierError` (an ``AssertionError``; only the first distinct failure
+    Hypothesis finds, never an ``ExceptionGroup``) with the shrunk counterexample: V, L, the rows
+    along the worst sequence, C vs P.  A verifier that raises or returns an invalid
     outcome list (probabilities not summing to 1, ``accepted`` beyond the draft) is reported the
     same way with the draft that caused it.  Do not call it inside another ``@given`` test.
 
@@ -215,8 +223,16 @@ def assert_lossless(verifier, *, V=None, L=None, drafting=None, depth=st.integer
     >>> from specsim.verifiers import block
     >>> assert_lossless(block, max_examples=10)
     """
+    as_verifier(verifier)
+    check_int(max_examples, "max_examples", 1)
+    atol = check_real(atol, "atol", 0.0, 1.0)
+    if derandomize is not None:
+        derandomize = check_bool(derandomize, "derandomize")
+    shrink = check_bool(shrink, "shrink")
     cases = _strategy_for(verifier, V, L, drafting, depth)
-    kw = dict(max_examples=max_examples, deadline=None, database=None,
+    # report_multiple_bugs=False: Hypothesis reports the one shrunk failure, never an ExceptionGroup of
+    # distinct ones (a lossy verdict and a fault on another instance are both LossyVerifierError)
+    kw = dict(max_examples=max_examples, deadline=None, database=None, report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck))
     if derandomize is not None:
         kw["derandomize"] = derandomize

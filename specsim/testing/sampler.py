@@ -14,6 +14,7 @@ An emitted string with P = 0 is a certain failure.
 from __future__ import annotations
 
 import itertools
+import operator
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable
@@ -22,14 +23,14 @@ import numpy as np
 
 from .._deprecation import renamed_keyword
 from .._sampling import draw_rows
-from .._validate import check_int, check_model_pair
+from .._validate import check_int, check_model_pair, check_real
 from ..drafts import Chain, chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, completed_law as _exact_completed_law, output_law
 from ..models import Model
 from ..verifiers.base import Outcome, chain_verifier
 from .stats import SubTest, complete_with_target, goodness_of_fit, samples_for_power
 
-__all__ = ["check_sampler", "check_sampler_exact", "SamplerCheck", "SubTest", "BatchSampler",
+__all__ = ["check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerError", "SubTest", "BatchSampler",
            "completed_and_target_laws", "completed_law", "samples_to_detect"]
 
 #: Largest V^{L+1} for which :func:`check_sampler` tabulates the joint test.
@@ -59,6 +60,59 @@ class BatchSampler:
     fn: Callable
     chunk: int = 4096
     name: str = "batch sampler"
+
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise TypeError(f"fn must be callable, got {type(self.fn).__name__}")
+        check_int(self.chunk, "chunk", 1)
+
+
+class SamplerError(ValueError):
+    """A sampler, step or batch function under test raised, or (in the step and exact checks)
+    returned malformed output: never a chi-square verdict.
+
+    :func:`check_sampler` and :func:`check_sampler_exact` re-raise the implementation's exception
+    (kept as ``__cause__``) with the draft and rows it was called on; ``draft`` holds the draft
+    (tokens or a description of the tree or chunk), ``rows`` the ``(p, q)`` rows when the call
+    had them.  :mod:`specsim.testing.step` raises it naming the call and its output.
+
+    >>> from specsim.models import random_model
+    >>> from specsim.testing import check_sampler
+    >>> def broken(draft, p, q, rng):
+    ...     raise KeyError("oops")
+    >>> try:
+    ...     check_sampler(broken, random_model(3, 0), random_model(3, 1), L=1, n=10)
+    ... except Exception as err:
+    ...     print(type(err).__name__, "|", str(err).splitlines()[0], "|", type(err.__cause__).__name__)
+    SamplerError | broken raised KeyError: 'oops' on draft (2,) with rows | KeyError
+    """
+
+    def __init__(self, message: str, draft=None, rows=None):
+        super().__init__(message)
+        self.draft = draft
+        self.rows = rows
+
+
+def _fmt_rows(p, q) -> str:
+    """The rows a chain sampler saw, one line per position."""
+    fmt = lambda r: "(" + ", ".join(f"{x:.6g}" for x in np.asarray(r, dtype=float)) + ")"
+    return "\n".join(f"    p{i} = {fmt(p[i])}" + (f"   q{i} = {fmt(q[i])}" if i < len(q) else "")
+                     for i in range(len(p)))
+
+
+def _two_ints(out) -> tuple[int, int]:
+    """``out`` as (int, int); ``ValueError`` for anything else (floats and bools included: an
+    id is never rounded)."""
+    a, b = out
+    if isinstance(a, (bool, np.bool_)) or isinstance(b, (bool, np.bool_)):
+        raise ValueError("bool")
+    return operator.index(a), operator.index(b)
+
+
+def _raised(name: str, exc: Exception, draft, p=None, q=None) -> SamplerError:
+    where = f"draft {draft}" + (f" with rows\n{_fmt_rows(p, q)}" if p is not None else "")
+    return SamplerError(f"{name} raised {type(exc).__name__}: {exc} on {where}", draft,
+                        None if p is None else (p, q))
 
 
 @dataclass(frozen=True)
@@ -134,8 +188,12 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     Parameters: ``sample_fn(draft_tokens, p, q, rng) -> (accepted, token)`` in the chain layout
     (``p`` [L+1, V], ``q`` [L, V]; ``rng`` a numpy Generator it may use) or a
     :class:`BatchSampler`; ``target``, ``draft_model`` models over the same V; ``L`` (>= 1);
-    ``n`` iterations; ``alpha``; ``seed``; ``context``; ``power``; ``min_expected``; ``name``
-    (for the report).  With ``drafting`` (a tree draft process such as ``iid_paths(2)``) the
+    ``n`` iterations (>= 1); ``alpha`` and ``power`` in (0, 1); ``seed`` (an int >= 0);
+    ``context``; ``min_expected`` (finite, > 0); ``name`` (for the report).  Bad values raise
+    ``ValueError``, bad types ``TypeError`` (docs/design.md, "The input contract").  An
+    exception inside the implementation is re-raised as :class:`SamplerError` naming the draft
+    and its rows; output that is not (accepted, token) integers in range is a FAIL verdict
+    (``invalid``).  With ``drafting`` (a tree draft process such as ``iid_paths(2)``) the
     implementation is a tree sampler ``sample_fn(tree, rng) -> (node, token)`` on trees drawn by
     that process, and the emitted string is path(node) + token.  ``draft=`` is a deprecated
     spelling of ``draft_model=``.
@@ -151,11 +209,15 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     (True, 4, 0.099)
     """
     L = check_model_pair(target, draft_model, L)
+    if not (isinstance(sample_fn, BatchSampler) or callable(sample_fn)):
+        raise TypeError(f"sample_fn must be callable or a BatchSampler, got {type(sample_fn).__name__}")
     check_int(n, "n", 1)
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if not 0 < power < 1:
-        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    alpha = check_real(alpha, "alpha", 0.0, 1.0, lo_open=True, hi_open=True)
+    power = check_real(power, "power", 0.0, 1.0, lo_open=True, hi_open=True)
+    min_expected = check_real(min_expected, "min_expected", 0.0, np.inf, lo_open=True, hi_open=True)
+    check_int(seed, "seed", 0)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, got {type(name).__name__}")
     name = name or getattr(sample_fn, "name", getattr(sample_fn, "__name__", "sampler"))
     target, draft_model = target.shifted(context), draft_model.shifted(context)
     V = target.V
@@ -190,27 +252,43 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
         for j in range(n):
             tree = drafting.sample(target, draft_model, L, rng)
             try:
-                node, t = sample_fn(tree, rng)
-            except Exception as exc:  # noqa: BLE001 - report, do not crash the suite
-                return fail(f"raised {type(exc).__name__}: {exc} on draft tree {tree.tokens}, parents {tree.parent}")
-            if not (0 <= int(node) < tree.num_nodes and 0 <= int(t) < V):
+                out = sample_fn(tree, rng)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the tree it was called on
+                raise _raised(name, exc, f"tree tokens={tree.tokens} parent={tree.parent}") from exc
+            try:
+                node, t = _two_ints(out)
+            except (TypeError, ValueError):
+                return fail(f"returned {out!r}, not (node, token), on draft tree {tree.tokens}, parents {tree.parent}")
+            if not (0 <= node < tree.num_nodes and 0 <= t < V):
                 return fail(f"(node, token) = ({node}, {t}) outside the tree of {tree.num_nodes} nodes x 0..{V - 1}")
-            path = tree.path(int(node))
+            path = tree.path(node)
             x[j, :len(path)] = path
-            acc[j], tok[j] = len(path), int(t)
+            acc[j], tok[j] = len(path), t
     elif isinstance(sample_fn, BatchSampler):
         for s in range(0, n, sample_fn.chunk):
-            a, t = sample_fn.fn(x[s:s + sample_fn.chunk], P_rows[s:s + sample_fn.chunk],
-                                Q_rows[s:s + sample_fn.chunk], rng)
-            acc[s:s + sample_fn.chunk] = np.asarray(a).reshape(-1)
-            tok[s:s + sample_fn.chunk] = np.asarray(t).reshape(-1)
+            e = min(n, s + sample_fn.chunk)
+            try:
+                a, t = sample_fn.fn(x[s:e], P_rows[s:e], Q_rows[s:e], rng)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the chunk it was called on
+                raise _raised(name, exc, f"chunk {s}..{e - 1} (first draft {tuple(x[s].tolist())})",
+                              P_rows[s], Q_rows[s]) from exc
+            a, t = np.asarray(a).reshape(-1), np.asarray(t).reshape(-1)
+            if a.shape != (e - s,) or t.shape != (e - s,) or not (
+                    np.issubdtype(a.dtype, np.integer) and np.issubdtype(t.dtype, np.integer)):
+                return fail(f"returned accepted {a.dtype}{list(a.shape)} and tokens {t.dtype}{list(t.shape)} "
+                            f"for a chunk of {e - s} drafts (expected two integer arrays of that length)")
+            acc[s:e], tok[s:e] = a, t
     else:
         for j in range(n):
+            draft = tuple(x[j].tolist())
             try:
-                a, t = sample_fn(tuple(x[j].tolist()), P_rows[j], Q_rows[j], rng)
-            except Exception as exc:  # noqa: BLE001 - report, do not crash the suite
-                return fail(f"raised {type(exc).__name__}: {exc} on draft {tuple(x[j].tolist())}")
-            acc[j], tok[j] = int(a), int(t)
+                out = sample_fn(draft, P_rows[j], Q_rows[j], rng)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the draft it was called on
+                raise _raised(name, exc, draft, P_rows[j], Q_rows[j]) from exc
+            try:
+                acc[j], tok[j] = _two_ints(out)
+            except (TypeError, ValueError):
+                return fail(f"returned {out!r}, not (accepted, token), on draft {draft}")
     bad = np.flatnonzero((acc < 0) | (acc > L) | (tok < 0) | (tok >= V))
     if bad.size:
         j = int(bad[0])
@@ -411,8 +489,11 @@ def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_
 
     Parameters: ``sample_fn(draft_tokens, p, q, u) -> (accepted, token)`` with ``u`` a float64
     array of ``n_uniforms`` (default L + 1: one per position, one for the emitted token) values in
-    [0,1); ``target``, ``draft_model`` (``draft=`` is deprecated), ``L``; ``grid``; ``tol``;
-    ``context``; ``atol``.
+    [0,1); ``target``, ``draft_model`` (``draft=`` is deprecated), ``L``; ``grid`` (>= 1);
+    ``tol`` in [2^-52, 2^-20] (below 2^-52 the bisection could not terminate); ``context``;
+    ``atol`` in [0, 1].  An exception inside ``sample_fn`` is re-raised as
+    :class:`SamplerError` naming the draft, its rows and the uniforms; output that is not two
+    integers in range raises ``ValueError``.
 
     Returns: the :class:`specsim.exact.Certificate` of the integrated law.
 
@@ -430,17 +511,29 @@ def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_
     (True, True)
     """
     L = check_model_pair(target, draft_model, L)
+    if not callable(sample_fn):
+        raise TypeError(f"sample_fn must be callable, got {type(sample_fn).__name__}")
     m = check_int(L + 1 if n_uniforms is None else n_uniforms, "n_uniforms", 1)
     check_int(grid, "grid", 1)
+    # bisection stops once hi - lo <= tol: reachable only if tol exceeds the float spacing below 1
+    tol = check_real(tol, "tol", 2.0 ** -52, 2.0 ** -20)
+    atol = check_real(atol, "atol", 0.0, 1.0)
     name = getattr(sample_fn, "name", getattr(sample_fn, "__name__", "sampler"))
 
     @chain_verifier(name)
     def integrated(draft_tokens, p, q):
         V = p.shape[1]
+        draft = tuple(draft_tokens)
 
         def f(u):
-            a, t = sample_fn(tuple(draft_tokens), p, q, u)
-            return int(a), int(t)
+            try:
+                out = sample_fn(draft, p, q, u)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the draft and uniforms
+                raise _raised(name, exc, f"{draft} at uniforms {u.tolist()}", p, q) from exc
+            try:
+                return _two_ints(out)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name} returned {out!r}, not (accepted, token), on draft {draft}") from None
 
         dist, _ = _integrate(f, m, grid, tol)
         outs = {}

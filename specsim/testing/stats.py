@@ -33,7 +33,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from .._sampling import draw_rows
-from .._validate import check_int
+from .._validate import check_int, check_real, check_rng
 
 __all__ = ["SubTest", "MIN_EXPECTED", "goodness_of_fit", "pool_small_cells", "detection_threshold",
            "chi_square_power", "detectable_tv", "chi_square_distance", "predicted_power",
@@ -44,10 +44,13 @@ MIN_EXPECTED = 5.0
 
 
 def _check_unit(value, name: str) -> float:
-    """A probability strictly between 0 and 1 (a level or a power), else ``ValueError``."""
-    if not (isinstance(value, (int, float, np.floating)) and 0 < value < 1):
-        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
-    return float(value)
+    """A probability strictly between 0 and 1 (a level or a power)."""
+    return check_real(value, name, 0.0, 1.0, lo_open=True, hi_open=True)
+
+
+def _check_min_expected(value) -> float:
+    """The pooling threshold: finite and > 0 (NaN would pool nothing and pass anything)."""
+    return check_real(value, "min_expected", 0.0, np.inf, lo_open=True, hi_open=True)
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,8 @@ def pool_small_cells(counts, probs, n: int, min_expected: float = MIN_EXPECTED):
     """
     counts = np.asarray(counts, dtype=np.float64)
     probs = np.asarray(probs, dtype=np.float64)
+    check_int(n, "n", 0)
+    min_expected = _check_min_expected(min_expected)
     expected = probs * n
     order = np.argsort(expected, kind="stable")
     e, c, p = expected[order], counts[order], probs[order]
@@ -217,6 +222,7 @@ def predicted_power(c, p, n: int, level: float, min_expected: float = MIN_EXPECT
     p = np.asarray(p, dtype=np.float64)
     check_int(n, "n", 1)
     _check_unit(level, "level")
+    _check_min_expected(min_expected)
     pos = p > 0
     off_support = float(c[~pos].sum())
     hit = 1.0 - (1.0 - min(off_support, 1.0)) ** n
@@ -247,7 +253,10 @@ def samples_for_power(pairs, level: float, power: float = 0.99, min_expected: fl
     372.0
     """
     pairs = [(np.asarray(c, dtype=np.float64), np.asarray(p, dtype=np.float64)) for c, p in pairs]
+    _check_unit(level, "level")
     _check_unit(power, "power")
+    _check_min_expected(min_expected)
+    check_int(max_n, "max_n", 1)
 
     def enough(n: int) -> bool:
         return max(predicted_power(c, p, n, level, min_expected) for c, p in pairs) >= power
@@ -291,6 +300,11 @@ def goodness_of_fit(counts, probs, level: float, power: float = 0.99, min_expect
         raise ValueError(f"counts and probs must be 1-D of one length, got shapes {counts.shape} and {probs.shape}")
     _check_unit(level, "level")
     _check_unit(power, "power")
+    _check_min_expected(min_expected)
+    if not (np.all(np.isfinite(counts)) and np.all(counts >= 0)):
+        raise ValueError("counts must be finite and >= 0")
+    if not (np.all(np.isfinite(probs)) and np.all(probs >= 0)):
+        raise ValueError("probs must be finite and >= 0")
     n = int(round(counts.sum()))
     pos = probs > 0
     impossible = int(round(counts[~pos].sum()))
@@ -326,6 +340,7 @@ def complete_with_target(z: np.ndarray, lengths: np.ndarray, tables, rng: np.ran
     >>> z.tolist(), codes.tolist()
     ([[0, 1, 0], [1, 1, 0]], [2, 6])
     """
+    check_rng(rng)
     z = np.array(z, dtype=np.int64)
     lengths = np.asarray(lengths)
     n, m = z.shape
