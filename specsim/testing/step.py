@@ -35,19 +35,12 @@ from .._sampling import draw_token
 from .._validate import check_int
 from ..models import Model
 from ..verifiers.base import as_verifier
-from .sampler import MAX_JOINT_CELLS, _integrate
+from .sampler import MAX_JOINT_CELLS, SamplerError, _integrate
 from .stats import SubTest, complete_with_target, goodness_of_fit
 from .language_models import _as_prefix, toy_lm
 
 __all__ = ["SamplerError", "StringCount", "StepCheck", "StepCertificate", "check_step", "check_step_exact",
            "step_from_verifier", "UniformSource"]
-
-
-class SamplerError(ValueError):
-    """A sampler, step or batch function under test raised, or returned malformed output.
-
-    The message names the call (its index and inputs) and the output; never a chi-square verdict.
-    """
 
 
 @dataclass(frozen=True)
