@@ -69,7 +69,7 @@ class StepCheck:
     failure); ``over`` / ``under`` the strings with the largest positive / negative standardised
     residuals (impossible strings first); ``length_counts[k-1]`` the steps that emitted k tokens;
     ``tokens_per_call`` the emitted tokens per batched target-LM call (block efficiency for
-    steps that call the target once).  ``str()`` is the report.
+    steps that call the target once; nan when the step never called ``target_lm``).  ``str()`` is the report.
 
     >>> from specsim.models import random_model
     >>> from specsim.testing import check_step
@@ -103,8 +103,8 @@ class StepCheck:
                  f"{self.alpha:g} (Bonferroni over {len(self.subtests)} chi-square tests); detects "
                  f"TV >= {self.detectable_tv:.3g} with power {self.power:g} (joint test, df = "
                  f"{self.subtests[0].df}, non-central chi-square)",
-                 f"  emitted lengths 1..{self.horizon}: {list(self.length_counts)} (mean {mean:.3f} tokens per "
-                 f"step, {self.tokens_per_call:.3f} per target call)"]
+                 f"  emitted lengths 1..{self.horizon}: {list(self.length_counts)} (mean {mean:.3f} tokens per step"
+                 + (f", {self.tokens_per_call:.3f} per target call)" if np.isfinite(self.tokens_per_call) else ")")]
         if self.impossible:
             lines.append(f"  {self.impossible} completed strings have target probability 0")
         for t in self.subtests:
@@ -240,7 +240,7 @@ def check_step(step, target: Model, draft_model: Model, *, n: int = 20000, alpha
     passed = not any(t.rejected for t in tests)
     return StepCheck(passed, n, V, m, alpha, power, tests[0].detectable_tv, tests[0].impossible, tuple(tests),
                      over, under, tuple(np.bincount(lengths - 1, minlength=m).tolist()),
-                     float(lengths.sum() / calls) if calls else float("inf"), name)
+                     float(lengths.sum() / calls) if calls else float("nan"), name)
 
 
 # ----------------------------------------------------------------------------- reference steps

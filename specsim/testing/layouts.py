@@ -1,0 +1,224 @@
+"""Engine layouts: adapters that call an engine's verification function with its own argument list.
+
+Each adapter takes a function with the exact signature of one engine and returns an
+:class:`EngineAdapter`, which is at once
+
+* a ``verify(drafts, p, q, seeds) -> (accepted, tokens)`` in the seeded dense layout of
+  :func:`specsim.testing.check_engine_properties` (drafts int [B, L] with -1 placeholders after
+  request b's k_b real drafts, p [B, L+1, V] with the bonus row at ``p[b, k_b]``, q [B, L, V],
+  one seed per request), and
+* through :meth:`EngineAdapter.batch_sampler`, a :class:`specsim.testing.BatchSampler` for
+  :func:`specsim.testing.check_sampler` (seeds drawn from the check's generator).
+
+Signatures (read from the engines' sources; argument names and shapes as there):
+
+* vLLM v1 ``rejection_sample(draft_token_ids [N], num_draft_tokens list[int], max_spec_len,
+  cu_num_draft_tokens [B], draft_probs [N, V] | None, target_probs [N, V], bonus_token_ids
+  [B, 1], sampling_metadata) -> output_token_ids int32 [B, max_spec_len + 1]`` (-1 placeholder);
+  the bonus token is sampled outside the function, so the adapter draws it from the bonus row;
+  ``sampling_metadata`` carries ``all_greedy``, ``all_random``, ``temperature`` [B] and
+  ``generators`` {request index: torch.Generator}, one per seeded request;
+* FlashInfer ``chain_speculative_sampling(draft_probs [B, n, V], draft_token_ids [B, n],
+  target_probs [B, n+1, V], maybe_output_accepted_token_num=None,
+  maybe_output_emitted_draft_token_num=None, deterministic=True, generator=None, seed=None,
+  offset=None) -> (output_token_ids int32 [B, n+1], accepted_num [B], emitted_draft_num [B])``:
+  one generator per call, so the adapter calls it once per request (``per_request=True``, the
+  request's seed) or once per batch seeded from the first request's seed;
+* transformers ``_speculative_sampling(candidate_input_ids [1, T + L], candidate_logits
+  [1, L, V], candidate_length, new_logits [1, L+1, V], ...) -> (valid_tokens [1, n + 1],
+  n_matches)``: one request per call, torch's global generator seeded with the request's seed.
+
+SGLang's tree verification (``retrive_index`` / ``retrive_next_token`` / ``retrive_next_sibling``)
+has no adapter yet.  torch is imported inside the adapters only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Callable
+
+import numpy as np
+
+from .properties import _num_drafts
+from .sampler import BatchSampler
+from .step import SamplerError
+
+__all__ = ["EngineAdapter", "vllm_rejection_sampler", "flashinfer_chain_sampler", "transformers_chain_sampler"]
+
+
+@dataclass(frozen=True)
+class EngineAdapter:
+    """An engine function in the seeded dense layout (module docstring).
+
+    ``adapter(drafts, p, q, seeds) -> (accepted int64 [B], tokens int64 [B])``;
+    :meth:`batch_sampler` gives the :class:`~specsim.testing.BatchSampler` for
+    :func:`~specsim.testing.check_sampler`.  Outputs are checked: an engine row whose kept
+    prefix differs from the draft, or which has no emitted token, raises :class:`SamplerError`
+    naming the request and the row.
+    """
+
+    fn: Callable
+    name: str
+
+    def __call__(self, drafts, p, q, seeds):
+        return self.fn(np.asarray(drafts), np.asarray(p), np.asarray(q), np.asarray(seeds))
+
+    def batch_sampler(self, chunk: int = 4096) -> BatchSampler:
+        """The :class:`~specsim.testing.BatchSampler` calling the engine on whole chunks, one fresh
+        seed per request from the check's generator."""
+        def run(drafts, p, q, rng):
+            return self(drafts, p, q, rng.integers(2 ** 31, size=len(drafts)))
+
+        return BatchSampler(run, chunk, self.name)
+
+
+def _parse_rows(out, drafts, name):
+    """(tau, token) per row of an engine output [B, >= L+1] laid out as kept drafts, one token, -1."""
+    out = np.asarray(out)
+    acc, tok = np.empty(len(drafts), dtype=np.int64), np.empty(len(drafts), dtype=np.int64)
+    for b, row in enumerate(out):
+        valid = np.flatnonzero(row >= 0)
+        n = int(valid.size)
+        if n == 0 or not np.array_equal(valid, np.arange(n)):
+            raise SamplerError(f"{name}: request {b} returned the row {row.tolist()} (expected kept drafts, "
+                               f"one token, then -1)")
+        k = _num_drafts(drafts[b])
+        if n - 1 > k or not np.array_equal(row[:n - 1], drafts[b, :n - 1]):
+            raise SamplerError(f"{name}: request {b} with draft {drafts[b].tolist()} returned {row.tolist()}: "
+                               f"the kept prefix is not the draft's")
+        acc[b], tok[b] = n - 1, int(row[n - 1])
+    return acc, tok
+
+
+def _draw_bonus(p_row, seed):
+    """The bonus token, drawn by the adapter from the bonus row with the request's own stream."""
+    from .._sampling import draw_token
+
+    return draw_token(np.nan_to_num(p_row, nan=0.0) if np.isfinite(p_row).any() else np.ones_like(p_row),
+                      np.random.default_rng([int(seed), 1]))
+
+
+def vllm_rejection_sampler(rejection_sample, dtype="float32", device="cpu", name: str | None = None) -> EngineAdapter:
+    """Adapter for vLLM v1's ``rejection_sample`` (ragged layout; module docstring).
+
+    Request b contributes its k_b real drafts (placeholders dropped, so lengths are ragged:
+    ``num_draft_tokens``, inclusive cumsum ``cu_num_draft_tokens``), their draft rows and the
+    target rows p[b, :k_b]; the bonus token is drawn from p[b, k_b] by the adapter with the
+    request's seed, and ``sampling_metadata.generators[b]`` is a torch.Generator seeded with
+    ``seeds[b]`` (all requests random, temperature 1).
+
+    Parameters: ``rejection_sample`` (the function or a fake with its signature); ``dtype`` of
+    the probability tensors; ``device``; ``name``.
+
+    Returns: an :class:`EngineAdapter`.
+
+    >>> import torch
+    >>> from specsim.testing.layouts import vllm_rejection_sampler
+    >>> def accept_none(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
+    ...                 target_probs, bonus_token_ids, sampling_metadata):  # rejects x_1, emits token 0
+    ...     out = torch.full((len(num_draft_tokens), max_spec_len + 1), -1, dtype=torch.int32)
+    ...     out[:, 0] = 0
+    ...     return out
+    >>> import numpy as np
+    >>> p, q = np.full((1, 3, 3), 1 / 3), np.full((1, 2, 3), 1 / 3)
+    >>> [x.tolist() for x in vllm_rejection_sampler(accept_none)(np.array([[1, 2]]), p, q, np.array([0]))]
+    [[0], [0]]
+    """
+    def fn(drafts, p, q, seeds):
+        import torch
+
+        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        B, L = drafts.shape
+        ks = [_num_drafts(d) for d in drafts]
+        ids = np.concatenate([drafts[b, :ks[b]] for b in range(B)]).astype(np.int64)
+        qs = np.concatenate([q[b, :ks[b]] for b in range(B)])
+        ps = np.concatenate([p[b, :ks[b]] for b in range(B)])
+        bonus = np.array([[_draw_bonus(p[b, ks[b]], seeds[b])] for b in range(B)], dtype=np.int64)
+        meta = SimpleNamespace(all_greedy=False, all_random=True,
+                               temperature=torch.ones(B, dtype=torch.float32, device=device),
+                               generators={b: torch.Generator(device=device).manual_seed(int(seeds[b]))
+                                           for b in range(B)})
+        out = rejection_sample(torch.as_tensor(ids, device=device), ks, max(ks),
+                               torch.as_tensor(np.cumsum(ks), dtype=torch.int32, device=device),
+                               torch.as_tensor(qs, dtype=dt, device=device).contiguous(),
+                               torch.as_tensor(ps, dtype=dt, device=device).contiguous(),
+                               torch.as_tensor(bonus, device=device).contiguous(), meta)
+        return _parse_rows(out.cpu().numpy(), drafts, adapter.name)
+
+    adapter = EngineAdapter(fn, name or f"vllm:{getattr(rejection_sample, '__name__', 'rejection_sample')}")
+    return adapter
+
+
+def flashinfer_chain_sampler(chain_speculative_sampling, dtype="float32", device="cpu", per_request: bool = True,
+                             name: str | None = None) -> EngineAdapter:
+    """Adapter for FlashInfer's ``chain_speculative_sampling`` (dense layout; module docstring).
+
+    All requests are passed with L drafts (placeholders as -1, as the dense layout has no
+    lengths); tau_b is ``emitted_draft_num[b]``, checked against the output row.  With
+    ``per_request`` each request is its own call with ``seed=seeds[b], offset=0``; otherwise one
+    call per batch with ``seed=seeds[0]`` (batch invariance is then the engine's own property).
+
+    Parameters: ``chain_speculative_sampling``; ``dtype``; ``device``; ``per_request``; ``name``.
+
+    Returns: an :class:`EngineAdapter`.
+    """
+    def call(drafts, p, q, seed):
+        import torch
+
+        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        out, _, emitted = chain_speculative_sampling(
+            torch.as_tensor(q, dtype=dt, device=device), torch.as_tensor(drafts, device=device),
+            torch.as_tensor(p, dtype=dt, device=device), deterministic=True, seed=int(seed), offset=0)
+        acc, tok = _parse_rows(out.cpu().numpy(), drafts, adapter.name)
+        if not np.array_equal(acc, emitted.cpu().numpy()):
+            raise SamplerError(f"{adapter.name}: emitted_draft_num {emitted.tolist()} disagrees with the output "
+                               f"rows {out.tolist()}")
+        return acc, tok
+
+    def fn(drafts, p, q, seeds):
+        if not per_request:
+            return call(drafts, p, q, seeds[0])
+        parts = [call(drafts[b:b + 1], p[b:b + 1], q[b:b + 1], seeds[b]) for b in range(len(drafts))]
+        return np.concatenate([a for a, _ in parts]), np.concatenate([t for _, t in parts])
+
+    adapter = EngineAdapter(fn, name or "flashinfer:chain_speculative_sampling")
+    return adapter
+
+
+def transformers_chain_sampler(speculative_sampling, dtype="float32", name: str | None = None) -> EngineAdapter:
+    """Adapter for transformers' ``_speculative_sampling`` (one request per call; module docstring).
+
+    The logits passed are log p and log q (-inf where zero) of request b's k_b drafts, the
+    candidate ids are the draft after a one-token prompt (id 0), and torch's default CPU
+    generator is seeded with ``seeds[b]`` before the call.
+
+    Parameters: ``speculative_sampling`` (e.g.
+    :func:`specsim.testing.find_transformers_speculative_sampling` ()); ``dtype`` of the logits;
+    ``name``.
+
+    Returns: an :class:`EngineAdapter`.
+    """
+    def fn(drafts, p, q, seeds):
+        import torch
+
+        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        rows = []
+        L = drafts.shape[1]
+        for b in range(len(drafts)):
+            k = _num_drafts(drafts[b])
+            torch.random.default_generator.manual_seed(int(seeds[b]))  # torch.manual_seed is ~100x slower
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lp, lq = np.log(p[b, :k + 1]), np.log(q[b, :k])
+            ids = torch.tensor([[0] + drafts[b, :k].tolist()], dtype=torch.long)
+            valid, n = speculative_sampling(candidate_input_ids=ids, candidate_logits=torch.as_tensor(lq[None], dtype=dt),
+                                            candidate_length=k, new_logits=torch.as_tensor(lp[None], dtype=dt))
+            row = np.full(L + 1, -1, dtype=np.int64)
+            v = valid[0].tolist()
+            if len(v) != int(n) + 1:
+                raise SamplerError(f"{adapter.name}: request {b} returned {v} with n_matches = {int(n)}")
+            row[:len(v)] = v
+            rows.append(row)
+        return _parse_rows(np.stack(rows), drafts, adapter.name)
+
+    adapter = EngineAdapter(fn, name or "transformers:_speculative_sampling")
+    return adapter

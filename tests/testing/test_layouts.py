@@ -1,0 +1,131 @@
+"""Engine layout adapters: each is driven through a fake with the engine's exact signature built on
+reference_gpu.reference, through check_sampler (law) and check_engine_properties (properties);
+the real function runs instead when the engine is importable."""
+import importlib
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from reference_gpu.api import ChainNoise, verify_chain  # noqa: E402
+from specsim.models import random_model  # noqa: E402
+from specsim.testing import SamplerError, check_sampler, find_transformers_speculative_sampling  # noqa: E402
+from specsim.testing.layouts import (flashinfer_chain_sampler, transformers_chain_sampler,  # noqa: E402
+                                     vllm_rejection_sampler)
+from specsim.testing.properties import check_engine_properties  # noqa: E402
+
+F64 = torch.float64
+
+
+def fake_rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
+                          target_probs, bonus_token_ids, sampling_metadata):
+    """vLLM v1's signature on reference_gpu's validated token rule (torch reference): the bonus
+    rows are one-hot on the given bonus ids, uniforms and residual noise come from each
+    request's generator."""
+    B, V = len(num_draft_tokens), target_probs.shape[-1]
+    starts = np.concatenate([[0], np.cumsum(num_draft_tokens)[:-1]]).astype(int)
+    rows, u, E = [], [], []
+    for b, (s, n) in enumerate(zip(starts, num_draft_tokens)):
+        g = sampling_metadata.generators[b]
+        rows += [target_probs[s:s + n].to(F64), torch.nn.functional.one_hot(bonus_token_ids[b], V).to(F64)]
+        u.append(torch.rand(n, generator=g, dtype=F64))
+        E.append(torch.empty(1, V, dtype=F64).exponential_(generator=g))
+    noise = ChainNoise(torch.cat(u), torch.zeros(len(draft_token_ids), dtype=F64), torch.cat(E))
+    out = verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, torch.cat(rows), noise, "token",
+                       backend="torch").output_token_ids
+    full = torch.full((B, max_spec_len + 1), -1, dtype=torch.int32)
+    full[:, :out.shape[1]] = out
+    return full
+
+
+def fake_chain_speculative_sampling(draft_probs, draft_token_ids, target_probs, maybe_output_accepted_token_num=None,
+                                    maybe_output_emitted_draft_token_num=None, deterministic=True, generator=None,
+                                    seed=None, offset=None):
+    """FlashInfer's signature on reference_gpu's validated token rule (one generator per call)."""
+    B, n, V = draft_probs.shape
+    g = generator or torch.Generator().manual_seed(int(seed) + int(offset or 0))
+    u = torch.rand(B * n, generator=g, dtype=F64)
+    E = torch.empty(B, V, dtype=F64).exponential_(generator=g)
+    res = verify_chain(draft_token_ids.reshape(-1), torch.arange(1, B + 1) * n, draft_probs.reshape(B * n, V),
+                       target_probs.reshape(B * (n + 1), V), ChainNoise(u, torch.zeros(B * n, dtype=F64), E),
+                       "token", backend="torch")
+    return res.output_token_ids, res.num_accepted, res.num_accepted
+
+
+def _real(module, attr):
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except Exception:  # noqa: BLE001 - engine not installed here
+        return None
+
+
+ADAPTERS = {
+    "vllm": lambda: vllm_rejection_sampler(fake_rejection_sample, dtype="float64"),
+    "flashinfer": lambda: flashinfer_chain_sampler(fake_chain_speculative_sampling, dtype="float64"),
+    "transformers": lambda: transformers_chain_sampler(find_transformers_speculative_sampling()),
+}
+REAL = {
+    "vllm": lambda: vllm_rejection_sampler(_real("vllm.v1.sample.rejection_sampler", "rejection_sample")),
+    "flashinfer": lambda: flashinfer_chain_sampler(_real("flashinfer.sampling", "chain_speculative_sampling")),
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: the tensors are tiny and thread start-up dominates on a shared machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return random_model(4, 41, 0.8), random_model(4, 42, 0.8)
+
+
+@pytest.mark.parametrize("engine", sorted(ADAPTERS))
+def test_adapter_law(engine, pair):
+    if engine == "transformers" and find_transformers_speculative_sampling() is None:
+        pytest.skip("transformers not installed")
+    adapter = ADAPTERS[engine]()
+    res = check_sampler(adapter.batch_sampler(chunk=1000), *pair, L=2, n=1500 if engine == "transformers" else 4000)
+    assert res.passed, str(res)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "flashinfer"])
+def test_fake_engines_have_every_property(engine):
+    report = check_engine_properties(ADAPTERS[engine](), trials=16)
+    assert report.passed, str(report)
+
+
+def test_transformers_properties():
+    fn = find_transformers_speculative_sampling()
+    if fn is None:
+        pytest.skip("transformers not installed")
+    report = check_engine_properties(transformers_chain_sampler(fn), trials=8)
+    assert report.passed, str(report)
+
+
+def test_adapter_rejects_a_row_that_is_not_the_draft():
+    def wrong_prefix(draft_probs, draft_token_ids, target_probs, **kw):
+        B, n, _ = draft_probs.shape
+        out = torch.full((B, n + 1), -1, dtype=torch.int32)
+        out[:, :2] = (draft_token_ids[:, :1] + 1) % draft_probs.shape[-1]
+        return out, torch.ones(B, dtype=torch.int32), torch.ones(B, dtype=torch.int32)
+
+    p, q = np.full((1, 3, 3), 1 / 3), np.full((1, 2, 3), 1 / 3)
+    with pytest.raises(SamplerError, match="the kept prefix is not the draft's"):
+        flashinfer_chain_sampler(wrong_prefix)(np.array([[0, 1]]), p, q, np.array([0]))
+
+
+@pytest.mark.parametrize("engine", sorted(REAL))
+def test_real_engine(engine, pair):
+    adapter = REAL[engine]()
+    if adapter.fn is None or _real({"vllm": "vllm.v1.sample.rejection_sampler",
+                                    "flashinfer": "flashinfer.sampling"}[engine], "__name__") is None:
+        pytest.skip(f"{engine} is not installed")
+    res = check_sampler(adapter.batch_sampler(), *pair, L=2, n=20000)
+    assert res.passed, str(res)
+    print(check_engine_properties(adapter))
