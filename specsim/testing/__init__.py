@@ -30,7 +30,7 @@ _EXPORTS = {
     "strategies": ("distributions", "model_pairs", "adversarial_pairs", "ModelPair", "draft_processes",
                    "available_draft_processes", "chain_lengths"),
     "selftest": ("mutation_table", "format_table", "mutation_suites", "MutationRow"),
-    "step": ("check_step", "check_step_exact", "StepCheck", "StepCertificate", "StringCount", "SamplerError",
+    "step": ("check_step", "check_step_exact", "StepCheck", "StepCertificate", "StringCount",
              "step_from_verifier", "UniformSource"),
     "language_models": ("toy_lm", "ToyLM", "transformers_lm", "from_transformers"),
     "properties": ("check_engine_properties", "EngineReport", "PropertyResult", "PROPERTIES", "PROPERTY_MUTANTS"),

@@ -39,7 +39,7 @@ from .sampler import MAX_JOINT_CELLS, SamplerError, _integrate
 from .stats import SubTest, complete_with_target, goodness_of_fit
 from .language_models import _as_prefix, toy_lm
 
-__all__ = ["SamplerError", "StringCount", "StepCheck", "StepCertificate", "check_step", "check_step_exact",
+__all__ = ["StringCount", "StepCheck", "StepCertificate", "check_step", "check_step_exact",
            "step_from_verifier", "UniformSource"]
 
 
