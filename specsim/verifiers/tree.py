@@ -401,6 +401,10 @@ def _khisti_optimal_cached(pb: bytes, qb: bytes, k: int) -> OptimalSelection:
     p, q = np.frombuffer(pb), np.frombuffer(qb)
     V = p.size
     support = np.flatnonzero(q > 0)
+    if k == 1:  # one draw: the only selection is the draw itself, rho = q
+        rho = q.copy()
+        rho.setflags(write=False)
+        return OptimalSelection(rho, {(int(y),): {int(y): 1.0} for y in support}, float(np.minimum(p, q).sum()))
     n_sets = math.comb(support.size + k - 1, k)
     if n_sets + V > KHISTI_OPTIMAL_MAX_VARIABLES:
         raise ValueError(f"khisti_optimal: |supp q| = {support.size} and k = {k} give {n_sets} draft multisets, "
@@ -534,13 +538,15 @@ def _greedy_multidraft_law(tree):
 def _traversal_law(tree, *, parent_update="odds", recompute=True):
     """Traversal verification (Weng et al., arXiv 2505.12398), docs/theory.md §6.3 reconstruction.
 
-    Children drawn without replacement; node u carries Mb_u = p(.|u), Ms_u = q(.|u) and a weight
-    w (w_root = 1, w_c = min(1, w_u Mb_u(x_c)/Ms_u(x_c))).  Repeat: a = first alive leaf (descend
-    through first alive children, in drafting order); if a is the root emit Y ~ Mb_root; accept
-    a with probability w_a (emit path(a), Y ~ Mb_a); else kill a, and at its parent b set
-    R = (w_b Mb_b - Ms_b)_+, S = sum R, Mb_b = R/S, zero x_a in Ms_b and renormalise,
-    w_b = S/(S + 1 - w_b) (1 if the denominator is 0), recompute w below b.  On a chain this is
-    block verification; at depth 1 it is Sequoia's SWOR-RRS.  ``ValueError`` on repeated draws.
+    Node u carries Mb_u = p(.|u), Ms_u = q(.|u) and a weight w (w_root = 1,
+    w_c = min(1, w_u Mb_u(x_c)/Ms_u(x_c))).  Repeat: a = first alive leaf (descend through first
+    alive children, in order of first appearance in the draws); if a is the root emit
+    Y ~ Mb_root; accept a with probability w_a (emit path(a), Y ~ Mb_a); else kill a, and at its
+    parent b set R = (w_b Mb_b - Ms_b)_+, S = sum R, Mb_b = R/S, zero x_a in Ms_b and
+    renormalise, w_b = S/(S + 1 - w_b) (1 if the denominator is 0), recompute w below b.  On a
+    chain this is block verification; at depth 1 it is Sequoia's SWOR-RRS.  Lossless when each
+    node's children are drawn without replacement, or i.i.d. with repeats merged into one child
+    (docs/theory.md §6.3.1: a subtree entered with weight w accepts with probability w on average).
 
     Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
 
@@ -552,9 +558,6 @@ def _traversal_law(tree, *, parent_update="odds", recompute=True):
     (True, 1.157828)
     """
     n = tree.num_nodes
-    for u in range(n):
-        if tree.children[u]:
-            _distinct(tree, u, "traversal")
     Mb = tree.p.copy()
     Ms = tree.q.copy()
     alive = [True] * n
@@ -839,15 +842,40 @@ def _first_path_batch(tree, tokens, p, q):
     return probs, dists
 
 
+def _traversal_child_weight(wb, mb, ms):
+    """w_c = min(1, w_b Mb_b(x_c) / Ms_b(x_c)) for arrays [N] (docs/theory.md §6.3); 1 when
+    Ms_b(x_c) = 0 < w_b Mb_b(x_c), 0 when w_b Mb_b(x_c) = 0 (as the per-tree law)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.minimum(1.0, wb * mb / np.where(ms > 0, ms, 1.0))
+    return np.where((wb > 0) & (mb > 0) & (ms > 0), ratio, np.where((wb > 0) & (mb > 0), 1.0, 0.0))
+
+
+def _traversal_reject(wb, Mb, Ms, x, root):
+    """Node b's state after its child of token x is rejected, for rows [N, V] (docs/theory.md §6.3):
+    R = (w_b Mb_b - Ms_b)_+, Mb_b <- R / S (kept when S = 0), Ms_b(x) <- 0 renormalised, and
+    w_b <- S / sum (Ms_b - w_b Mb_b)_+ (1 when that deficit is 0); the root keeps w = 1.
+
+    Returns: ``(w_b, Mb_b, Ms_b)``, new arrays."""
+    ar = np.arange(len(x))
+    R = np.maximum(wb[:, None] * Mb - Ms, 0.0)
+    S = R.sum(axis=1)
+    # S + 1 - w_b = sum (Ms_b - w_b Mb_b)_+; the direct sum avoids cancellation when w_b ~ 1
+    deficit = np.maximum(Ms - wb[:, None] * Mb, 0.0).sum(axis=1)
+    Mb = np.where(S[:, None] > 0, R / np.where(S > 0, S, 1.0)[:, None], Mb)
+    Ms = Ms.copy()
+    Ms[ar, x] = 0.0
+    Ms = _normalize_rows(Ms, Ms)
+    if not root:
+        wb = np.where(deficit > 0, np.minimum(1.0, S / np.where(deficit > 0, deficit, 1.0)), 1.0)
+    return wb, Mb, Ms
+
+
 def _traversal_batch(tree, tokens, p, q):
     """:data:`traversal` over N trees of one shape: the order in which leaves are tried and parents
     updated depends only on the shape, so the per-tree loop runs once on arrays [N, ...]."""
     N, n, V = p.shape
     ar = np.arange(N)
-    for u in range(n):
-        if tree.children[u]:
-            _distinct(tree, u, "traversal")
-    draw_nodes = tree_shape(tree)[1]
+    draw_nodes = [tuple(dict.fromkeys(nodes)) for nodes in tree_shape(tree)[1]]  # first-appearance order
     Mb, Ms = p.copy(), q.copy()
     alive = [True] * n
     w = np.ones((N, n))
@@ -855,10 +883,7 @@ def _traversal_batch(tree, tokens, p, q):
 
     def reweight(c):
         b, x = tree.parent[c], tokens[:, c]
-        wb, mb, ms = w[:, b], Mb[ar, b, x], Ms[ar, b, x]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.minimum(1.0, wb * mb / np.where(ms > 0, ms, 1.0))
-        w[:, c] = np.where((wb > 0) & (mb > 0) & (ms > 0), ratio, np.where((wb > 0) & (mb > 0), 1.0, 0.0))
+        w[:, c] = _traversal_child_weight(w[:, b], Mb[ar, b, x], Ms[ar, b, x])
 
     for c in range(1, n):
         reweight(c)
@@ -879,16 +904,8 @@ def _traversal_batch(tree, tokens, p, q):
         dists[:, a] = _normalize_rows(Mb[:, a], p[:, a])
         reach = reach * (1.0 - w[:, a])
         alive[a] = False
-        b, x = tree.parent[a], tokens[:, a]
-        wb = w[:, b, None]
-        R = np.maximum(wb * Mb[:, b] - Ms[:, b], 0.0)
-        S = R.sum(axis=1)
-        deficit = np.maximum(Ms[:, b] - wb * Mb[:, b], 0.0).sum(axis=1)
-        Mb[:, b] = np.where(S[:, None] > 0, R / np.where(S > 0, S, 1.0)[:, None], Mb[:, b])
-        Ms[ar, b, x] = 0.0
-        Ms[:, b] = _normalize_rows(Ms[:, b], Ms[:, b])
-        if b > 0:
-            w[:, b] = np.where(deficit > 0, np.minimum(1.0, S / np.where(deficit > 0, deficit, 1.0)), 1.0)
+        b = tree.parent[a]
+        w[:, b], Mb[:, b], Ms[:, b] = _traversal_reject(w[:, b], Mb[:, b], Ms[:, b], tokens[:, a], b == 0)
         for c in below[b]:
             if alive[c]:
                 reweight(c)
@@ -1065,7 +1082,7 @@ specinfer_first_path = tree_verifier("specinfer_first_path", needs={"iid"}, node
                                      batch_law=_first_path_batch)(_specinfer_first_path_law)
 sequoia = tree_verifier("sequoia", needs={"swor"}, sampler=_sequoia_sample,
                         node_rule=_sequoia_rule)(_sequoia_law)
-traversal = tree_verifier("traversal", needs={"swor"}, batch_law=_traversal_batch)(_traversal_law)
+traversal = tree_verifier("traversal", needs={"swor", "iid"}, batch_law=_traversal_batch)(_traversal_law)
 deterministic_children = tree_verifier("deterministic_children", needs={"any"}, sampler=_deterministic_sample,
                                        node_rule=_deterministic_rule)(_deterministic_law)
 spectr = tree_verifier("spectr", needs={"iid"}, node_rule=_spectr_rule)(_spectr_law)
