@@ -24,7 +24,7 @@ from ._validate import check_int, check_real
 from .exact import check_lossless
 from .verifiers.tree import verifiers_for
 
-__all__ = ["MODEL_KINDS", "model_pair", "compare", "bounds", "lossy_report", "lossy", "real",
+__all__ = ["MODEL_KINDS", "model_pair", "compare", "bounds", "lossy_report", "lossy", "real", "real_trees",
            "build_parser", "main"]
 
 MODEL_KINDS = ("random", "near", "markov", "toy")
@@ -274,6 +274,8 @@ def real(args) -> int:
     """
     from . import real as real_data
 
+    if args.cmd == "trees":
+        return real_trees(args)
     if args.cmd == "build":
         prompts = real_data.DEFAULT_PROMPTS
         if args.prompts_file:
@@ -326,7 +328,49 @@ def _add_real_commands(r: argparse.ArgumentParser) -> None:
             s.add_argument("--K", type=int, default=8, help="largest number of drafts")
             s.add_argument("--wor-max-K", type=int, default=4,
                            help="largest K for the without-replacement bound (~0.3 s per position for K >= 3 on these rows)")
+    t = sub.add_parser("trees", help="real draft trees: build | tables")
+    tsub = t.add_subparsers(dest="trees_cmd", required=True)
+    tb = tsub.add_parser("build", help="draft trees with the shipped SmolLM2 model")
+    tb.add_argument("--out", required=True, help="output folder")
+    tb.add_argument("--prompts", type=int, default=4, help="use the first N built-in prompts")
+    tb.add_argument("--positions", type=int, nargs="+", default=[-2, -1])
+    tb.add_argument("--T", type=float, default=1.0, help="target temperature")
+    tb.add_argument("--drafts", nargs="+", default=None, help="draft specs (default: early_exit:24 temperature:0.7)")
+    tb.add_argument("--processes", nargs="+", default=None, help="draft processes (parse_drafting specs)")
+    tb.add_argument("--L", type=int, default=4, help="tree depth")
+    tb.add_argument("--samples", type=int, default=2, help="trees per (context, drafter, process)")
+    tb.add_argument("--seed", type=int, default=0)
+    tb.add_argument("--tail", type=float, default=1e-3, help="mass left out of each stored row")
+    tt = tsub.add_parser("tables", help="exact per-tree E[tau] tables")
+    tt.add_argument("path", nargs="?", default=None, help="dataset folder (default: the committed one)")
+    tt.add_argument("--verifiers", nargs="+", default=None, help="verifier names (default: all that apply)")
     r.set_defaults(func=real)
+
+
+def real_trees(args) -> int:
+    """``specsim real trees build|tables``: draft real trees with SmolLM2 (:func:`specsim.real_trees.build_trees`)
+    or print the exact per-tree tables of a dataset (:func:`specsim.real_trees.evaluate_trees`).
+
+    Parameters: ``args`` with ``trees_cmd`` and that command's options.
+
+    Returns: the exit status 0; output goes to stdout.
+    """
+    from . import real as real_data
+    from . import real_trees as rt
+
+    if args.trees_cmd == "build":
+        path = rt.build_trees(args.out, real_data.DEFAULT_PROMPTS[:check_int(args.prompts, "--prompts", 1)],
+                              args.positions, args.T, args.drafts or rt.DEFAULT_TREE_DRAFTS,
+                              args.processes or rt.DEFAULT_PROCESSES, args.L, args.samples, args.seed, args.tail,
+                              progress=True)
+        ds = rt.load_trees(path)
+        size = sum(f.stat().st_size for f in path.parent.iterdir())
+        print(f"wrote {path.parent}: {len(ds)} trees, {ds.manifest['n_rows']} rows, {size} bytes, "
+              f"{ds.manifest['forward_passes']} forward passes in {ds.manifest['build_seconds']} s")
+        return 0
+    ds = rt.load_trees(args.path or rt.committed_trees())
+    print(rt.format_evaluation(rt.evaluate_trees(ds, args.verifiers)))
+    return 0
 
 
 class _Parser(argparse.ArgumentParser):

