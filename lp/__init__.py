@@ -13,6 +13,13 @@ Submodules (import them directly; this package imports nothing heavy):
 - :mod:`lp.radius` -- deterministic relaxed acceptance rules and their acceptance radii, docs/theory.md §10.2.
 - :mod:`lp.real_tables` -- the same quantities averaged over real next-token distributions.
 
+Every public function checks its inputs once, under the input contract of docs/design.md:
+probability rows may be float16, bfloat16, float32 or float64 arrays or lists, are accepted within
+a dtype-aware tolerance and renormalised once in float64; numeric parameters (K, budgets, steps,
+tolerances, solver names, ...) must be of the right type and in range, else ``TypeError`` or
+``ValueError`` naming the argument.  Quantities of the form 1 - P with P near 1 are computed as
+sums of positive terms (docs/theory.md §6.6), so peaked and subnormal rows are answered exactly.
+
 Timings at real vocabulary sizes: ``python benchmarks/lp_bounds.py`` (outside the package).
 
 ``lp`` may import :mod:`specsim`; the core :mod:`specsim` never imports ``lp`` or cvxpy (only the

@@ -77,7 +77,7 @@ def maximal_coupling(p, q, method: str = "closed", solver: str | None = None) ->
     pi = diag(min(p, q)) + (q - p)_+ (p - q)_+^T / TV.  ``method="lp"`` solves the transport LP
     with cvxpy instead (HiGHS, Clarabel fallback; ``solver`` names one explicitly).
 
-    Parameters: ``p`` target, ``q`` draft (probability vectors over the same V >= 2 tokens),
+    Parameters: ``p`` target, ``q`` draft (probability vectors over the same V >= 2 tokens, the input contract of docs/design.md),
     ``method`` (``"closed"`` or ``"lp"``), ``solver`` (for ``"lp"``: a cvxpy solver name or sequence).
 
     Returns: :class:`Coupling` (``value``, ``plan`` with row sums q and column sums p).
@@ -225,7 +225,7 @@ def multidraft_lp(p, q, K: int, replacement: bool = True, solver: str | None = N
     Solved by cvxpy with HiGHS (Clarabel fallback, or the named ``solver``); sparse constraints.
     Size ~ K * C(V, K) variables: V ~ 100 at K = 2.  Hu et al., arXiv 2502.18779; SpecTr, arXiv 2310.15141.
 
-    Parameters: ``p`` target, ``q`` draft, ``K`` drafts, ``replacement`` (i.i.d. if True),
+    Parameters: ``p`` target, ``q`` draft (the input contract of docs/design.md), ``K`` drafts, ``replacement`` (a bool: i.i.d. if True),
     ``solver`` (a cvxpy solver name or sequence; default HiGHS, then Clarabel).
 
     Returns: :class:`MultidraftSolution` (``value`` = alpha*, the flow and the optimal verifier).
@@ -482,7 +482,7 @@ def union_bound(p, q, K: int) -> float:
     An upper bound on the optimum (union bound), equal to it for V = 2 or K = 1, strictly larger
     in general (docs/theory.md §6.6 caution; p = (0, 1/2, 1/2), q = (0.8, 0.1, 0.1), K = 2: 0.38 vs 0.36).
 
-    Parameters: ``p`` target, ``q`` draft, ``K`` >= 1 i.i.d. drafts.
+    Parameters: ``p`` target, ``q`` draft (the input contract of docs/design.md), ``K`` >= 1 i.i.d. drafts.
 
     Returns: the bound (``float``).
 

@@ -191,8 +191,8 @@ def frontier(p, q, budget: float, divergence: str = "tv") -> FrontierPoint:
     with D(pi*, p) = eps solved by bisection on a; O(V log V).  eps = 0 gives the maximal
     coupling sum min(p, q); ``budget = inf`` gives beta* = 1.
 
-    Parameters: ``p`` target and ``q`` draft (probability vectors over the same V >= 2 tokens),
-    ``budget`` eps >= 0, ``divergence`` one of ``"tv"``, ``"kl"``, ``"kl_reverse"``.
+    Parameters: ``p`` target and ``q`` draft (probability vectors over the same V >= 2 tokens,
+    the input contract of docs/design.md), ``budget`` a real number eps >= 0 (inf allowed), ``divergence`` one of ``"tv"``, ``"kl"``, ``"kl_reverse"``.
 
     Returns: :class:`FrontierPoint` (``beta``, the optimal law ``pi``, clip levels ``a``, ``b``).
 
@@ -207,7 +207,8 @@ def frontier(p, q, budget: float, divergence: str = "tv") -> FrontierPoint:
 def frontier_curve(p, q, budgets, divergence: str = "tv") -> FrontierCurve:
     """beta*(eps) of :func:`frontier` for every eps in ``budgets``, sharing one sort of q/p.
 
-    Parameters: ``p`` target, ``q`` draft, ``budgets`` (a number or a sequence of numbers >= 0),
+    Parameters: ``p`` target, ``q`` draft (the input contract of docs/design.md), ``budgets`` (a number or a non-empty
+    sequence of numbers >= 0),
     ``divergence`` (``"tv"``, ``"kl"``, ``"kl_reverse"``).
 
     Returns: :class:`FrontierCurve` (``beta``, ``a``, ``b`` per budget).
@@ -272,7 +273,7 @@ def frontier_cvxpy(p, q, budget: float, divergence: str = "tv",
     <= eps`` (KL(p||pi)); exponential cones.  ``a``/``b`` are reported as max/min of pi/p over p > 0.
     For several budgets use :func:`frontier_curve_cvxpy`, which builds the program once.
 
-    Parameters: ``p`` target, ``q`` draft, ``budget`` eps >= 0, ``divergence``, ``solver`` (a cvxpy
+    Parameters: ``p`` target, ``q`` draft (the input contract of docs/design.md), ``budget`` eps >= 0, ``divergence``, ``solver`` (a cvxpy
     solver name or a sequence tried in order by :func:`lp._solvers.solve`; default Clarabel, then SCS).
 
     Returns: :class:`FrontierPoint` with ``solver`` = the solver that succeeded.

@@ -258,7 +258,8 @@ def acceptance_radius(rule: AcceptanceRule, b, x: int, divergence: str = "kl") -
     Context: A. Sharma, "When Is a Draft Accepted?", arXiv 2606.30265 (abstract only; these closed
     forms are ours and were matched to cvxpy).
 
-    Parameters: ``rule`` (:class:`AcceptanceRule`), ``b`` reference distribution, ``x`` token id,
+    Parameters: ``rule`` (:class:`AcceptanceRule`), ``b`` reference distribution (the input contract of docs/design.md),
+    ``x`` token id (an integer in 0..V-1),
     ``divergence`` Div(p, b): ``"kl"`` = KL(p||b), ``"kl_reverse"`` = KL(b||p), ``"tv"``.
 
     Returns: D* as a ``float`` (0 when b itself rejects x, inf when no target can reject it).

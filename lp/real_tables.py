@@ -151,7 +151,7 @@ def acceptance_table(source, drafts: Sequence[str] | None = None) -> list[Accept
     """alpha = sum_v min(p_v, q_v) = 1 - TV(p, q) per position, summarised per draft.
 
     Parameters: ``source`` (a :class:`specsim.real.RealDataset` or a list of
-    :class:`specsim.real.Pair`), ``drafts`` (names to include; default all).
+    :class:`specsim.real.Pair`, whose rows are checked under the input contract of docs/design.md), ``drafts`` (names to include; default all).
 
     Returns: ``list`` of :class:`AcceptanceRow`, one per draft.
 

@@ -36,7 +36,8 @@ def specinfer_acceptance(p, q, K: int) -> float:
     a_j = sum_v min(R_{j-1}, q), R_0 = p, R_j = norm((R_{j-1} - q)_+); Miao et al., "SpecInfer",
     arXiv 2305.09781.
 
-    Parameters: ``p`` target, ``q`` draft (probability vectors over the same V >= 2), ``K`` >= 1.
+    Parameters: ``p`` target, ``q`` draft (probability vectors over the same V >= 2, the input contract of docs/design.md),
+    ``K`` >= 1.
 
     Returns: the acceptance alpha (``float``).
 
@@ -62,7 +63,7 @@ def spectr_rho(p, q, K: int) -> float:
     The verifier's own :func:`specsim.verifiers.tree.kseq_rho`, so tables and verifier agree by
     construction.
 
-    Parameters: ``p`` target, ``q`` draft, ``K`` >= 1 drafts.
+    Parameters: ``p`` target, ``q`` draft (the input contract of docs/design.md), ``K`` >= 1 drafts.
 
     Returns: rho* (``float``).
 
@@ -77,7 +78,8 @@ def spectr_acceptance(p, q, K: int) -> float:
 
     Sun, Suresh, Ro, Beirami, Jain, Yu, "SpecTr", arXiv 2310.15141 (the paper's p is the draft).
 
-    Parameters: ``p`` target, ``q`` draft (probability vectors over the same V >= 2), ``K`` >= 1.
+    Parameters: ``p`` target, ``q`` draft (probability vectors over the same V >= 2, the input contract of docs/design.md),
+    ``K`` >= 1.
 
     Returns: the acceptance (``float``).
 
