@@ -6,7 +6,7 @@ is read as the exact rational it is (``fractions.Fraction``), the row is normali
 sum, draft-set laws come from enumerating every ordered draw sequence, alpha* from brute force over
 all 2^V token sets, and the KL frontier from a bisection carried out in 60-digit decimal
 arithmetic (``decimal``; logarithms are not rational).  Target: absolute error <= 1e-12
-(measured <= 5e-15).
+(measured: <= 5e-16 for the multi-draft bounds and set laws, <= 7.2e-15 for the KL frontiers).
 """
 import itertools
 from decimal import Decimal, localcontext
