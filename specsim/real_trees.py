@@ -546,8 +546,8 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tu
     Returns: :class:`TreeEvaluation`; ``ValueError`` naming a verifier that does not apply to a
     process of the dataset.
 
-    >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block"])
-    >>> g = ev.groups[("early_exit:24", "chain")]
+    >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
+    >>> g = ev.groups[("temperature:0.7", "chain")]
     >>> g["block"].mean >= g["token"].mean
     True
     """
@@ -614,9 +614,9 @@ def format_evaluation(ev: TreeEvaluation, reference: dict | None = None) -> str:
 
     Returns: the text (``str``).
 
-    >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block"])
-    >>> print(format_evaluation(ev).splitlines()[0])  # doctest: +ELLIPSIS
-    SmolLM2 real draft trees: ... trees, L = 4, T = 1.0, ...
+    >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
+    >>> format_evaluation(ev).splitlines()[0][:47]
+    'SmolLM2 real draft trees: 16 trees, L = 3, T = 1'
     """
     m = ev.manifest
     L = int(m["L"])
