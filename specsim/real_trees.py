@@ -548,8 +548,8 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tu
 
     >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
     >>> g = ev.groups[("temperature:0.7", "chain")]
-    >>> g["block"].mean >= g["token"].mean
-    True
+    >>> len(g["block"].per_tree), abs(g["specinfer"].mean - g["token"].mean) < 1e-12   # one draw per node: RRS = token
+    (4, True)
     """
     from tqdm.auto import tqdm
 
@@ -615,7 +615,7 @@ def format_evaluation(ev: TreeEvaluation, reference: dict | None = None) -> str:
     Returns: the text (``str``).
 
     >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
-    >>> format_evaluation(ev).splitlines()[0][:47]
+    >>> format_evaluation(ev).splitlines()[0][:48]
     'SmolLM2 real draft trees: 16 trees, L = 3, T = 1'
     """
     m = ev.manifest
