@@ -12,6 +12,7 @@ from .base import (NEED_TAGS, Outcome, Verifier, as_verifier, chain_verifier, ch
                    tree_verifier)
 from .chain import CHAIN_VERIFIERS, block, greedy, hsd_capped, hsd_released, onehot, token
 from .tree import (TREE_VERIFIERS, deterministic_children, gbv, gbv_capped, greedy_multidraft, khisti,
+                   khisti_optimal, khisti_self_normalised,
                    multidraft_acceptance, sequoia, specinfer, specinfer_first_path, spectr, traversal,
                    verifiers_for)
 
@@ -19,5 +20,5 @@ __all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "check_outc
            "NEED_TAGS", "meets_needs",
            "token", "onehot", "block", "greedy", "hsd_released", "hsd_capped", "CHAIN_VERIFIERS",
            "specinfer", "specinfer_first_path", "sequoia", "traversal", "deterministic_children",
-           "spectr", "khisti", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
+           "spectr", "khisti", "khisti_optimal", "khisti_self_normalised", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
            "multidraft_acceptance"]
