@@ -34,7 +34,8 @@ _EXPORTS = {
              "step_from_verifier", "UniformSource"),
     "language_models": ("toy_lm", "ToyLM", "transformers_lm", "from_transformers"),
     "properties": ("check_engine_properties", "EngineReport", "PropertyResult", "PROPERTIES", "PROPERTY_MUTANTS"),
-    "layouts": ("EngineAdapter", "vllm_rejection_sampler", "flashinfer_chain_sampler", "transformers_chain_sampler"),
+    "layouts": ("EngineAdapter", "vllm_rejection_sampler", "flashinfer_chain_sampler", "sglang_tree_sampler",
+                "transformers_chain_sampler"),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

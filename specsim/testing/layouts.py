@@ -24,12 +24,19 @@ Signatures (read from the engines' sources; argument names and shapes as there):
   offset=None) -> (output_token_ids int32 [B, n+1], accepted_num [B], emitted_draft_num [B])``:
   one generator per call, so the adapter calls it once per request (``per_request=True``, the
   request's seed) or once per batch seeded from the first request's seed;
+* SGLang ``tree_speculative_sampling_target_only(predicts [B * n], accept_index [B, num_spec_step],
+  accept_token_num [B], candidates [B, n], retrive_index [B, n], retrive_next_token [B, n],
+  retrive_next_sibling [B, n], uniform_samples [B, n], uniform_samples_for_final_sampling [B],
+  target_probs [B, n, V], draft_probs [B, n, V], threshold_single=1.0, threshold_acc=1.0,
+  deterministic=True) -> None`` (the first three written in place): a tree of n nodes per request,
+  node 0 the last verified token, first child / next sibling links (-1: none), target rows per
+  node; "target only" treats drafts as deterministic proposals (docs/theory.md §3.2), so
+  ``draft_probs`` is zeros; the adapter passes each chain as a path tree;
 * transformers ``_speculative_sampling(candidate_input_ids [1, T + L], candidate_logits
   [1, L, V], candidate_length, new_logits [1, L+1, V], ...) -> (valid_tokens [1, n + 1],
   n_matches)``: one request per call, torch's global generator seeded with the request's seed.
 
-SGLang's tree verification (``retrive_index`` / ``retrive_next_token`` / ``retrive_next_sibling``)
-has no adapter yet.  torch is imported inside the adapters only.
+torch is imported inside the adapters only.
 """
 from __future__ import annotations
 
@@ -43,7 +50,8 @@ from .properties import _num_drafts
 from .sampler import BatchSampler
 from .step import SamplerError
 
-__all__ = ["EngineAdapter", "vllm_rejection_sampler", "flashinfer_chain_sampler", "transformers_chain_sampler"]
+__all__ = ["EngineAdapter", "vllm_rejection_sampler", "flashinfer_chain_sampler", "sglang_tree_sampler",
+           "transformers_chain_sampler"]
 
 
 @dataclass(frozen=True)
@@ -182,6 +190,61 @@ def flashinfer_chain_sampler(chain_speculative_sampling, dtype="float32", device
         return np.concatenate([a for a, _ in parts]), np.concatenate([t for _, t in parts])
 
     adapter = EngineAdapter(fn, name or "flashinfer:chain_speculative_sampling")
+    return adapter
+
+
+def sglang_tree_sampler(tree_speculative_sampling_target_only, dtype="float32", device="cpu",
+                        name: str | None = None) -> EngineAdapter:
+    """Adapter for SGLang's ``tree_speculative_sampling_target_only`` (tree layout; module docstring).
+
+    Request b's chain x_1..x_k becomes the path tree 0 -> 1 -> ... -> k (node 0 the last verified
+    token, ``retrive_next_token[b, i] = i + 1``, no siblings; nodes past k_b unreachable), with
+    ``retrive_index[b, i] = b n + i``, target rows ``p[b, i]`` at node i and zero draft rows;
+    the uniforms (float32, as the engine takes them) come from request b's own generator.  The
+    emitted tokens are ``predicts`` read at ``accept_index[b, 0..tau]``, tau =
+    ``accept_token_num[b]``.
+
+    Parameters: ``tree_speculative_sampling_target_only``; ``dtype``; ``device``; ``name``.
+
+    Returns: an :class:`EngineAdapter`.
+    """
+    def fn(drafts, p, q, seeds):
+        import torch
+
+        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        B, L = drafts.shape
+        n, V = L + 1, p.shape[-1]
+        ks = [_num_drafts(d) for d in drafts]
+        cand = np.zeros((B, n), dtype=np.int64)
+        nxt = np.full((B, n), -1, dtype=np.int64)
+        for b, k in enumerate(ks):
+            cand[b, 1:k + 1] = drafts[b, :k]
+            nxt[b, :k] = np.arange(1, k + 1)
+        u = np.empty((B, n), dtype=np.float32)
+        u_final = np.empty(B, dtype=np.float32)
+        for b in range(B):
+            draws = np.random.default_rng(int(seeds[b])).random(n + 1).astype(np.float32)
+            u[b], u_final[b] = draws[:n], draws[n]
+        as_int = lambda a: torch.as_tensor(a, dtype=torch.int64, device=device)  # noqa: E731
+        predicts = torch.full((B * n,), -1, dtype=torch.int32, device=device)
+        accept_index = torch.full((B, n), -1, dtype=torch.int32, device=device)
+        accept_num = torch.zeros(B, dtype=torch.int32, device=device)
+        tree_speculative_sampling_target_only(
+            predicts, accept_index, accept_num, as_int(cand), as_int(np.arange(B * n).reshape(B, n)), as_int(nxt),
+            as_int(np.full((B, n), -1)), torch.as_tensor(u, device=device), torch.as_tensor(u_final, device=device),
+            torch.as_tensor(np.ascontiguousarray(p[:, :n]), dtype=dt, device=device),
+            torch.zeros((B, n, V), dtype=dt, device=device))
+        tau = accept_num.cpu().numpy().astype(np.int64)
+        idx, pred = accept_index.cpu().numpy(), predicts.cpu().numpy()
+        rows = np.full((B, n), -1, dtype=np.int64)
+        for b in range(B):
+            if not 0 <= tau[b] <= ks[b] or (idx[b, :tau[b] + 1] < 0).any():
+                raise SamplerError(f"{adapter.name}: request {b} returned accept_token_num = {tau[b]}, "
+                                   f"accept_index = {idx[b].tolist()}")
+            rows[b, :tau[b] + 1] = pred[idx[b, :tau[b] + 1]]
+        return _parse_rows(rows, drafts, adapter.name)
+
+    adapter = EngineAdapter(fn, name or "sglang:tree_speculative_sampling_target_only")
     return adapter
 
 

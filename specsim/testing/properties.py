@@ -142,7 +142,7 @@ def _raised(verify, *args):
         return f"{type(exc).__name__}: {exc}", None
 
 
-def _placeholder(verify, rng, L, V, trials):
+def _placeholder(verify, rng, L, V, trials, draft_rows=True):
     drafts, p, q = _batch(rng, trials, L, V)
     k = rng.integers(0, L, size=trials)
     for b in range(trials):
@@ -162,8 +162,8 @@ def _placeholder(verify, rng, L, V, trials):
     return True, ""
 
 
-def _degenerate(verify, rng, L, V, trials):
-    for kind in ("nan", "zero", "masked"):
+def _degenerate(verify, rng, L, V, trials, draft_rows=True):
+    for kind in ("nan", "zero", "masked") if draft_rows else ("masked",):
         drafts, p, q = _batch(rng, trials, L, V)
         bad = rng.integers(0, L, size=trials)
         for b in range(trials):
@@ -185,7 +185,7 @@ def _degenerate(verify, rng, L, V, trials):
     return True, ""
 
 
-def _zero_residual(verify, rng, L, V, trials):
+def _zero_residual(verify, rng, L, V, trials, draft_rows=True):
     # p = q except p(x_1) = 0 and p(0) = q(0) = 0: rejection of x_1 is certain and (p - q)_+ = 0,
     # so only the fallback decides; token 0 has target probability 0
     q = _rows(rng, trials, L, V, zero_token=0)
@@ -204,7 +204,7 @@ def _zero_residual(verify, rng, L, V, trials):
     return True, ""
 
 
-def _inputs_unchanged(verify, rng, L, V, trials):
+def _inputs_unchanged(verify, rng, L, V, trials, draft_rows=True):
     drafts, p, q = _batch(rng, trials, L, V)
     seeds = rng.integers(2 ** 31, size=trials)
     copies = [x.copy() for x in (drafts, p, q, seeds)]
@@ -216,7 +216,7 @@ def _inputs_unchanged(verify, rng, L, V, trials):
     return True, ""
 
 
-def _batch_invariance(verify, rng, L, V, trials):
+def _batch_invariance(verify, rng, L, V, trials, draft_rows=True):
     drafts, p, q = _batch(rng, trials, L, V)
     seeds = rng.integers(2 ** 31, size=trials)
     a, t = _call(verify, drafts, p, q, seeds)
@@ -233,7 +233,7 @@ def _batch_invariance(verify, rng, L, V, trials):
     return True, ""
 
 
-def _consecutive(verify, rng, L, V, trials, level=1e-4):
+def _consecutive(verify, rng, L, V, trials, draft_rows=True, level=1e-4):
     # the same request in consecutive calls with fresh seeds: under independence two consecutive
     # outputs agree with probability sum_y pi(y)^2, pi the one-call law, estimated from one batch
     # of copies of the request; shared random numbers push the agreement rate up
@@ -257,17 +257,19 @@ def _consecutive(verify, rng, L, V, trials, level=1e-4):
     return True, ""
 
 
-def _bonus(verify, rng, L, V, trials):
-    # p = q on the drafted rows (every draft accepted); the bonus row is one-hot on token V-1,
-    # which no drafted row can produce
+def _bonus(verify, rng, L, V, trials, draft_rows=True):
+    # every drafted token has target probability 1 (any lossless rule accepts it, whatever it
+    # does with q); the bonus row is one-hot on token V-1, which no drafted row can produce
     q = _rows(rng, trials, L, V, zero_token=V - 1)
-    p = np.concatenate([q, np.zeros((trials, 1, V))], axis=1)
-    p[:, L, V - 1] = 1.0
     drafts = np.stack([[rng.choice(V, p=q[b, i]) for i in range(L)] for b in range(trials)]).astype(np.int64)
+    p = np.zeros((trials, L + 1, V))
+    for b in range(trials):
+        p[b, np.arange(L), drafts[b]] = 1.0
+    p[:, L, V - 1] = 1.0
     a, t = _call(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
     for b in range(trials):
         if a[b] != L or t[b] != V - 1:
-            return False, (f"p = q on every drafted row and a one-hot bonus row on {V - 1}: draft "
+            return False, (f"drafted tokens of target probability 1 and a one-hot bonus row on {V - 1}: draft "
                            f"{drafts[b].tolist()} returned accepted = {a[b]}, token = {t[b]}")
     return True, ""
 
@@ -279,7 +281,8 @@ _CHECKS: dict[str, Callable] = {"placeholder": _placeholder, "degenerate_rows": 
 
 
 def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int = 3, trials: int = 32,
-                            seed: int = 0, properties=PROPERTIES, name: str | None = None) -> EngineReport:
+                            seed: int = 0, properties=PROPERTIES, draft_rows: bool = True,
+                            name: str | None = None) -> EngineReport:
     """Run a batched verification function on adversarial batches and report each property.
 
     Properties (:data:`PROPERTIES`): ``placeholder`` -- padding ids (-1) are never accepted or
@@ -291,13 +294,17 @@ def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int
     are unchanged after the call; ``batch_invariance`` -- each request's output depends only on
     its seed and rows (same result after permuting the batch, and alone); ``consecutive_calls``
     -- consecutive calls with fresh seeds are independent (agreement rate against
-    sum_y pi(y)^2, one-sided binomial test at level 1e-4); ``bonus_row`` -- after all drafts are
-    accepted the token comes from the bonus row.
+    sum_y pi(y)^2, one-sided binomial test at level 1e-4); ``bonus_row`` -- when every drafted
+    token has target probability 1 (so any lossless rule keeps them all) the token comes from
+    the bonus row.
 
     Parameters: ``verify`` in ``layout`` (only ``"dense"``, the module docstring's seeded dense
     layout; :mod:`specsim.testing.layouts` converts engine argument lists to it); ``V`` (>= 3),
     ``L`` (>= 2); ``trials`` requests per adversarial batch; ``seed``; ``properties`` (a subset
-    of :data:`PROPERTIES`); ``name``.
+    of :data:`PROPERTIES`); ``draft_rows`` (``False`` for rules that never read the draft rows,
+    such as target-only verification of deterministic drafts, docs/theory.md §3.2: degenerate
+    draft rows alone are then not a fault, and only all-masked rows, target included, are
+    tested); ``name``.
 
     Returns: an :class:`EngineReport`.
 
@@ -319,7 +326,7 @@ def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int
     results = []
     for prop in properties:
         try:
-            holds, witness = _CHECKS[prop](verify, rng, L, V, trials)
+            holds, witness = _CHECKS[prop](verify, rng, L, V, trials, draft_rows=draft_rows)
         except Exception as exc:  # a well-formed batch must not raise: report it as the witness
             holds, witness = False, f"raised {type(exc).__name__}: {exc} on a well-formed batch"
         results.append(PropertyResult(prop, holds, witness))

@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 from reference_gpu.api import ChainNoise, verify_chain  # noqa: E402
 from specsim.models import random_model  # noqa: E402
 from specsim.testing import SamplerError, check_sampler, find_transformers_speculative_sampling  # noqa: E402
-from specsim.testing.layouts import (flashinfer_chain_sampler, transformers_chain_sampler,  # noqa: E402
-                                     vllm_rejection_sampler)
+from specsim.testing.layouts import (flashinfer_chain_sampler, sglang_tree_sampler,  # noqa: E402
+                                     transformers_chain_sampler, vllm_rejection_sampler)
 from specsim.testing.properties import check_engine_properties  # noqa: E402
 
 F64 = torch.float64
@@ -53,6 +53,34 @@ def fake_chain_speculative_sampling(draft_probs, draft_token_ids, target_probs, 
     return res.output_token_ids, res.num_accepted, res.num_accepted
 
 
+def fake_tree_speculative_sampling_target_only(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                               retrive_next_token, retrive_next_sibling, uniform_samples,
+                                               uniform_samples_for_final_sampling, target_probs, draft_probs,
+                                               threshold_single=1.0, threshold_acc=1.0, deterministic=True):
+    """SGLang's signature for path trees on reference_gpu's one-hot token rule (docs/theory.md
+    §3.2, draft_probs=None): the child of node j is tested with uniform_samples[b, j], the
+    correction with the final uniform (inverse CDF); outputs written in place."""
+    B, n = candidates.shape
+    lens = []
+    for b in range(B):
+        k, j = 0, 0
+        while retrive_next_token[b, j] >= 0:
+            j = int(retrive_next_token[b, j])
+            k += 1
+        lens.append(k)
+    ids = torch.cat([candidates[b, 1:k + 1] for b, k in enumerate(lens)])
+    rows = torch.cat([target_probs[b, :k + 1] for b, k in enumerate(lens)]).to(F64)
+    u = torch.cat([uniform_samples[b, :k] for b, k in enumerate(lens)]).to(F64)
+    res = verify_chain(ids, torch.as_tensor(np.cumsum(lens)), None, rows,
+                       ChainNoise(u, torch.zeros_like(u), uniform_samples_for_final_sampling.to(F64), kind="uniform"),
+                       "token", backend="torch")
+    for b in range(B):
+        tau = int(res.num_accepted[b])
+        accept_token_num[b] = tau
+        accept_index[b, :tau + 1] = retrive_index[b, :tau + 1].to(torch.int32)
+        predicts[retrive_index[b, :tau + 1].long()] = res.output_token_ids[b, :tau + 1]
+
+
 def _real(module, attr):
     try:
         return getattr(importlib.import_module(module), attr)
@@ -63,11 +91,13 @@ def _real(module, attr):
 ADAPTERS = {
     "vllm": lambda: vllm_rejection_sampler(fake_rejection_sample, dtype="float64"),
     "flashinfer": lambda: flashinfer_chain_sampler(fake_chain_speculative_sampling, dtype="float64"),
+    "sglang": lambda: sglang_tree_sampler(fake_tree_speculative_sampling_target_only, dtype="float64"),
     "transformers": lambda: transformers_chain_sampler(find_transformers_speculative_sampling()),
 }
 REAL = {
     "vllm": lambda: vllm_rejection_sampler(_real("vllm.v1.sample.rejection_sampler", "rejection_sample")),
     "flashinfer": lambda: flashinfer_chain_sampler(_real("flashinfer.sampling", "chain_speculative_sampling")),
+    "sglang": lambda: sglang_tree_sampler(_real("sgl_kernel", "tree_speculative_sampling_target_only")),
 }
 
 
@@ -94,9 +124,9 @@ def test_adapter_law(engine, pair):
     assert res.passed, str(res)
 
 
-@pytest.mark.parametrize("engine", ["vllm", "flashinfer"])
+@pytest.mark.parametrize("engine", ["vllm", "flashinfer", "sglang"])
 def test_fake_engines_have_every_property(engine):
-    report = check_engine_properties(ADAPTERS[engine](), trials=16)
+    report = check_engine_properties(ADAPTERS[engine](), trials=16, draft_rows=engine != "sglang")
     assert report.passed, str(report)
 
 
@@ -123,8 +153,8 @@ def test_adapter_rejects_a_row_that_is_not_the_draft():
 @pytest.mark.parametrize("engine", sorted(REAL))
 def test_real_engine(engine, pair):
     adapter = REAL[engine]()
-    if adapter.fn is None or _real({"vllm": "vllm.v1.sample.rejection_sampler",
-                                    "flashinfer": "flashinfer.sampling"}[engine], "__name__") is None:
+    if _real({"vllm": "vllm.v1.sample.rejection_sampler", "flashinfer": "flashinfer.sampling",
+              "sglang": "sgl_kernel"}[engine], "__name__") is None:
         pytest.skip(f"{engine} is not installed")
     res = check_sampler(adapter.batch_sampler(), *pair, L=2, n=20000)
     assert res.passed, str(res)
