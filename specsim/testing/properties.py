@@ -166,6 +166,10 @@ def _degenerate(verify, rng, L, V, trials, draft_rows=True):
     for kind in ("nan", "zero", "masked") if draft_rows else ("masked",):
         drafts, p, q = _batch(rng, trials, L, V)
         bad = rng.integers(0, L, size=trials)
+        p[:, :, 0] = q[:, :, 0] = 0.0  # token 0 impossible everywhere, so a "token 0" fallback is seen
+        p /= p.sum(axis=-1, keepdims=True)
+        q /= q.sum(axis=-1, keepdims=True)
+        drafts[drafts == 0] = 1
         for b in range(trials):
             q[b, bad[b]] = {"nan": np.nan, "zero": 0.0, "masked": 0.0}[kind]
             if kind == "masked":  # -inf logits everywhere: softmax gives NaN
