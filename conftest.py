@@ -23,6 +23,8 @@ collect_ignore = [
     "reference_gpu",                # torch and triton
     "specsim/real.py",              # torch and transformers
     "specsim/testing/adapters.py",  # torch and transformers
+    "specsim/testing/language_models.py",  # torch and transformers
+    "specsim/testing/layouts.py",   # torch
 ]
 
 

@@ -20,6 +20,8 @@ MODULES = {
     "reference_gpu.api": ("torch", "triton"),
     "specsim.real": ("torch", "transformers"),
     "specsim.testing.adapters": ("torch", "transformers"),
+    "specsim.testing.language_models": ("torch", "transformers"),
+    "specsim.testing.layouts": ("torch",),
 }
 
 
