@@ -190,9 +190,10 @@ def _degenerate(verify, rng, L, V, trials, draft_rows=True):
 
 
 def _zero_residual(verify, rng, L, V, trials, draft_rows=True):
-    # p = q except p(x_1) = 0 and p(0) = q(0) = 0: rejection of x_1 is certain and (p - q)_+ = 0,
-    # so only the fallback decides; token 0 has target probability 0
-    q = _rows(rng, trials, L, V, zero_token=0)
+    # p = q except p(x_1) = 0, and p = q = 0 on tokens 0 and V-1: rejection of x_1 is certain and
+    # (p - q)_+ = 0, so only the fallback decides; the first and last ids (the usual argmax-of-zeros
+    # and clamped-search fallbacks) have target probability 0
+    q = _rows(rng, trials, L, V, zero_token=[0, V - 1])
     p = np.concatenate([q, _rows(rng, trials, 1, V)], axis=1)
     drafts = np.stack([[rng.choice(V, p=q[b, i]) for i in range(L)] for b in range(trials)]).astype(np.int64)
     for b in range(trials):
