@@ -1,11 +1,11 @@
 """Fast exact paths of the tree verifiers against their per-tree law, in the same run.
 
 Subject: ``output_law(verifier, target, draft, L, drafting)`` (docs/theory.md §2.1) on the engine's
-fastest exact path for each verifier -- shape-group ``batch_law`` (traversal), node rule
-(``specinfer_first_path``) or path model (GBV: block verification on the selected path's law) --
-with the per-tree law (the same verifier without its fast paths, one Python call per tree) as
-the baseline.  Cases: traversal on ``swor_tree(2)`` and the depth-3 binary without-replacement
-tree; GBV and first-path RRS on ``iid_paths(K)``, K = 2, 3, L = 2, 3, V = 3, 4, 8 (``--quick``:
+fastest exact path for each verifier -- node states (traversal, docs/theory.md §6.3.1), node
+rule (``specinfer_first_path``) or path model (GBV: block verification on the selected path's
+law) -- with the per-tree law (the same verifier without its fast paths, one Python call per
+tree) as the baseline.  Cases: traversal on ``swor_tree(2)``, the depth-3 binary
+without-replacement tree (V = 3, 4) and ``iid_paths(K)``, K = 2, 3, L = 2, 3, V = 3, 4; GBV and first-path RRS on ``iid_paths(K)``, K = 2, 3, L = 2, 3, V = 3, 4, 8 (``--quick``:
 V = 3, L = 2).  Per-tree baselines slower than ``--max-baseline`` seconds (estimated from the
 number of trees) are skipped and the row says so.  Metrics: max |O_fast - O_per_tree| when the
 baseline ran, draft objects, peak traced memory (tracemalloc) of one fast call.
@@ -44,7 +44,8 @@ def cases(quick: bool):
     if quick:
         return [(3, 2, swor_tree(2), traversal), (3, 2, iid_paths(2), gbv), (3, 2, iid_paths(2), specinfer_first_path)]
     out = [(V, L, swor_tree(2), traversal) for V in (3, 4) for L in (2, 3)]
-    out += [(3, 3, parse_drafting("binary:3"), traversal)]
+    out += [(V, 3, parse_drafting("binary:3"), traversal) for V in (3, 4)]
+    out += [(V, L, iid_paths(K), traversal) for K in (2, 3) for L in (2, 3) for V in (3, 4)]
     out += [(V, L, iid_paths(K), v) for v in (gbv, specinfer_first_path) for K in (2, 3) for L in (2, 3)
             for V in (3, 4, 8)]
     return out
