@@ -208,8 +208,9 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
         n = _accumulate_batch(path[0].batch_law, path[1], emitted, depth_mass, atol)
     elif rule is not None and hasattr(drafting, "node_options"):
         n = _accumulate_nodewise(rule, drafting, target, draft_model, L, emitted, depth_mass)
-    elif _is_traversal(verifier) and hasattr(drafting, "node_options") and verifier.applies_to(drafting):
-        n = _accumulate_traversal(drafting, target, draft_model, L, emitted, depth_mass)
+    elif (verifier.process_law is not None and
+          (n := verifier.process_law(drafting, target, draft_model, L, emitted, depth_mass)) is not None):
+        pass
     elif verifier.kind == "tree" and batch is not None:
         n = _accumulate_shape_groups(verifier, items, emitted, depth_mass, V, atol)
     else:
@@ -392,75 +393,6 @@ def _accumulate_nodewise(rule, drafting, target: Model, draft_model: Model, L: i
                     if pr > 0:
                         key = (code * V + t, xs.count(t))
                         nxt[key] = nxt.get(key, 0.0) + w * px * pr
-        level = nxt
-    return evaluations
-
-
-def _is_traversal(verifier) -> bool:
-    """Whether ``verifier`` is the registered :data:`specsim.verifiers.tree.traversal` itself (a
-    copy without its fast paths, as the tests' per-tree reference, is not)."""
-    from .verifiers.tree import traversal
-
-    return verifier is traversal
-
-
-def _accumulate_traversal(drafting, target: Model, draft_model: Model, L: int, emitted, depth_mass) -> int:
-    """Traversal verification's law summed over node states instead of whole trees
-    (docs/theory.md §6.3.1), for processes whose nodes draw their children independently from
-    q(.|node), without replacement or i.i.d. with repeats merged.
-
-    A node is entered in the state (prefix, number of draws that reached it, entry weight w) with
-    a weight W.  For each option of its draws (distinct children x_1..x_k in order of first
-    appearance, probability px), child j is entered with weight W px prod_{i<j} (1 - w_i) and
-    entry weight w_j = min(1, w Mb(x_j)/Ms(x_j)) from the node's state after x_1..x_{j-1} were
-    rejected; the node itself then emits Mb with weight W px prod_i (1 - w_i) w', w' its final
-    weight (1 at the root); a leaf at depth L emits p(.|prefix) with weight W w.  The factor
-    1 - w_i is the mean rejection probability of child i's whole subtree, whatever it holds
-    (§6.3.1), and sibling subtrees are independent given the node's draws: the sum equals the
-    per-tree law.
-    """
-    from .verifiers.tree import _traversal_child_weight, _traversal_reject
-
-    V = target.V
-    ptab, qtab = target.table(L), draft_model.table(L - 1)
-    level: dict[tuple[int, int, float], float] = {(0, 1, 1.0): 1.0}
-    evaluations = 0
-    for d in range(L + 1):
-        nxt: dict[tuple[int, int, float], float] = {}
-        out = emitted[d + 1].reshape(-1, V)
-        for (code, mult, w), weight in level.items():
-            options = drafting.node_options(qtab[d][code], mult, d, L) if d < L else []
-            if not options or not options[0][0]:
-                out[code] += weight * w * ptab[d][code]
-                depth_mass[d] += weight * w
-                continue
-            groups: dict[int, dict[tuple, float]] = {}  # merged draws: children and multiplicities
-            for xs, px in options:
-                kids = tuple(dict.fromkeys(xs))
-                key = (kids, tuple(xs.count(x) for x in kids))
-                by_len = groups.setdefault(len(kids), {})
-                by_len[key] = by_len.get(key, 0.0) + px
-            for k, merged in groups.items():
-                evaluations += len(merged)
-                kids = np.array([key[0] for key in merged], dtype=np.int64)
-                mults = [key[1] for key in merged]
-                px = np.fromiter(merged.values(), float, len(merged))
-                N = len(px)
-                ar = np.arange(N)
-                Mb, Ms = np.tile(ptab[d][code], (N, 1)), np.tile(qtab[d][code], (N, 1))
-                wv, reach = np.full(N, w), weight * px
-                for j in range(k):
-                    x = kids[:, j]
-                    wc = _traversal_child_weight(wv, Mb[ar, x], Ms[ar, x])
-                    for i in range(N):
-                        if reach[i] > 0 and wc[i] > 0:
-                            state = (code * V + int(x[i]), mults[i][j], float(wc[i]))
-                            nxt[state] = nxt.get(state, 0.0) + float(reach[i])
-                    reach = reach * (1.0 - wc)
-                    wv, Mb, Ms = _traversal_reject(wv, Mb, Ms, x, d == 0)
-                stop = reach * wv
-                out[code] += stop @ Mb
-                depth_mass[d] += float(stop.sum())
         level = nxt
     return evaluations
 

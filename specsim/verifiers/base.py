@@ -122,7 +122,11 @@ class Verifier:
     which lets the engine sum over draft trees node by node); ``path_model`` (tree only,
     optional: ``path_model(target, draft_model, L, drafting)`` returns ``(chain verifier,
     (drafts [N, L], Q [N], p [N, L+1, V], q [N, L, V]))`` when, on that process, the verifier's
-    law is the chain verifier's on one path of law Q verified with rows q, else ``None``).
+    law is the chain verifier's on one path of law Q verified with rows q, else ``None``);
+    ``process_law`` (tree only, optional: ``process_law(drafting, target, draft_model, L,
+    emitted, depth_mass)`` adds the verifier's whole output law on that process into the engine's
+    accumulators by a summation of the verifier's own (for example over node states) and returns
+    the number of evaluations, or returns ``None`` when it does not apply to the process).
 
     Returns (calling it): ``list[Outcome]``; :meth:`sample` returns ``(accepted, token)``.
 
@@ -145,6 +149,7 @@ class Verifier:
     batch_law: Callable[..., tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
     node_rule: Callable[..., tuple[dict, float, np.ndarray]] | None = field(default=None, repr=False)
     path_model: Callable[..., tuple | None] | None = field(default=None, repr=False)
+    process_law: Callable[..., int | None] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -158,11 +163,11 @@ class Verifier:
             raise ValueError(f"chain verifier {self.name!r} runs on the chain process: needs must be "
                              f"{{'chain'}}, got {sorted(needs)}")
         object.__setattr__(self, "needs", needs)
-        for attr in ("sampler", "batch_law", "node_rule", "path_model"):
+        for attr in ("sampler", "batch_law", "node_rule", "path_model", "process_law"):
             value = getattr(self, attr)
             if value is not None and not callable(value):
                 raise TypeError(f"{attr} of verifier {self.name!r} must be callable or None, got {value!r}")
-        for attr in ("node_rule", "path_model"):
+        for attr in ("node_rule", "path_model", "process_law"):
             if getattr(self, attr) is not None and self.kind != "tree":
                 raise ValueError(f"{attr} is for tree verifiers; {self.name!r} is a chain verifier")
         if not isinstance(self.lossless, bool):
@@ -275,7 +280,7 @@ def chain_verifier(name: str, *, lossless: bool = True, sampler=None, batched: b
 
 
 def tree_verifier(name: str, *, needs=frozenset({"any"}), lossless: bool = True, sampler=None,
-                  node_rule=None, batch_law=None, path_model=None, doc: str | None = None):
+                  node_rule=None, batch_law=None, path_model=None, process_law=None, doc: str | None = None):
     """Decorator: a tree :class:`Verifier` from its exact law ``fn(tree) -> list[Outcome]``.
 
     ``needs`` lists the children laws (:data:`NEED_TAGS`) of which the draft process must
@@ -287,7 +292,9 @@ def tree_verifier(name: str, *, needs=frozenset({"any"}), lossless: bool = True,
     (optional: the law over N trees of one shape, which the engine calls once per shape group;
     the per-tree law stays the reference it is tested against); ``path_model(target,
     draft_model, L, drafting)`` (optional: the verifier as a chain verifier on one path, see
-    :class:`Verifier`); ``doc`` (default: the function's docstring).
+    :class:`Verifier`); ``process_law(drafting, target, draft_model, L, emitted, depth_mass)``
+    (optional: the verifier's own exact summation over a process, see :class:`Verifier`);
+    ``doc`` (default: the function's docstring).
 
     Returns: a decorator turning the law into a tree :class:`Verifier`.
 
@@ -305,7 +312,8 @@ def tree_verifier(name: str, *, needs=frozenset({"any"}), lossless: bool = True,
         if not callable(fn):
             raise TypeError(f"tree_verifier({name!r}) decorates a law function, got {fn!r}")
         return Verifier(name=name, law=fn, kind="tree", needs=needs, sampler=sampler, lossless=lossless,
-                        doc=_doc(fn, doc), node_rule=node_rule, batch_law=batch_law, path_model=path_model)
+                        doc=_doc(fn, doc), node_rule=node_rule, batch_law=batch_law, path_model=path_model,
+                        process_law=process_law)
     return wrap
 
 

@@ -28,7 +28,7 @@ from .._sampling import draw_token
 from .._validate import as_pair, check_int, check_model_pair, check_real, normalize
 from ..drafts import DraftTree, iid_paths, swor_tree
 from ..models import Model, iid
-from .base import Outcome, Verifier, tree_verifier
+from .base import Outcome, Verifier, meets_needs, tree_verifier
 from .chain import CHAIN_VERIFIERS, block
 
 __all__ = ["specinfer", "specinfer_first_path", "sequoia", "traversal", "deterministic_children",
@@ -870,6 +870,71 @@ def _traversal_reject(wb, Mb, Ms, x, root):
     return wb, Mb, Ms
 
 
+_TRAVERSAL_NEEDS = frozenset({"swor", "iid"})
+
+
+def _traversal_process_law(drafting, target: Model, draft_model: Model, L: int, emitted, depth_mass) -> int | None:
+    """Traversal verification's law summed over node states instead of whole trees
+    (docs/theory.md §6.3.1), for processes whose nodes draw their children independently from
+    q(.|node), without replacement or i.i.d. with repeats merged; ``None`` on other processes
+    (the engine then groups trees by shape).
+
+    A node is entered in the state (prefix, number of draws that reached it, entry weight w) with
+    a weight W.  For each option of its draws (distinct children x_1..x_k in order of first
+    appearance, probability px), child j is entered with weight W px prod_{i<j} (1 - w_i) and
+    entry weight w_j = min(1, w Mb(x_j)/Ms(x_j)) from the node's state after x_1..x_{j-1} were
+    rejected; the node itself then emits Mb with weight W px prod_i (1 - w_i) w', w' its final
+    weight (1 at the root); a leaf at depth L emits p(.|prefix) with weight W w.  The factor
+    1 - w_i is the mean rejection probability of child i's whole subtree, whatever it holds
+    (§6.3.1), and sibling subtrees are independent given the node's draws: the sum equals the
+    per-tree law.
+    """
+    if not (hasattr(drafting, "node_options") and meets_needs(drafting, _TRAVERSAL_NEEDS)):
+        return None
+    V = target.V
+    ptab, qtab = target.table(L), draft_model.table(L - 1)
+    level: dict[tuple[int, int, float], float] = {(0, 1, 1.0): 1.0}
+    evaluations = 0
+    for d in range(L + 1):
+        nxt: dict[tuple[int, int, float], float] = {}
+        out = emitted[d + 1].reshape(-1, V)
+        for (code, mult, w), weight in level.items():
+            options = drafting.node_options(qtab[d][code], mult, d, L) if d < L else []
+            if not options or not options[0][0]:
+                out[code] += weight * w * ptab[d][code]
+                depth_mass[d] += weight * w
+                continue
+            groups: dict[int, dict[tuple, float]] = {}  # merged draws: children and multiplicities
+            for xs, px in options:
+                kids = tuple(dict.fromkeys(xs))
+                key = (kids, tuple(xs.count(x) for x in kids))
+                by_len = groups.setdefault(len(kids), {})
+                by_len[key] = by_len.get(key, 0.0) + px
+            for k, merged in groups.items():
+                evaluations += len(merged)
+                kids = np.array([key[0] for key in merged], dtype=np.int64)
+                mults = [key[1] for key in merged]
+                px = np.fromiter(merged.values(), float, len(merged))
+                N = len(px)
+                ar = np.arange(N)
+                Mb, Ms = np.tile(ptab[d][code], (N, 1)), np.tile(qtab[d][code], (N, 1))
+                wv, reach = np.full(N, w), weight * px
+                for j in range(k):
+                    x = kids[:, j]
+                    wc = _traversal_child_weight(wv, Mb[ar, x], Ms[ar, x])
+                    for i in range(N):
+                        if reach[i] > 0 and wc[i] > 0:
+                            state = (code * V + int(x[i]), mults[i][j], float(wc[i]))
+                            nxt[state] = nxt.get(state, 0.0) + float(reach[i])
+                    reach = reach * (1.0 - wc)
+                    wv, Mb, Ms = _traversal_reject(wv, Mb, Ms, x, d == 0)
+                stop = reach * wv
+                out[code] += stop @ Mb
+                depth_mass[d] += float(stop.sum())
+        level = nxt
+    return evaluations
+
+
 def _traversal_batch(tree, tokens, p, q):
     """:data:`traversal` over N trees of one shape: the order in which leaves are tried and parents
     updated depends only on the shape, so the per-tree loop runs once on arrays [N, ...]."""
@@ -1082,7 +1147,8 @@ specinfer_first_path = tree_verifier("specinfer_first_path", needs={"iid"}, node
                                      batch_law=_first_path_batch)(_specinfer_first_path_law)
 sequoia = tree_verifier("sequoia", needs={"swor"}, sampler=_sequoia_sample,
                         node_rule=_sequoia_rule)(_sequoia_law)
-traversal = tree_verifier("traversal", needs={"swor", "iid"}, batch_law=_traversal_batch)(_traversal_law)
+traversal = tree_verifier("traversal", needs=_TRAVERSAL_NEEDS, batch_law=_traversal_batch,
+                          process_law=_traversal_process_law)(_traversal_law)
 deterministic_children = tree_verifier("deterministic_children", needs={"any"}, sampler=_deterministic_sample,
                                        node_rule=_deterministic_rule)(_deterministic_law)
 spectr = tree_verifier("spectr", needs={"iid"}, node_rule=_spectr_rule)(_spectr_law)

@@ -75,7 +75,6 @@ OUTCOME_LISTS = [
 
 TREE = [
     ("sequoia-repeated-draws", lambda: sequoia(REPEATS), ValueError, "distinct"),
-    ("traversal-repeated-draws", lambda: traversal(REPEATS), ValueError, "distinct"),
     ("gbv-not-paths", lambda: gbv(NOT_PATHS), ValueError, "not K full"),
     ("tree_paths-not-paths", lambda: tree_paths(NOT_PATHS), ValueError, "not K full"),
     ("multidraft-unknown-name", lambda: multidraft_acceptance("nope", HALF, HALF, 2), ValueError,

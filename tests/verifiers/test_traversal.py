@@ -20,7 +20,7 @@ PROCESSES = (chain(), swor_tree(2), swor_tree(3), parse_drafting("binary:2"), fi
 IID = [p for p in PROCESSES if p.name.startswith(("iid", "delayed")) and "swor" not in p.name]
 
 PER_TREE = tree_verifier("traversal", needs=traversal.needs)(traversal.law)  # no fast path: the reference
-BATCH_ONLY = dataclasses.replace(traversal)  # a copy: the engine groups trees by shape for it
+BATCH_ONLY = dataclasses.replace(traversal, process_law=None)  # the engine groups trees by shape for it
 
 
 def _max_gap(a, b) -> float:

@@ -36,7 +36,7 @@ def _max_gap(a, b) -> float:
 def test_fast_paths_equal_the_per_tree_law(name, process, pair):
     """Batch law alone, and the engine's default (fastest) path, give the per-tree law to 1e-13."""
     v = TREE_VERIFIERS[name]
-    batch_only = dataclasses.replace(v, node_rule=None, path_model=None)
+    batch_only = dataclasses.replace(v, node_rule=None, path_model=None, process_law=None)
     ref = output_law(_per_tree(v), pair.target, pair.draft, 2, process)
     assert _max_gap(output_law(batch_only, pair.target, pair.draft, 2, process), ref) <= 1e-13
     fast = output_law(v, pair.target, pair.draft, 2, process)
@@ -52,7 +52,7 @@ def test_larger_cases(name, process, V, L):
     v = TREE_VERIFIERS[name]
     t, d = random_model(V, 3), random_model(V, 4)
     ref = output_law(_per_tree(v), t, d, L, process)
-    assert _max_gap(output_law(dataclasses.replace(v, node_rule=None, path_model=None), t, d, L, process), ref) <= 1e-13
+    assert _max_gap(output_law(dataclasses.replace(v, node_rule=None, path_model=None, process_law=None), t, d, L, process), ref) <= 1e-13
     assert _max_gap(output_law(v, t, d, L, process), ref) <= 1e-13
 
 
