@@ -607,6 +607,25 @@ def _check_manifest(m, mpath: Path) -> None:
         bad("model", "null or {'file': name, 'sha256': 64 lowercase hex characters}")
 
 
+def read_manifest(path) -> tuple[dict, Path]:
+    """The JSON manifest of a dataset folder (or the manifest file itself) and its path.
+
+    Returns: ``(manifest, manifest_path)``; ``ValueError`` when the file is missing or not JSON.
+    The caller checks the fields of its own format.
+    """
+    path = Path(path)
+    mpath = path / "manifest.json" if path.is_dir() else path
+    if not mpath.is_file():
+        raise ValueError(f"no manifest at {mpath}")
+    try:
+        m = json.loads(mpath.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{mpath}: not valid JSON ({e})") from None
+    if not isinstance(m, dict):
+        raise ValueError(f"{mpath}: manifest format unknown: not a JSON object")
+    return m, mpath
+
+
 def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
     """Load and validate a ``specsim-real-v1`` dataset folder (or its ``manifest.json``).
 
@@ -631,14 +650,7 @@ def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
     20
     """
     atol = check_real(atol, "atol", 0.0, 1.0, hi_open=True)
-    path = Path(path)
-    mpath = path / "manifest.json" if path.is_dir() else path
-    if not mpath.is_file():
-        raise ValueError(f"no manifest at {mpath}")
-    try:
-        m = json.loads(mpath.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{mpath}: not valid JSON ({e})") from None
+    m, mpath = read_manifest(path)
     _check_manifest(m, mpath)
     data = mpath.parent / m["data_file"]
     if not data.is_file():

@@ -43,7 +43,7 @@ import numpy as np
 from ._validate import as_distribution, check_int
 from .drafts import Chain, DraftTree, TreeProcess, parse_drafting
 from .models import iid, top_k
-from .real import (DEFAULT_PROMPTS, LoadedModel, SPARSE_WHOLE, _check_common, _check_prompts, _resolve_positions,
+from .real import (DEFAULT_PROMPTS, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_prompts, _resolve_positions,
                    _softmax64, _truncate, file_sha256, load_model, parse_draft)
 from .verifiers.base import Verifier
 from .verifiers.chain import CHAIN_VERIFIERS
@@ -390,16 +390,9 @@ def load_trees(path: str | Path) -> RealTrees:
     >>> rec.process, rec.tree.max_depth == ds.manifest["L"], round(float(rec.tree.p[0].sum()), 12)
     ('chain', True, 1.0)
     """
-    path = Path(path)
-    mpath = path / "manifest.json" if path.is_dir() else path
-    if not mpath.is_file():
-        raise ValueError(f"no manifest at {mpath}")
-    try:
-        m = json.loads(mpath.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{mpath}: not valid JSON ({e})") from None
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise ValueError(f"{mpath}: format is {m.get('format') if isinstance(m, dict) else None!r}, expected {FORMAT!r}")
+    m, mpath = read_manifest(path)
+    if m.get("format") != FORMAT:
+        raise ValueError(f"{mpath}: format is {m.get('format')!r}, expected {FORMAT!r}")
     for key in ("data_file", "data_sha256", "V", "L", "drafts", "processes", "tail", "prompts", "n_trees", "model"):
         if key not in m:
             raise ValueError(f"{mpath}: manifest has no {key!r}")

@@ -101,13 +101,7 @@ REAL = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: the tensors are tiny and thread start-up dominates on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -31,12 +31,7 @@ def assisted_generation_step(max_new_tokens):
     return step
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_toy_logits_are_the_model():
