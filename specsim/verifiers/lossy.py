@@ -528,7 +528,7 @@ def cascade(alpha: float) -> LossyVerifier:
     Returns: a :class:`LossyVerifier`.
 
     >>> v = cascade(0.5)
-    >>> v.out([0.7, 0.2, 0.1], [0.4, 0.35, 0.25]).tolist(), round(v.beta([0.7, 0.2, 0.1], [0.4, 0.35, 0.25]), 6)
+    >>> v.out([0.7, 0.2, 0.1], [0.4, 0.35, 0.25]).round(12).tolist(), round(v.beta([0.7, 0.2, 0.1], [0.4, 0.35, 0.25]), 6)
     ([0.7, 0.2, 0.1], 0.7)
     """
     alpha = _check_param("alpha", alpha, 0.0, np.inf)
