@@ -174,11 +174,6 @@ def single_token_chain(rule: SingleTokenRule, lossless: bool = False, doc: str |
     return law
 
 
-def _check_param(name: str, value, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> float:
-    """A real rule parameter in [lo, hi]: :func:`specsim._validate.check_real` with the name first."""
-    return check_real(value, name, lo, hi, lo_open, hi_open)
-
-
 # --------------------------------------------------------------------------- 8.1 typical acceptance
 def typical(epsilon: float = 0.09, delta: float = 0.3, residual: str = "argmax",
             entropy_eps: float = 1e-5) -> LossyVerifier:
@@ -198,9 +193,9 @@ def typical(epsilon: float = 0.09, delta: float = 0.3, residual: str = "argmax",
     >>> v.out([0.05, 0.15, 0.25, 0.55], [0.55, 0.25, 0.15, 0.05]).round(6).tolist()
     [0.0, 0.25, 0.15, 0.6]
     """
-    epsilon = _check_param("epsilon", epsilon, 0.0, 1.0, lo_open=True)
-    delta = _check_param("delta", delta, 0.0, np.inf, lo_open=True, hi_open=True)
-    entropy_eps = _check_param("entropy_eps", entropy_eps, 0.0, 1.0)
+    epsilon = check_real(epsilon, "epsilon", 0.0, 1.0, lo_open=True)
+    delta = check_real(delta, "delta", 0.0, np.inf, lo_open=True, hi_open=True)
+    entropy_eps = check_real(entropy_eps, "entropy_eps", 0.0, 1.0)
     if residual not in ("argmax", "truncated"):
         raise ValueError(f"residual must be 'argmax' or 'truncated', got {residual!r}")
 
@@ -242,7 +237,7 @@ def lenience(l: float) -> LossyVerifier:  # noqa: E741 (the paper's name)
     >>> round(lenience(0.8).beta([0.05, 0.15, 0.25, 0.55], [0.55, 0.25, 0.15, 0.05]), 6)
     0.45
     """
-    l = _check_param("l", l, 0.0, 1.0, lo_open=True)  # noqa: E741
+    l = check_real(l, "l", 0.0, 1.0, lo_open=True)  # noqa: E741
 
     def decide(p, q, x):
         return min(1.0, p[x] / (l * q[x])) if q[x] > 0 else float(p[x] > 0), _pos_part(p - q, p)
@@ -333,7 +328,7 @@ def fuzzy(T: float, divergence: str = "js_released") -> LossyVerifier:
     ([0.6, 0.4], 1.0)
     """
     kind = divergence
-    T = _check_param("T", T, 0.0, np.inf, hi_open=False)
+    T = check_real(T, "T", 0.0, np.inf, hi_open=False)
     if kind == "kl_reversed":
         warnings.warn("fuzzy(): divergence 'kl_reversed' is deprecated, use 'kl_reverse'",
                       DeprecationWarning, stacklevel=2)
@@ -387,7 +382,7 @@ def cactus(delta: float) -> LossyVerifier:
     >>> v.out([0.05, 0.15, 0.25, 0.55], [0.55, 0.25, 0.15, 0.05]).round(6).tolist()
     [0.11892, 0.25, 0.215114, 0.415965]
     """
-    delta = _check_param("delta", delta, 0.0, np.inf, hi_open=True)
+    delta = check_real(delta, "delta", 0.0, np.inf, hi_open=True)
 
     def decide(p, q, x):
         h, c = _cactus_h(p[x:x + 1], delta)
@@ -447,7 +442,7 @@ def mentored(alpha: float) -> LossyVerifier:
     >>> v.out([0.05, 0.15, 0.25, 0.55], [0.55, 0.25, 0.15, 0.05]).round(6).tolist()
     [0.083333, 0.25, 0.208333, 0.458333]
     """
-    alpha = _check_param("alpha", alpha, 0.0, 1.0, lo_open=True)
+    alpha = check_real(alpha, "alpha", 0.0, 1.0, lo_open=True)
     a = 1.0 / alpha
 
     def decide(p, q, x):
@@ -480,7 +475,7 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
     >>> round(ensemble(0.75).beta([0.05, 0.15, 0.25, 0.55], [0.55, 0.25, 0.15, 0.05]), 6)   # 1 - 0.75 TV
     0.55
     """
-    w = _check_param("w", w, 0.0, 1.0)
+    w = check_real(w, "w", 0.0, 1.0)
     if kind not in ("linear", "geometric"):
         raise ValueError(f"kind must be 'linear' or 'geometric', got {kind!r}")
 
@@ -531,7 +526,7 @@ def cascade(alpha: float) -> LossyVerifier:
     >>> v.out([0.7, 0.2, 0.1], [0.4, 0.35, 0.25]).round(12).tolist(), round(v.beta([0.7, 0.2, 0.1], [0.4, 0.35, 0.25]), 6)
     ([0.7, 0.2, 0.1], 0.7)
     """
-    alpha = _check_param("alpha", alpha, 0.0, np.inf)
+    alpha = check_real(alpha, "alpha", 0.0, np.inf)
 
     def defer(p, q) -> bool:
         return bool(q.max() < p.max() - alpha * tv(p, q))
@@ -578,7 +573,7 @@ def margin_standin(theta: float) -> LossyVerifier:
     >>> margin_standin(0.8).out([0.4, 0.35, 0.15, 0.1], [0.2, 0.6, 0.1, 0.1]).round(6).tolist()
     [0.28, 0.67, 0.03, 0.02]
     """
-    theta = _check_param("theta", theta, 0.0, 1.0, lo_open=True)
+    theta = check_real(theta, "theta", 0.0, 1.0, lo_open=True)
 
     def relaxed(p):
         t = _top2(p)
@@ -620,7 +615,7 @@ def consultant_standin(tau: float) -> LossyVerifier:
     >>> consultant_standin(0.1).out([0.05, 0.15, 0.25, 0.55], [0.55, 0.25, 0.15, 0.05]).round(6).tolist()
     [0.0275, 0.3325, 0.2875, 0.3525]
     """
-    tau = _check_param("tau", tau, 0.0, 1.0)
+    tau = check_real(tau, "tau", 0.0, 1.0)
 
     def decide(p, q, x):
         return float(p[x] >= tau), p

@@ -845,7 +845,7 @@ def _first_path_batch(tree, tokens, p, q):
 def _traversal_child_weight(wb, mb, ms):
     """w_c = min(1, w_b Mb_b(x_c) / Ms_b(x_c)) for arrays [N] (docs/theory.md §6.3); 1 when
     Ms_b(x_c) = 0 < w_b Mb_b(x_c), 0 when w_b Mb_b(x_c) = 0 (as the per-tree law)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # subnormal Ms: ratio inf, min 1
         ratio = np.minimum(1.0, wb * mb / np.where(ms > 0, ms, 1.0))
     return np.where((wb > 0) & (mb > 0) & (ms > 0), ratio, np.where((wb > 0) & (mb > 0), 1.0, 0.0))
 
