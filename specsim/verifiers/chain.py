@@ -27,7 +27,8 @@ def _drafted(rows: np.ndarray, drafts: np.ndarray) -> np.ndarray:
 def _ratio(pd: np.ndarray, qd: np.ndarray) -> np.ndarray:
     """p/q for drafted tokens; q = 0 is a contract violation: +inf if p > 0, else 0 (docs/theory.md §3)."""
     safe = np.where(qd > 0, qd, 1.0)
-    return np.where(qd > 0, pd / safe, np.where(pd > 0, np.inf, 0.0))
+    with np.errstate(over="ignore"):  # subnormal q: the ratio overflows to inf, and min(1, inf) = 1
+        return np.where(qd > 0, pd / safe, np.where(pd > 0, np.inf, 0.0))
 
 
 def _normalize_rows(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:

@@ -653,7 +653,7 @@ def tree_paths(tree: DraftTree) -> list[tuple[int, ...]]:
 
 
 def _gbv_key(p, q, capped):
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # subnormal q: key inf
         s = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
     return np.minimum(s, 1.0) if capped else s
 
