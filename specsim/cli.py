@@ -158,6 +158,7 @@ def _selected(verifiers, only, drafting):
     """The verifiers named in ``--only`` (all when it is not given), in table order."""
     if not only:
         return verifiers
+    only = [n for item in only for n in item.split(",") if n]  # "a b" and "a,b" both work
     names = [v.name for v in verifiers]
     unknown = [n for n in only if n not in names]
     if unknown:
