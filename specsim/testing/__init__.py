@@ -36,6 +36,7 @@ _EXPORTS = {
     "properties": ("check_engine_properties", "EngineReport", "PropertyResult", "PROPERTIES", "PROPERTY_MUTANTS"),
     "layouts": ("EngineAdapter", "vllm_rejection_sampler", "flashinfer_chain_sampler", "sglang_tree_sampler",
                 "transformers_chain_sampler"),
+    "power": ("power_report", "PowerReport", "MutantPower", "default_instance"),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
