@@ -541,8 +541,11 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tu
 
     >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
     >>> g = ev.groups[("temperature:0.7", "chain")]
-    >>> len(g["block"].per_tree), abs(g["specinfer"].mean - g["token"].mean) < 1e-12   # one draw per node: RRS = token
-    (4, True)
+    >>> m = ev.manifest   # one tree per prompt, position and sample in each group
+    >>> len(g["block"].per_tree) == len(m["prompts"]) * len(m["positions"]) * m["samples"]
+    True
+    >>> abs(g["specinfer"].mean - g["token"].mean) < 1e-12   # one draw per node: RRS = token
+    True
     """
     from tqdm.auto import tqdm
 
@@ -608,8 +611,8 @@ def format_evaluation(ev: TreeEvaluation, reference: dict | None = None) -> str:
     Returns: the text (``str``).
 
     >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
-    >>> format_evaluation(ev).splitlines()[0][:48]
-    'SmolLM2 real draft trees: 16 trees, L = 3, T = 1'
+    >>> format_evaluation(ev).startswith(f"SmolLM2 real draft trees: {ev.manifest['n_trees']} trees, L = 3")
+    True
     """
     m = ev.manifest
     L = int(m["L"])
