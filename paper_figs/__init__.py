@@ -12,6 +12,7 @@ FIGURES = [
     "fig_block_efficiency",
     "fig_tree_vs_lp",
     "fig_multidraft_real",
+    "fig_real_trees",
     "fig_lossy_frontier",
     "fig_certificate_radius",
     "fig_kernel_bandwidth",
