@@ -1,5 +1,7 @@
 """assert_lossless: lossless rules pass, lossy rules and misbehaving verifiers fail with a clear,
 shrunk counterexample (negative and positive controls)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -64,8 +66,11 @@ def test_outcome_beyond_the_draft_is_reported():
     def overreach(draft, p, q):
         return [Outcome(1.0, len(draft) + 1, p[-1])]
 
-    with pytest.raises(LossyVerifierError, match="outside 0..1"):  # shrunk to L = 1
+    with pytest.raises(LossyVerifierError, match=r"outcome accepts \d+, outside 0\.\.\d+") as err:
         assert_lossless(_law_with(overreach), max_examples=10)
+    # whatever L the shrinker settles on, the report names the accepted count L + 1 and the range 0..L
+    accepted, top = map(int, re.search(r"outcome accepts (\d+), outside 0\.\.(\d+)", str(err.value)).groups())
+    assert accepted == top + 1
 
 
 def test_bad_distribution_row_is_reported():
