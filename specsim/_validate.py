@@ -192,19 +192,24 @@ def check_int(value, name: str, minimum: int, maximum: int | None = None) -> int
 
     Parameters: ``value``, ``name`` (used in the message), ``minimum``, ``maximum`` (or ``None``).
 
-    Returns: ``value`` as an ``int``; ``ValueError`` otherwise (a non-integer too, for
-    compatibility with earlier releases).
+    Returns: ``value`` as an ``int``; ``TypeError`` for a non-integer (``bool``, a float such as
+    ``2.0``, a string), ``ValueError`` for an integer out of range.
 
+    >>> import numpy as np
     >>> from specsim._validate import check_int
-    >>> check_int(3, "L", 1)
+    >>> check_int(np.int64(3), "L", 1)
     3
     >>> check_int(0, "L", 1)
     Traceback (most recent call last):
     ...
     ValueError: L must be >= 1, got 0
+    >>> check_int(2.0, "L", 1)
+    Traceback (most recent call last):
+    ...
+    TypeError: L must be an integer, got 2.0
     """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise TypeError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
@@ -310,8 +315,8 @@ def check_model_pair(target, draft_model, L, min_L: int = 1) -> int:
 
     Parameters: ``target``, ``draft_model`` (models), ``L``, ``min_L``.
 
-    Returns: ``L`` as an ``int``; ``TypeError`` when a model is not a ``Model``, ``ValueError``
-    when the vocabularies differ or ``L`` is out of range.
+    Returns: ``L`` as an ``int``; ``TypeError`` when a model is not a ``Model`` or ``L`` is not
+    an integer, ``ValueError`` when the vocabularies differ or ``L`` is out of range.
 
     >>> from specsim.models import iid
     >>> check_model_pair(iid([0.5, 0.5]), iid([0.9, 0.1]), 2)

@@ -63,8 +63,8 @@ CASES = {
     # coupling
     "coupling method": (lambda: maximal_coupling(HALF, HALF, method="simplex"), ValueError, "method"),
     "K = 0": (lambda: multidraft_bound(HALF, HALF, 0), ValueError, "K must be >= 1"),
-    "K not an integer": (lambda: multidraft_bound(HALF, HALF, 1.5), ValueError, "K must be an integer"),
-    "K a bool": (lambda: draft_set_law(HALF, True), ValueError, "K must be an integer"),
+    "K not an integer": (lambda: multidraft_bound(HALF, HALF, 1.5), TypeError, "K must be an integer"),
+    "K a bool": (lambda: draft_set_law(HALF, True), TypeError, "K must be an integer"),
     "K > V without replacement": (lambda: multidraft_bound(HALF, HALF, 3, replacement=False), ValueError, "K <= V"),
     "K too large for the quadrature": (lambda: multidraft_bound(P40, Q40, 30, replacement=False), ValueError,
                                        "too large for the quadrature"),
@@ -153,7 +153,7 @@ CASES = {
         lambda: certify_sequence(cactus(0.1), TOY_P, draft=TOY_Q, draft_model=TOY_Q, L=1), TypeError, "both 'draft'"),
     # radius
     "radius: token out of range": (lambda: acceptance_radius(strict_greedy(), B, 7), ValueError, "x=7"),
-    "radius: token not an integer": (lambda: acceptance_radius(strict_greedy(), B, 0.5), ValueError, "x .token id."),
+    "radius: token not an integer": (lambda: acceptance_radius(strict_greedy(), B, 0.5), TypeError, "x .token id."),
     "radius: unknown divergence": (lambda: acceptance_radius(strict_greedy(), B, 0, "hellinger"), ValueError,
                                    "divergence"),
     "radius: rule name": (lambda: acceptance_radius("greedy", B, 0), TypeError, "AcceptanceRule"),

@@ -157,9 +157,10 @@ def test_parse_draft_checks_the_layer_count():
         real.parse_draft("early_exit:31", n_layers=30)
 
 
-@pytest.mark.parametrize("positions", [[0], [6], [-6], [1.5]])
-def test_positions_out_of_range(positions):
-    with pytest.raises(ValueError, match="position"):
+@pytest.mark.parametrize("positions, exc", [([0], ValueError), ([6], ValueError), ([-6], ValueError),
+                                            ([1.5], TypeError)])
+def test_bad_positions_are_rejected(positions, exc):
+    with pytest.raises(exc, match="position"):
         real._resolve_positions(positions, 5, 0)
 
 
