@@ -44,6 +44,8 @@ from typing import Sequence
 
 import torch
 
+from specsim._validate import check_int, sum_tolerance
+
 from . import reference as ref
 
 __all__ = ["ChainNoise", "TreeNoise", "VerifyResult", "TreeResult", "RaggedBatch", "DenseBatch",
@@ -142,16 +144,21 @@ class DenseBatch:
 
 
 # --------------------------------------------------------------------------- helpers
-def default_atol(dtype: torch.dtype) -> float:
-    """Tolerance on |row sum - 1| used by the checks: 1e-6 (float64), 1e-4 (float32),
-    2e-2 (float16/bfloat16: 8 or 11 significand bits).
+def default_atol(dtype: torch.dtype, V: int) -> float:
+    """Tolerance on |row sum - 1| for rows of ``dtype`` over ``V`` tokens: the core's
+    max(1e-8, min(4 V eps(dtype), 1e-2)) (:func:`specsim._validate.sum_tolerance`, docs/design.md
+    "The input contract"), so these entry points accept exactly the rows ``specsim`` accepts.
+
+    Parameters: ``dtype`` (a torch floating dtype), ``V`` (row length).
+
+    Returns: the tolerance, a ``float``.
 
     >>> import torch
     >>> from reference_gpu.api import default_atol
-    >>> default_atol(torch.float32), default_atol(torch.bfloat16)
-    (0.0001, 0.02)
+    >>> default_atol(torch.float32, 3), default_atol(torch.float32, 50_000), default_atol(torch.float64, 50_000)
+    (1.430511474609375e-06, 0.01, 1e-08)
     """
-    return {torch.float64: 1e-6, torch.float32: 1e-4}.get(dtype, 2e-2)
+    return sum_tolerance(torch.finfo(dtype).eps, V)
 
 
 def triton_usable(device: torch.device) -> bool:
@@ -193,7 +200,7 @@ def _int_vector(x, name: str, device=None) -> torch.Tensor:
 
 
 def _check_atol(atol) -> float | None:
-    """``atol`` of the row-sum check: ``None`` (the dtype's :func:`default_atol`) or a real
+    """``atol`` of the row-sum check: ``None`` (:func:`default_atol` of the rows) or a real
     number in [0, 1); NaN would pass every row and atol >= 1 a row summing to 2."""
     if atol is None:
         return None
@@ -222,7 +229,7 @@ def _check_rows(x: torch.Tensor, name: str, shape, atol, rows_to_check=None) -> 
     if bool((a < 0).any()):
         r = int((a < 0).any(-1).nonzero()[0])
         raise ValueError(f"{name}: row {r} has a negative entry")
-    tol = default_atol(x.dtype) if atol is None else atol
+    tol = default_atol(x.dtype, x.shape[-1]) if atol is None else atol
     s = a.sum(-1)
     off = (s - 1).abs() > tol
     if rows_to_check is not None:
@@ -258,16 +265,6 @@ def _check_residual(noise, B, V, device):
 
 
 # --------------------------------------------------------------------------- noise
-def _count(value, name: str, minimum: int) -> int:
-    """An integer >= ``minimum`` (Python or numpy integer, not ``bool``; a float is refused
-    rather than truncated)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def _generators(n: int, seeds, generator) -> list[torch.Generator]:
     if seeds is None:
         if generator is None:
@@ -275,7 +272,7 @@ def _generators(n: int, seeds, generator) -> list[torch.Generator]:
         if not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         seeds = torch.randint(0, 2 ** 62, (n,), generator=generator).tolist()
-    seeds = [_count(s, f"seeds[{i}]", 0) for i, s in enumerate(seeds)]
+    seeds = [check_int(s, f"seeds[{i}]", 0) for i, s in enumerate(seeds)]
     if len(seeds) != n:
         raise ValueError(f"need one seed per request: {n} requests, {len(seeds)} seeds")
     return [torch.Generator().manual_seed(s) for s in seeds]
@@ -305,10 +302,10 @@ def draw_chain_noise(num_draft_tokens: Sequence[int], V: int, seeds: Sequence[in
     """
     if kind not in ref.NOISE_KINDS:
         raise ValueError(f"kind must be one of {ref.NOISE_KINDS}, got {kind!r}")
-    V = _count(V, "V", 2)
+    V = check_int(V, "V", 2)
     if isinstance(num_draft_tokens, torch.Tensor):
         num_draft_tokens = _int_vector(num_draft_tokens, "num_draft_tokens").tolist()
-    lens = [_count(x, f"num_draft_tokens[{i}]", 0) for i, x in enumerate(num_draft_tokens)]
+    lens = [check_int(x, f"num_draft_tokens[{i}]", 0) for i, x in enumerate(num_draft_tokens)]
     u, e, r = [], [], []
     for L, g in zip(lens, _generators(len(lens), seeds, generator)):
         u.append(torch.rand(L, generator=g, dtype=torch.float64))
@@ -394,8 +391,8 @@ def verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs
     ``noise`` (:class:`ChainNoise`), ``mode`` (``"token"``, ``"block"``, ``"greedy"``),
     ``backend`` (``"triton"``: CUDA, or CPU with TRITON_INTERPRET=1; ``"torch"``: the
     reference; ``"auto"``), ``atol`` (tolerance on |row sum - 1|, a number in [0, 1); default
-    :func:`default_atol` of the rows' dtype, so float32, float16 and bfloat16 rows are
-    accepted), ``validate`` (check every argument first, as in docs/design.md "The input
+    :func:`default_atol` of the rows' dtype and V, so float32, float16 and bfloat16 rows that
+    sum to 1 to their precision are accepted), ``validate`` (check every argument first, as in docs/design.md "The input
     contract": bad values raise ``ValueError``, a bad ``atol`` type ``TypeError``, naming the
     argument).  Inputs are never modified.
 

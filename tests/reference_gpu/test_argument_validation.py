@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from reference_gpu import api
+from specsim._validate import as_rows
 
 V = 4
 LENS = [2, 1]
@@ -102,6 +103,47 @@ def test_rows_rounded_to_low_precision_are_accepted(dtype):
     assert float((p.double().sum(-1) - 1).abs().max()) > 1e-8
     r = api.verify_chain(**{**valid_chain_args(), "target_probs": p, "draft_probs": q}, backend="torch")
     assert r.num_accepted.shape == (2,)
+
+
+def _batch_with_bonus_row(row: torch.Tensor) -> dict:
+    """One request with one draft token whose bonus target row is ``row`` (the other rows are
+    float64 rows summing to 1)."""
+    V = row.numel()
+    base = torch.full((V,), 1 / V, dtype=F64).to(row.dtype)
+    return dict(draft_token_ids=torch.tensor([0]), cu_num_draft_tokens=torch.tensor([1]),
+                draft_probs=base[None], target_probs=torch.stack([base, row]),
+                noise=api.draw_chain_noise([1], V, seeds=[0]))
+
+
+def _row_missing_one_by(V: int, dtype: torch.dtype, offset: float) -> tuple[torch.Tensor, float]:
+    """A softmax row rounded to ``dtype`` with ``offset`` added to its largest entry, and how far
+    its sum (exact, in float64) actually is from 1 after the rounding."""
+    row = torch.softmax(torch.randn(V, generator=torch.Generator().manual_seed(V), dtype=F64), -1)
+    row[row.argmax()] += offset
+    row = row.to(dtype)
+    return row, float(row.to(F64).sum()) - 1.0
+
+
+@pytest.mark.parametrize("V", [3, 50_000])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_row_sum_tolerance_is_the_cores(dtype, V):
+    """Rows that sum to 1 only to their dtype's precision (off by more than float64's 1e-8) are
+    accepted, a row off by twice the tolerance is refused naming the row and the tolerance, and
+    specsim's own check (docs/design.md, "The input contract") gives the same verdict on both."""
+    tol = api.default_atol(dtype, V)
+    close, close_off = _row_missing_one_by(V, dtype, tol / 2)
+    far, far_off = _row_missing_one_by(V, dtype, 2 * tol)
+    assert 1e-8 < abs(close_off) <= tol < abs(far_off)
+
+    res = api.verify_chain(**_batch_with_bonus_row(close), backend="torch")
+    assert res.num_accepted.shape == (1,)
+    assert as_rows(close[None], "row").shape == (1, V)
+
+    with pytest.raises(ValueError, match=re.escape(f"target_probs: row 1 sums to {1 + far_off:.9g}, not 1 "
+                                                   f"(tolerance {tol:g})")):
+        api.verify_chain(**_batch_with_bonus_row(far), backend="torch")
+    with pytest.raises(ValueError, match="sum"):
+        as_rows(far[None], "row")
 
 
 def test_atol_type_is_a_type_error():
