@@ -17,6 +17,24 @@ in {0.2, 0.3, 0.5, 1.0}, target/draft seeds (s, s + 1) for s = 0, 2, ..., 38, ra
 n any chain mutant needs); its result, V = 4, L = 3, concentration 0.5, seeds (24, 25), every chain
 mutant flagged with 99% power by n = 4718, is recorded in :data:`DEFAULT_INSTANCE` (the 2-core
 run took about 2 minutes).
+
+The check_step instance (``default_instance("step")``, check_step's default models) is searched
+separately, since check_step's sub-tests (joint law and completed prefixes at level alpha /
+max_tokens) and its default context (1,) differ: on the check_sampler instance above the step of
+``block_token_residual`` needs 1.7 million samples at max_tokens = 4.  ``python -m
+specsim.testing.power step`` (:func:`_search_step`: the same candidates, each ranked by the
+largest n any chain mutant turned into a step by ``step_from_verifier(v, L)`` needs, over L = 2
+and 3, i.e. max_tokens = 3 and 4; a candidate is dropped at the first length where it is already
+worse than the best so far, so only the first line is a full maximum) printed, in 67 s::
+
+    check_step: max n needed 9149.0     V=4 concentration=1 seeds=(34, 35)
+    check_step: max n needed 9763.0     V=4 concentration=0.5 seeds=(32, 33)
+    check_step: max n needed 12817.0    V=4 concentration=1 seeds=(6, 7)
+    chosen: {'V': 4, 'concentration': 1.0, 'target_seed': 34, 'draft_seed': 35, 'max_samples_needed': 9149.0}
+
+recorded in :data:`DEFAULT_STEP_INSTANCE`: every mutant step is flagged with 99% power by
+n = 9149 at both lengths.  At max_tokens = 2 (L = 1) the three block mutants coincide with
+block verification (= token-level at L = 1) on every instance, so no instance sees them there.
 """
 from __future__ import annotations
 
@@ -29,19 +47,31 @@ from .._validate import check_int, check_model_pair, check_real
 from ..drafts import Chain
 from ..models import Model, random_model
 from . import mutants, tree_mutants
-from .sampler import _marginals, completed_and_target_laws, samples_to_detect
-from .stats import predicted_power
+from .language_models import _as_prefix
+from .sampler import completed_and_target_laws
+from .stats import position_marginals, predicted_power, samples_for_power
 
-__all__ = ["MutantPower", "PowerReport", "power_report", "default_instance", "DEFAULT_INSTANCE"]
+__all__ = ["MutantPower", "PowerReport", "power_report", "default_instance", "DEFAULT_INSTANCE",
+           "DEFAULT_STEP_INSTANCE", "STEP_CONTEXT"]
 
 #: check_sampler's default sample size.
 DEFAULT_N = 20000
+
+#: check_step's default context: one token, so that a step that drops the context is seen.
+STEP_CONTEXT = (1,)
 
 #: Result of ``python -m specsim.testing.power`` (the search of :func:`_search`, run once):
 #: V, L, concentration, target seed, draft seed, and the largest n any chain mutant needs for 99%
 #: power at alpha = 1e-3 (the search's ranking key).
 DEFAULT_INSTANCE = {"V": 4, "L": 3, "concentration": 0.5, "target_seed": 24, "draft_seed": 25,
                     "max_samples_needed": 4718}
+
+#: Result of ``python -m specsim.testing.power step`` (the search of :func:`_search_step`, run
+#: once): V, concentration, target seed, draft seed, and the largest n any mutant step
+#: (``step_from_verifier(v, L)`` for every chain mutant v, L in {2, 3}) needs for 99% power in
+#: check_step at alpha = 1e-3 and context (1,).
+DEFAULT_STEP_INSTANCE = {"V": 4, "concentration": 1.0, "target_seed": 34, "draft_seed": 35,
+                         "max_samples_needed": 9149}
 
 
 @dataclass(frozen=True)
@@ -83,6 +113,8 @@ class PowerReport:
     alpha: float
     drafting: str
     rows: tuple
+    check: str = "sampler"
+    context: tuple = ()
 
     @property
     def detects_all(self) -> bool:
@@ -95,8 +127,9 @@ class PowerReport:
 
     def __str__(self) -> str:
         missed = [r.name for r in self.rows if not r.detected]
-        head = (f"check_sampler power [V={self.V}, L={self.L}, n={self.n}, alpha={self.alpha:g}, "
-                f"drafting={self.drafting}]: "
+        where = (f"L={self.L}, drafting={self.drafting}" if self.check == "sampler"
+                 else f"max_tokens={self.L + 1}, context={self.context}")
+        head = (f"check_{self.check} power [V={self.V}, {where}, n={self.n}, alpha={self.alpha:g}]: "
                 + ("detects every mutant with 99% power" if not missed
                    else f"misses {len(missed)} of {len(self.rows)} mutants at 99% power: {', '.join(missed)}"))
         lines = [head, f"  {'mutant':<30} {'suite':<6} {'TV(C, P)':>10} {'power':>7} {'n for 99%':>14}"]
@@ -106,28 +139,45 @@ class PowerReport:
         return "\n".join(lines)
 
 
-def _power_at(C, P, V: int, L: int, n: int, alpha: float) -> float:
-    """check_sampler's power at n: its best sub-test (joint, then each marginal, at alpha / (L+2))."""
-    pairs = [(C, P)] + list(zip(_marginals(C, V, L), _marginals(P, V, L)))
-    return max(predicted_power(c, p, n, alpha / (L + 2)) for c, p in pairs)
+def _subtest_pairs(C, P, V: int, L: int, check: str) -> list:
+    """The (completed, target) law pairs of the check's sub-tests, joint law first: check_sampler
+    adds the law of each position z_k (k = 1..L+1), check_step the law of each completed prefix
+    z^{1:k} (k = 1..L)."""
+    if check == "sampler":
+        return [(C, P)] + list(zip(position_marginals(C, V, L), position_marginals(P, V, L)))
+    return [(C, P)] + [(C.reshape(V ** k, -1).sum(axis=1), P.reshape(V ** k, -1).sum(axis=1))
+                       for k in range(1, L + 1)]
+
+
+def _level(alpha: float, L: int, check: str) -> float:
+    """Per-sub-test level: Bonferroni over check_sampler's L + 2 or check_step's L + 1 tests."""
+    return alpha / (L + 2) if check == "sampler" else alpha / (L + 1)
 
 
 def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, *, alpha: float = 1e-3,
-                 drafting=None) -> PowerReport:
+                 drafting=None, check: str = "sampler", context=None) -> PowerReport:
     """Which self-test mutants ``check_sampler(..., target, draft_model, L, n=n, alpha=alpha,
-    drafting=drafting)`` detects.
+    drafting=drafting)`` detects, or (``check="step"``) which mutant steps
+    ``check_step(step_from_verifier(v, L), target, draft_model, n=n, alpha=alpha, max_tokens=L + 1)``
+    detects.
 
-    For each mutant v: C = its exact completed law and P the target's law on V^{L+1}
-    (:func:`~specsim.testing.completed_and_target_laws`); TV(C, P) = sum_z |C(z) - P(z)| / 2;
+    For each mutant v: C = its exact completed law and P the target's law on V^{L+1} at the
+    context (:func:`~specsim.testing.completed_and_target_laws`); TV(C, P) = sum_z |C(z) - P(z)| / 2;
     the power at n is that of the call's best sub-test, each predicted on the pooled table it
-    uses at n (:func:`specsim.testing.stats.predicted_power`, level alpha / (L + 2), non-central
-    chi-square); the n for 99% power is :func:`~specsim.testing.samples_to_detect`.  Chain mode
-    (``drafting`` None or a chain) covers every chain mutant; tree mode covers the chain mutants
-    on chain drafts plus the tree mutants pinned to the same draft process (``TreeMutant.drafting``
-    of the same name), at depth L.
+    uses at n (:func:`specsim.testing.stats.predicted_power`, non-central chi-square): for
+    check_sampler the joint law and the L + 1 position marginals at level alpha / (L + 2), for
+    check_step the joint law and the L completed prefixes at level alpha / (L + 1); the n for
+    99% power is :func:`specsim.testing.stats.samples_for_power` on the same sub-tests.  The
+    step of a chain verifier emits the verifier's block (accepted prefix and one token), so its
+    completed law is the verifier's.  Chain mode (``drafting`` None or a chain) covers every
+    chain mutant; tree mode (check_sampler only) covers the chain mutants on chain drafts plus the
+    tree mutants pinned to the same draft process (``TreeMutant.drafting`` of the same name), at
+    depth L.
 
-    Parameters: ``target``, ``draft_model`` (models over one V), ``L`` (>= 1), ``n`` (>= 1, default
-    check_sampler's 20000), ``alpha`` in (0, 1), ``drafting`` (a draft process or None).
+    Parameters: ``target``, ``draft_model`` (models over one V), ``L`` (>= 1: the draft length;
+    a step's ``max_tokens`` is L + 1), ``n`` (>= 1, default the checks' 20000), ``alpha`` in
+    (0, 1), ``drafting`` (a draft process or None), ``check`` (``"sampler"`` or ``"step"``),
+    ``context`` (default the check's: () for check_sampler, (1,) for check_step).
 
     Returns: a :class:`PowerReport` (``rows``, ``detects_all``, ``undetectable``; ``str()`` a table).
 
@@ -140,53 +190,117 @@ def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, 
     L = check_model_pair(target, draft_model, L)
     check_int(n, "n", 1)
     alpha = check_real(alpha, "alpha", 0.0, 1.0, lo_open=True, hi_open=True)
+    if check not in ("sampler", "step"):
+        raise ValueError(f"check must be 'sampler' or 'step', got {check!r}")
+    ctx = _as_prefix((() if check == "sampler" else STEP_CONTEXT) if context is None else context, "context")
     V = target.V
     cases = [(name, "chain", v, None) for name, v in mutants.CHAIN_MUTANTS.items()]
     tree_mode = drafting is not None and not isinstance(drafting, Chain)
     if tree_mode:
         if not hasattr(drafting, "sample"):
             raise TypeError(f"drafting must be a draft process or None, got {type(drafting).__name__}")
+        if check == "step":
+            raise ValueError("check='step' covers chain steps only (drafting must be None or a chain)")
         cases += [(name, "tree", m.verifier, drafting) for name, m in tree_mutants.MUTANTS.items()
                   if m.drafting.name == drafting.name]
+    level = _level(alpha, L, check)
     rows = []
     for name, suite, v, proc in cases:
-        C, P = completed_and_target_laws(v, target, draft_model, L, proc)
+        C, P = completed_and_target_laws(v, target, draft_model, L, proc, ctx)
+        pairs = _subtest_pairs(C, P, V, L, check)
         rows.append(MutantPower(name, suite, float(np.abs(C - P).sum() / 2), n,
-                                _power_at(C, P, V, L, n, alpha), samples_to_detect(C, P, V, L, alpha)))
-    return PowerReport(V, L, n, alpha, drafting.name if tree_mode else "chain", tuple(rows))
+                                max(predicted_power(c, p, n, level) for c, p in pairs),
+                                samples_for_power(pairs, level)))
+    return PowerReport(V, L, n, alpha, drafting.name if tree_mode else "chain", tuple(rows), check, ctx)
 
 
-def default_instance() -> tuple[Model, Model, int]:
-    """A chain instance on which check_sampler at its defaults (n = 20000, alpha = 1e-3) detects
-    every chain mutant with 99% power: ``random_model`` target and draft with the V, L,
-    concentration and seeds of :data:`DEFAULT_INSTANCE` (found by the search recorded in the
-    module docstring).
+def default_instance(check: str = "sampler", *, max_tokens: int = 3):
+    """An instance on which the check at its defaults (n = 20000, alpha = 1e-3) detects every chain
+    mutant with 99% power: ``random_model`` target and draft with the V, concentration and seeds
+    of :data:`DEFAULT_INSTANCE` (check_sampler, at its L) or of :data:`DEFAULT_STEP_INSTANCE`
+    (check_step, at context (1,), chosen for the mutant steps of max_tokens = 3 and 4 at once),
+    each found by the search recorded in the module docstring.
 
-    Returns: ``(target, draft_model, L)``, ready for ``check_sampler(fn, *default_instance())``.
+    Parameters: ``check`` (``"sampler"`` or ``"step"``); ``max_tokens`` (>= 1, check="step" only:
+    returned as the third item; the power was searched at 3 and 4; at 2 the block mutants equal
+    block verification on every instance, at 1 no chain mutant applies).
+
+    Returns: ``(target, draft_model, L)`` for check="sampler", ready for
+    ``check_sampler(fn, *default_instance())``; ``(target, draft_model, max_tokens)`` for
+    check="step", for ``check_step(step, target, draft_model, max_tokens=max_tokens)``
+    (check_step's default models).
 
     >>> from specsim.testing import default_instance, power_report
     >>> power_report(*default_instance()).detects_all
     True
+    >>> target, draft_model, m = default_instance("step", max_tokens=4)
+    >>> power_report(target, draft_model, m - 1, check="step").detects_all
+    True
     """
-    d = DEFAULT_INSTANCE
+    if check == "sampler":
+        d = DEFAULT_INSTANCE
+        return (random_model(d["V"], d["target_seed"], d["concentration"]),
+                random_model(d["V"], d["draft_seed"], d["concentration"]), d["L"])
+    if check != "step":
+        raise ValueError(f"check must be 'sampler' or 'step', got {check!r}")
+    d = DEFAULT_STEP_INSTANCE
     return (random_model(d["V"], d["target_seed"], d["concentration"]),
-            random_model(d["V"], d["draft_seed"], d["concentration"]), d["L"])
+            random_model(d["V"], d["draft_seed"], d["concentration"]), check_int(max_tokens, "max_tokens", 1))
+
+
+def _candidates():
+    """The (V, concentration, target seed, draft seed) pairs both searches try."""
+    for V, conc, s in itertools.product((3, 4), (0.2, 0.3, 0.5, 1.0), range(0, 40, 2)):
+        yield V, conc, s, s + 1
 
 
 def _search(n: int = DEFAULT_N, alpha: float = 1e-3):
-    """The search behind :data:`DEFAULT_INSTANCE`: every candidate with its largest needed n."""
+    """The search behind :data:`DEFAULT_INSTANCE`: every candidate (L in {2, 3}) with its largest
+    needed n."""
     out = []
-    for V, L, conc, s in itertools.product((3, 4), (2, 3), (0.2, 0.3, 0.5, 1.0), range(0, 40, 2)):
-        rep = power_report(random_model(V, s, conc), random_model(V, s + 1, conc), L, n, alpha=alpha)
-        worst = max(r.samples_needed for r in rep.rows)
-        out.append((worst, V, L, conc, s, s + 1))
+    for (V, conc, s, d), L in itertools.product(_candidates(), (2, 3)):
+        rep = power_report(random_model(V, s, conc), random_model(V, d, conc), L, n, alpha=alpha)
+        out.append((max(r.samples_needed for r in rep.rows), V, L, conc, s, d))
     return sorted(out)
 
 
+def _search_step(n: int = DEFAULT_N, alpha: float = 1e-3, lengths=(2, 3)):
+    """The search behind :data:`DEFAULT_STEP_INSTANCE`: every candidate with the largest n any
+    mutant step needs at any draft length in ``lengths`` (max_tokens = L + 1), at check_step's
+    default context; a candidate stops at the first length where it is worse than the best so far."""
+    out, best = [], np.inf
+    for V, conc, s, d in _candidates():
+        target, draft_model = random_model(V, s, conc), random_model(V, d, conc)
+        worst = 0.0
+        for L in lengths:
+            rep = power_report(target, draft_model, L, n, alpha=alpha, check="step")
+            worst = max(worst, *(r.samples_needed for r in rep.rows))
+            if worst > best:
+                break
+        best = min(best, worst)
+        out.append((worst, V, conc, s, d))
+    return sorted(out)
+
+
+def _main(argv) -> None:
+    which = argv[1:] or ["sampler", "step"]
+    if "sampler" in which:
+        results = _search()
+        for row in results[:10]:
+            print("check_sampler: max n needed %-10s V=%d L=%d concentration=%g seeds=(%d, %d)" % row)
+        best = results[0]
+        print("chosen:", {"V": best[1], "L": best[2], "concentration": best[3], "target_seed": best[4],
+                          "draft_seed": best[5], "max_samples_needed": best[0]})
+    if "step" in which:
+        results = _search_step()
+        for row in results[:10]:
+            print("check_step: max n needed %-10s V=%d concentration=%g seeds=(%d, %d)" % row)
+        best = results[0]
+        print("chosen:", {"V": best[1], "concentration": best[2], "target_seed": best[3],
+                          "draft_seed": best[4], "max_samples_needed": best[0]})
+
+
 if __name__ == "__main__":
-    results = _search()
-    for row in results[:10]:
-        print("max n needed %-10s V=%d L=%d concentration=%g seeds=(%d, %d)" % row)
-    best = results[0]
-    print("chosen:", {"V": best[1], "L": best[2], "concentration": best[3], "target_seed": best[4],
-                      "draft_seed": best[5], "max_samples_needed": best[0]})
+    import sys
+
+    _main(sys.argv)
