@@ -4,9 +4,14 @@ A program is handed to named solvers in order; each solver runs through its own 
 (tight tolerances first, because LP optima feed exact losslessness checks at atol ~1e-9; looser
 ones when the tight run reports a spurious infeasibility).  The first attempt that ends in an
 accepted status wins; otherwise :class:`SolveError` lists every attempt and how it ended.
+Every solve is quiet: HiGHS's licence banner, which it writes from C on the first solve of a
+process, is discarded (:func:`_silence_highs_banner`).
 """
 from __future__ import annotations
 
+import functools
+import os
+import sys
 import warnings
 from collections.abc import Sequence
 
@@ -30,6 +35,28 @@ class SolveError(RuntimeError):
     def __init__(self, attempts: list[tuple[str, dict, str]]):
         self.attempts = attempts
         super().__init__("no solver succeeded (" + "; ".join(f"{s} {o}: {r}" for s, o, r in attempts) + ")")
+
+
+@functools.cache
+def _silence_highs_banner() -> None:
+    """Create this process's first ``highspy.Highs`` object with file descriptor 1 on /dev/null.
+
+    HiGHS prints its licence banner from C, past Python's ``sys.stdout``, when the first
+    ``Highs`` object of a process is made (cvxpy makes one per solve, before any option could
+    turn logging off); later objects print nothing, so one silenced construction keeps every
+    solve quiet without redirecting output during the solves themselves.
+    """
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def check_solvers(solvers, name: str = "solver") -> tuple[str, ...]:
@@ -96,6 +123,8 @@ def solve(problem, solvers: str | Sequence[str] = LP_SOLVERS, accept: Sequence[s
     import cvxpy as cp
 
     names = check_solvers(solvers, "solvers")
+    if "HIGHS" in names:
+        _silence_highs_banner()
     attempts = []
     for name in names:
         for opts in SOLVER_OPTIONS.get(name, ({},)):

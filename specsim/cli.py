@@ -10,10 +10,8 @@ inside the command functions, so ``import specsim.cli`` stays light.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
 import itertools
-import os
 import sys
 import time
 from pathlib import Path
@@ -90,8 +88,7 @@ def compare(args) -> int:
     target, draft_model = model_pair(args.model, args.V, args.seed)
     drafting = parse_drafting(args.drafting)
     rows = _selected(verifiers_for(drafting), getattr(args, "only", None), drafting)
-    with _native_stdout_silenced():  # HiGHS prints a licence banner from C on its first solve
-        optimum, why = _optimum(target, draft_model, L, drafting)
+    optimum, why = _optimum(target, draft_model, L, drafting)
     print(f"target {target.name}, draft {draft_model.name}, V={target.V}, L={L}, drafting={drafting.name}")
     head = (f"{'verifier':<22}{'E[tau]':>10}{'block eff.':>12}{'lossless':>10}{'max |C-P|':>12}{'time (s)':>10}"
             f"{'gap %':>8}")
@@ -115,21 +112,6 @@ def compare(args) -> int:
                   f"{'yes' if c.lossless else 'NO':>10}{c.max_abs_error:>12.2e}{dt:>10.3f}{gap:>8}{claim}",
                   file=sys.stdout)
     return 0
-
-
-@contextlib.contextmanager
-def _native_stdout_silenced():
-    """Send file descriptor 1 to /dev/null meanwhile (output written by C libraries, not Python)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 #: Largest number of draft trees for which ``specsim compare`` solves the optimum LP (about
