@@ -28,7 +28,8 @@ from ..drafts import Chain, chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, completed_law as _exact_completed_law, output_law
 from ..models import Model
 from ..verifiers.base import Outcome, chain_verifier
-from .stats import SubTest, complete_with_target, goodness_of_fit, samples_for_power
+from .stats import (SubTest, complete_with_target, goodness_of_fit, largest_residuals, position_marginals,
+                    samples_for_power)
 
 __all__ = ["check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerError", "SubTest", "BatchSampler",
            "completed_and_target_laws", "completed_law", "samples_to_detect"]
@@ -124,8 +125,12 @@ class SamplerCheck:
     the completed law and the target's first L+1 tokens that the joint test detects with
     probability ``power`` at this ``n`` (Pearson chi-square, non-central chi-square power);
     ``subtests`` are the :class:`~specsim.testing.stats.SubTest` objects (joint law first, then one
-    per position); ``invalid`` describes bad output of the implementation (``None`` if none).
-    ``str()`` is the report.
+    per position); ``invalid`` describes bad output of the implementation (``None`` if none);
+    ``over`` / ``under`` the completed strings with the largest positive / negative standardised
+    residuals (:func:`~specsim.testing.stats.largest_residuals`; strings with P = 0 first), listed
+    in the report of a FAIL.  When the target is deterministic on V^{L+1} (greedy decoding: one
+    string, the argmax chain, has P = 1) the joint test is exact: any output off the argmax chain
+    fails, and ``detectable_tv`` = 1 - (1 - power)^(1/n).  ``str()`` is the report.
 
     >>> from specsim.models import random_model
     >>> from specsim.testing import check_sampler
@@ -145,34 +150,45 @@ class SamplerCheck:
     subtests: tuple = field(repr=False)
     invalid: str | None = None
     name: str = "sampler"
+    over: tuple = field(default=(), repr=False)
+    under: tuple = field(default=(), repr=False)
 
     def __str__(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
-        head = (f"{self.name} [V={self.V}, L={self.L}, n={self.n}]: {verdict} at false-alarm rate "
-                f"{self.alpha:g} (Bonferroni over {len(self.subtests)} chi-square tests); detects "
-                f"TV >= {self.detectable_tv:.3g} with power {self.power:g}"
-                + (f" (joint test, df = {self.subtests[0].df}, non-central chi-square)" if self.subtests else ""))
+        head = f"{self.name} [V={self.V}, L={self.L}, n={self.n}]: {verdict}"
         if self.invalid:
             return head + f"\n  invalid output: {self.invalid}"
+        joint = self.subtests[0]
+        if joint.deterministic:  # greedy target: no chi-square, the check is exact
+            head += (f": checks that no output leaves the argmax chain (the target's one string of "
+                     f"probability 1); detects TV >= {self.detectable_tv:.3g} with power {self.power:g} "
+                     f"(1 - (1 - power)^(1/n); exact, false-alarm rate 0)")
+        else:
+            head += (f" at false-alarm rate {self.alpha:g} (Bonferroni over {len(self.subtests)} chi-square "
+                     f"tests); detects TV >= {self.detectable_tv:.3g} with power {self.power:g} "
+                     f"(joint test, df = {joint.df}, non-central chi-square)")
         lines = [head]
         if self.impossible:
             lines.append(f"  {self.impossible} emitted strings have target probability 0")
         for t in self.subtests:
-            lines.append(f"  {t.name}: chi2 = {t.statistic:.4g}, df = {t.df}, p = {t.p_value:.3g} "
-                         f"(level {t.level:.2g}){'  REJECTED' if t.rejected else ''}")
+            if t.deterministic:
+                lines.append(f"  {t.name}: {t.impossible} outputs off the argmax chain"
+                             f"{'  REJECTED' if t.rejected else ''}")
+            else:
+                lines.append(f"  {t.name}: chi2 = {t.statistic:.4g}, df = {t.df}, p = {t.p_value:.3g} "
+                             f"(level {t.level:.2g}){'  REJECTED' if t.rejected else ''}")
+        if not self.passed:
+            if self.over:
+                lines.append("  most over-represented completed strings: " + "; ".join(map(str, self.over)))
+            if self.under:
+                lines.append("  most under-represented completed strings: " + "; ".join(map(str, self.under)))
         return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------- statistics
-def _marginals(joint: np.ndarray, V: int, L: int) -> list[np.ndarray]:
-    J = joint.reshape((V,) * (L + 1))
-    return [J.sum(axis=tuple(a for a in range(L + 1) if a != k)) for k in range(L + 1)]
 
 
 @renamed_keyword("draft", "draft_model")
 def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int = 20000, alpha: float = 1e-3,
                   seed: int = 0, context=(), power: float = 0.99, min_expected: float = 5.0,
-                  name: str | None = None, drafting=None) -> SamplerCheck:
+                  name: str | None = None, drafting=None, report: int = 3) -> SamplerCheck:
     """Statistical losslessness test of a sampling-only implementation at one context.
 
     H0: C(z) = P(z) for all z in V^{L+1} (docs/theory.md §2), where C is the law of the emitted block
@@ -195,18 +211,19 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     and its rows; output that is not (accepted, token) integers in range is a FAIL verdict
     (``invalid``).  With ``drafting`` (a tree draft process such as ``iid_paths(2)``) the
     implementation is a tree sampler ``sample_fn(tree, rng) -> (node, token)`` on trees drawn by
-    that process, and the emitted string is path(node) + token.  ``draft=`` is a deprecated
-    spelling of ``draft_model=``.
+    that process, and the emitted string is path(node) + token.  ``report`` (>= 0): completed
+    strings listed each way in the report of a FAIL.  ``draft=`` is a deprecated spelling of
+    ``draft_model=``.
 
     Returns: a :class:`SamplerCheck` (``passed``, ``detectable_tv``, sub-tests; ``str()`` reports).
 
-    >>> from specsim.models import random_model
     >>> from specsim.testing import check_sampler
+    >>> from specsim.testing.power import default_instance
     >>> from specsim.verifiers import token
-    >>> res = check_sampler(lambda d, p, q, rng: token.sample(d, p, q, rng=rng),
-    ...                     random_model(3, 0), random_model(3, 1), L=2, n=2000)
+    >>> target, draft_model, L = default_instance()  # every self-test mutant detectable by n = 4,718
+    >>> res = check_sampler(lambda d, p, q, rng: token.sample(d, p, q, rng=rng), target, draft_model, L, n=2000)
     >>> res.passed, len(res.subtests), round(res.detectable_tv, 3)
-    (True, 4, 0.099)
+    (True, 5, 0.179)
     """
     L = check_model_pair(target, draft_model, L)
     if not (isinstance(sample_fn, BatchSampler) or callable(sample_fn)):
@@ -216,6 +233,7 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     power = check_real(power, "power", 0.0, 1.0, lo_open=True, hi_open=True)
     min_expected = check_real(min_expected, "min_expected", 0.0, np.inf, lo_open=True, hi_open=True)
     check_int(seed, "seed", 0)
+    check_int(report, "report", 0)
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str or None, got {type(name).__name__}")
     name = name or getattr(sample_fn, "name", getattr(sample_fn, "__name__", "sampler"))
@@ -304,12 +322,13 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     joint = target.joint(L + 1)
     counts = np.bincount(code, minlength=V ** (L + 1))
     tests = [goodness_of_fit(counts, joint, level, power, min_expected, "joint law of the completed block")]
-    for k, marg in enumerate(_marginals(joint, V, L)):
+    for k, marg in enumerate(position_marginals(joint, V, L)):
         tests.append(goodness_of_fit(np.bincount(z[:, k], minlength=V), marg, level, power, min_expected,
                                      f"marginal of token {k + 1}"))
     passed = not any(t.rejected for t in tests)
+    over, under = largest_residuals(counts, joint, V, L + 1, report)
     return SamplerCheck(passed, n, V, L, alpha, power, tests[0].detectable_tv, tests[0].impossible,
-                        tuple(tests), None, name)
+                        tuple(tests), None, name, over, under)
 
 
 # ----------------------------------------------------------------------------- design of experiments
@@ -327,12 +346,12 @@ def completed_and_target_laws(verifier, target: Model, draft_model: Model, L: in
 
     Returns: ``(C, P)``, flat float64 arrays of length V^{L+1} indexed by base-V codes.
 
-    >>> from specsim.models import random_model
     >>> from specsim.testing import completed_and_target_laws
+    >>> from specsim.testing.power import default_instance
     >>> from specsim.verifiers import hsd_released
-    >>> C, P = completed_and_target_laws(hsd_released, random_model(3, 0), random_model(3, 1), L=2)
-    >>> round(float(abs(C - P).sum() / 2), 6)
-    0.062795
+    >>> C, P = completed_and_target_laws(hsd_released, *default_instance())
+    >>> round(float(abs(C - P).sum() / 2), 6)  # TV(C, P): the released-residual fault
+    0.03499
     """
     law = output_law(verifier, target, draft_model, L, drafting or chain(), context)
     return _exact_completed_law(law, target.shifted(context))
@@ -376,14 +395,15 @@ def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float
 
     Returns: n as a ``float``, ``inf`` when C = P.
 
-    >>> from specsim.models import random_model
     >>> from specsim.testing import completed_and_target_laws, samples_to_detect
+    >>> from specsim.testing.power import default_instance
     >>> from specsim.verifiers import hsd_released
-    >>> C, P = completed_and_target_laws(hsd_released, random_model(3, 0), random_model(3, 1), L=2)
-    >>> samples_to_detect(C, P, 3, 2)
-    1715.0
+    >>> target, draft_model, L = default_instance()
+    >>> C, P = completed_and_target_laws(hsd_released, target, draft_model, L)
+    >>> samples_to_detect(C, P, target.V, L)
+    4417.0
     """
-    pairs = [(C, P)] + list(zip(_marginals(C, V, L), _marginals(P, V, L)))
+    pairs = [(C, P)] + list(zip(position_marginals(C, V, L), position_marginals(P, V, L)))
     return samples_for_power(pairs, alpha / (L + 2), power, min_expected)
 
 

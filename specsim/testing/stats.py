@@ -37,7 +37,8 @@ from .._validate import check_int, check_real, check_rng
 
 __all__ = ["SubTest", "MIN_EXPECTED", "goodness_of_fit", "pool_small_cells", "detection_threshold",
            "chi_square_power", "detectable_tv", "chi_square_distance", "predicted_power",
-           "samples_for_power", "complete_with_target"]
+           "samples_for_power", "complete_with_target", "StringCount", "largest_residuals",
+           "position_marginals"]
 
 #: Smallest expected count of a cell of the chi-square test; smaller cells are pooled.
 MIN_EXPECTED = 5.0
@@ -62,7 +63,11 @@ class SubTest:
     rate it is compared with; ``pooled_mass`` the probability of the cells pooled to keep
     expected counts >= :data:`MIN_EXPECTED`; ``detectable_tv`` the TV distance (of the tested law
     from the hypothesised one) detected with the stated power at this sample size;
-    ``rejected`` = ``impossible > 0 or p_value < level``.
+    ``rejected`` = ``impossible > 0 or p_value < level``; ``support`` the number of cells of
+    positive probability.  When ``support`` is 1 (a deterministic law, e.g. a greedy target) the
+    test is exact: it rejects on any observation off that one cell (``df`` = 0, no chi-square),
+    and ``detectable_tv`` = 1 - (1 - power)^(1/n) is the off-cell mass seen with probability
+    ``power``.
 
     >>> from specsim.testing.stats import goodness_of_fit
     >>> t = goodness_of_fit([30, 70], [0.5, 0.5], level=0.01)
@@ -78,10 +83,16 @@ class SubTest:
     pooled_mass: float
     detectable_tv: float
     impossible: int = 0
+    support: int = 0
 
     @property
     def rejected(self) -> bool:
         return self.impossible > 0 or self.p_value < self.level
+
+    @property
+    def deterministic(self) -> bool:
+        """The hypothesised law puts probability 1 on one cell: the test is "no observation off it"."""
+        return self.support == 1
 
 
 def pool_small_cells(counts, probs, n: int, min_expected: float = MIN_EXPECTED):
@@ -307,14 +318,19 @@ def goodness_of_fit(counts, probs, level: float, power: float = 0.99, min_expect
         raise ValueError("probs must be finite and >= 0")
     n = int(round(counts.sum()))
     pos = probs > 0
+    support = int(pos.sum())
     impossible = int(round(counts[~pos].sum()))
     obs, exp, pooled = pool_small_cells(counts[pos], probs[pos], n, min_expected)
     df = exp.size - 1
     if df < 1 or n < 1:
-        return SubTest(name, 0.0, 0, 0.0 if impossible else 1.0, level, pooled, 1.0, impossible)
+        # one positive cell: n draws all land on it unless the law puts mass e off it, seen with
+        # probability 1 - (1 - e)^n (exact); otherwise everything was pooled and nothing is detected
+        tv = 1.0 - (1.0 - power) ** (1.0 / n) if support == 1 and n >= 1 else 1.0
+        return SubTest(name, 0.0, 0, 0.0 if impossible else 1.0, level, pooled, tv, impossible, support)
     stat = float(((obs - exp) ** 2 / exp).sum())
     p_value = 0.0 if impossible else float(stats.chi2.sf(stat, df))
-    return SubTest(name, stat, df, p_value, level, pooled, detectable_tv(df, level, n, power, pooled), impossible)
+    return SubTest(name, stat, df, p_value, level, pooled, detectable_tv(df, level, n, power, pooled), impossible,
+                   support)
 
 
 def complete_with_target(z: np.ndarray, lengths: np.ndarray, tables, rng: np.random.Generator) -> np.ndarray:
@@ -352,3 +368,89 @@ def complete_with_target(z: np.ndarray, lengths: np.ndarray, tables, rng: np.ran
             z[fill, k] = draw_rows(tables[k][code[fill]], rng)
         code = code * V + z[:, k]
     return z, code
+
+
+def position_marginals(joint: np.ndarray, V: int, L: int) -> list[np.ndarray]:
+    """The law of each position of a law over strings: m_k(v) = sum_{z : z_k = v} J(z), k = 1..L+1.
+
+    Parameters: ``joint`` flat over V^{L+1} (base-V codes, first token most significant), ``V``,
+    ``L``.
+
+    Returns: a list of L+1 float64 arrays of length V.
+
+    >>> import numpy as np
+    >>> from specsim.testing.stats import position_marginals
+    >>> [np.round(m, 6).tolist() for m in position_marginals(np.array([0.1, 0.2, 0.3, 0.4]), V=2, L=1)]
+    [[0.3, 0.7], [0.4, 0.6]]
+    """
+    check_int(V, "V", 1)
+    check_int(L, "L", 0)
+    joint = np.asarray(joint, dtype=np.float64)
+    if joint.shape != (V ** (L + 1),):
+        raise ValueError(f"joint must be flat of length V**(L+1) = {V ** (L + 1)}, got shape {joint.shape}")
+    J = joint.reshape((V,) * (L + 1))
+    return [J.sum(axis=tuple(a for a in range(L + 1) if a != k)) for k in range(L + 1)]
+
+
+@dataclass(frozen=True)
+class StringCount:
+    """One string of a residual report: ``observed`` count against ``expected`` = n P(z), and the
+    standardised residual (observed - expected) / sqrt(expected) (``inf`` when P(z) = 0).
+
+    >>> from specsim.testing.stats import StringCount
+    >>> print(StringCount((0, 2), 31, 20.0, 2.46))
+    (0, 2): observed 31, expected 20.0 (z = +2.46)
+    """
+
+    string: tuple[int, ...]
+    observed: int
+    expected: float
+    residual: float
+
+    def __str__(self) -> str:
+        return f"{self.string}: observed {self.observed}, expected {self.expected:.1f} (z = {self.residual:+.2f})"
+
+
+def largest_residuals(counts, probs, V: int, length: int, k: int = 3):
+    """The strings whose counts are furthest above and below expectation, by standardised residual
+    r(z) = (N_z - n P(z)) / sqrt(n P(z)), n = sum(counts); a string observed with P(z) = 0 has
+    r = +inf and comes first.  Pearson's statistic is sum_z r(z)^2 before pooling, so these are
+    the cells that drive a rejection.
+
+    Parameters: ``counts`` (one per string of V^``length``, base-V codes, first token most
+    significant), ``probs`` (the hypothesised law, same length), ``V``, ``length``, ``k`` (>= 0,
+    strings listed each way).
+
+    Returns: ``(over, under)``, two tuples of at most ``k`` :class:`StringCount` each: the largest
+    positive residuals in decreasing order, then the most negative in increasing order (strings
+    with residual 0 are never listed).
+
+    >>> import numpy as np
+    >>> from specsim.testing.stats import largest_residuals
+    >>> over, under = largest_residuals([40, 10, 49, 1], [0.25, 0.25, 0.5, 0.0], V=2, length=2, k=1)
+    >>> print(over[0]); print(under[0])
+    (1, 1): observed 1, expected 0.0 (z = +inf)
+    (0, 1): observed 10, expected 25.0 (z = -3.00)
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    probs = np.asarray(probs, dtype=np.float64)
+    check_int(V, "V", 1)
+    check_int(length, "length", 1)
+    check_int(k, "k", 0)
+    if counts.shape != probs.shape or counts.shape != (V ** length,):
+        raise ValueError(f"counts and probs must both be flat of length V**length = {V ** length}, "
+                         f"got shapes {counts.shape} and {probs.shape}")
+    expected = counts.sum() * probs
+    pos = probs > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(pos, (counts - expected) / np.sqrt(np.where(pos, expected, 1.0)),
+                     np.where(counts > 0, np.inf, 0.0))
+
+    def item(code):
+        s = tuple(int(d) for d in np.unravel_index(int(code), (V,) * length))
+        return StringCount(s, int(round(counts[code])), float(expected[code]), float(r[code]))
+
+    order = np.argsort(-r, kind="stable")
+    over = tuple(item(c) for c in order[:k] if r[c] > 0)
+    under = tuple(item(c) for c in order[::-1][:k] if r[c] < 0)
+    return over, under

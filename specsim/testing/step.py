@@ -36,25 +36,11 @@ from .._validate import check_int
 from ..models import Model
 from ..verifiers.base import as_verifier
 from .sampler import MAX_JOINT_CELLS, SamplerError, _integrate
-from .stats import SubTest, complete_with_target, goodness_of_fit
+from .stats import StringCount, SubTest, complete_with_target, goodness_of_fit, largest_residuals
 from .language_models import _as_prefix, toy_lm
 
 __all__ = ["StringCount", "StepCheck", "StepCertificate", "check_step", "check_step_exact",
            "step_from_verifier", "UniformSource"]
-
-
-@dataclass(frozen=True)
-class StringCount:
-    """One completed string of the report: ``observed`` count against ``expected`` = n P(z), and the
-    standardised residual (observed - expected) / sqrt(expected) (``inf`` when P(z) = 0)."""
-
-    string: tuple[int, ...]
-    observed: int
-    expected: float
-    residual: float
-
-    def __str__(self) -> str:
-        return f"{self.string}: observed {self.observed}, expected {self.expected:.1f} (z = {self.residual:+.2f})"
 
 
 @dataclass(frozen=True)
@@ -143,23 +129,6 @@ def _run_step(step, call: str, args, V: int, max_tokens: int) -> tuple[int, ...]
     return _emission(out, call, V, max_tokens)
 
 
-def _string_report(counts: np.ndarray, P: np.ndarray, n: int, V: int, m: int, k: int):
-    """The ``k`` strings with the largest and the smallest standardised residuals."""
-    expected = n * P
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(P > 0, (counts - expected) / np.sqrt(np.where(P > 0, expected, 1.0)),
-                     np.where(counts > 0, np.inf, 0.0))
-
-    def item(code):
-        s = tuple(int(d) for d in np.unravel_index(int(code), (V,) * m))
-        return StringCount(s, int(counts[code]), float(expected[code]), float(z[code]))
-
-    order = np.argsort(-z, kind="stable")
-    over = tuple(item(c) for c in order[:k] if z[c] > 0)
-    under = tuple(item(c) for c in order[::-1][:k] if z[c] < 0)
-    return over, under
-
-
 def check_step(step, target: Model, draft_model: Model, *, n: int = 20000, alpha: float = 1e-3,
                power: float = 0.99, max_tokens: int = 3, seed: int = 0, context: Sequence[int] = (1,),
                backend: str = "numpy", output: str = "probs", min_expected: float = 5.0, report: int = 3,
@@ -236,7 +205,7 @@ def check_step(step, target: Model, draft_model: Model, *, n: int = 20000, alpha
     for k in range(1, m):
         tests.append(goodness_of_fit(np.bincount(code // V ** (m - k), minlength=V ** k), shifted.joint(k),
                                      level, power, min_expected, f"law of the first {k} completed tokens"))
-    over, under = _string_report(counts, joint, n, V, m, report)
+    over, under = largest_residuals(counts, joint, V, m, report)
     passed = not any(t.rejected for t in tests)
     return StepCheck(passed, n, V, m, alpha, power, tests[0].detectable_tv, tests[0].impossible, tuple(tests),
                      over, under, tuple(np.bincount(lengths - 1, minlength=m).tolist()),

@@ -92,3 +92,20 @@ def test_tree_verifiers_use_applicable_processes():
     assert_lossless(tree.sequoia, max_examples=15)    # only without-replacement processes
     with pytest.raises(LossyVerifierError, match="gbv_capped is not lossless"):
         assert_lossless(tree.gbv_capped, max_examples=30, derandomize=True, shrink=False)
+
+
+def test_two_distinct_failures_give_one_shrunk_lossy_verifier_error():
+    """A verifier wrong in two ways (raises at V = 4, lossy at V = 3) is reported as one
+    LossyVerifierError with its shrunk case, never as Hypothesis's ExceptionGroup of both."""
+    def two_faults(draft, p, q):
+        if p.shape[1] == 4:
+            raise RuntimeError("kernel fault at V = 4")
+        return hsd_released.law(draft, p, q)  # lossy from L = 2 on (docs/theory.md §7)
+
+    with pytest.raises(LossyVerifierError) as info:
+        assert_lossless(_law_with(two_faults), max_examples=60, derandomize=True)
+    err = info.value
+    if err.case.pair.V == 4:  # the exception, shrunk to the shortest draft
+        assert err.certificate is None and err.case.L == 1 and "kernel fault at V = 4" in str(err)
+    else:  # the lossy law, shrunk to the shortest draft where it is lossy
+        assert err.case.pair.V == 3 and not err.certificate.lossless and err.case.L == 2
