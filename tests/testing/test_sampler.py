@@ -181,3 +181,53 @@ def test_check_sampler_on_tree_samplers():
     bad = check_sampler(lambda tree, rng: mutant.sample(tree, rng=rng), t, d, 2, n=6000,
                         drafting=iid_paths(2), seed=2)
     assert not bad.passed
+
+
+# ------------------------------------------------------------------- what a FAIL says it saw
+def test_fail_report_lists_the_strings_the_fault_moves():
+    """The wrong-residual batch sampler at 4x the n of 99% power: the over-represented strings of
+    the report are strings its exact completed law (the residual_from_target mutant) over-weights
+    (C > P), the under-represented ones strings it under-weights, with their counts; a PASS report
+    lists none."""
+    C, P = completed_and_target_laws(CHAIN_MUTANTS["residual_from_target"], TARGET, DRAFT, 2)
+    n = 4 * int(samples_to_detect(C, P, 3, 2))
+    bad = BatchSampler(lambda d, p, q, rng: _token_batch(d, p, q, rng, residual="from_target"))
+    res = check_sampler(bad, TARGET, DRAFT, 2, n=n, report=2)
+    assert not res.passed and len(res.over) == 2 and len(res.under) == 2
+    code = lambda z: z[0] * 9 + z[1] * 3 + z[2]
+    assert all(C[code(s.string)] > P[code(s.string)] for s in res.over)
+    assert all(C[code(s.string)] < P[code(s.string)] for s in res.under)
+    assert all(s.expected == pytest.approx(n * P[code(s.string)]) for s in res.over + res.under)
+    text = str(res)
+    assert "most over-represented" in text and f"observed {res.over[0].observed}" in text
+    ok = check_sampler(from_verifier(token), TARGET, DRAFT, 2, n=2000)
+    assert ok.passed and "over-represented" not in str(ok)
+
+
+def test_impossible_strings_lead_the_report_with_their_count():
+    from specsim.models import top_k
+    t = top_k(random_model(3, 3), 2)
+    res = check_sampler(lambda d, p, q, rng: (0, int(np.argmin(p[0]))), t, DRAFT, 1, n=200)
+    assert not res.passed and res.impossible == 200
+    assert res.over[0].residual == np.inf and res.over[0].expected == 0.0
+    assert "200 emitted strings have target probability 0" in str(res)
+
+
+def test_greedy_target_reports_the_argmax_chain_check():
+    """A one-hot target (greedy decoding) has no chi-square (df = 0): the check is 'no output off
+    the argmax chain', exact, and detects a fault that leaves the chain with probability e once
+    1 - (1 - e)^n >= power."""
+    from specsim.models import iid
+    greedy_target = iid([0.0, 1.0, 0.0])
+    res = check_sampler(from_verifier(token), greedy_target, DRAFT, 2, n=500)
+    assert res.passed and "argmax chain" in str(res) and "df = 0" not in str(res)
+    assert 1 - (1 - res.detectable_tv) ** 500 == pytest.approx(0.99)
+
+    def off_chain_at_rate(e):
+        def sample(d, p, q, rng):
+            greedy_accepted = next((i for i, t in enumerate(d) if t != 1), len(d))  # the argmax prefix
+            return (0, 0) if rng.random() < e else (greedy_accepted, 1)
+        return sample
+
+    bad = check_sampler(off_chain_at_rate(0.02), greedy_target, DRAFT, 2, n=500)  # 1 - 0.98^500 > 0.9999
+    assert not bad.passed and bad.impossible > 0 and "outputs off the argmax chain  REJECTED" in str(bad)

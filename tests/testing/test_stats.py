@@ -14,8 +14,8 @@ from scipy import stats
 from specsim._sampling import draw_rows
 from specsim.models import markov
 from specsim.testing.stats import (MIN_EXPECTED, chi_square_distance, chi_square_power, complete_with_target,
-                                   detectable_tv, detection_threshold, goodness_of_fit, pool_small_cells,
-                                   predicted_power, samples_for_power)
+                                   detectable_tv, detection_threshold, goodness_of_fit, largest_residuals,
+                                   pool_small_cells, position_marginals, predicted_power, samples_for_power)
 from specsim.testing.strategies import distribution_pairs, distributions, model_pairs
 
 
@@ -126,3 +126,54 @@ def test_predicted_power_accounts_for_pooling_and_holds_in_simulation():
 
     assert rejection_rate(n) >= power - 0.08
     assert predicted_power(c, p, n0, level) < 0.5 and rejection_rate(n0) < 0.5
+
+
+@settings(max_examples=30)
+@given(distributions(st.integers(2, 3)), st.integers(1, 2), st.integers(0, 4), st.data())
+def test_largest_residuals_are_the_extreme_standardised_residuals(row, length, k, data):
+    """Against a direct loop over the strings: the k largest (observed - n P) / sqrt(n P), strings
+    with P = 0 and a count first (residual +inf), then the k most negative."""
+    V = row.size
+    probs = np.array([np.prod([row[t] for t in z]) for z in itertools.product(range(V), repeat=length)])
+    counts = np.array(data.draw(st.lists(st.integers(0, 50), min_size=probs.size, max_size=probs.size)))
+    assume(counts.sum() > 0)
+    over, under = largest_residuals(counts, probs, V, length, k)
+    n = counts.sum()
+    ref = {}
+    for code, z in enumerate(itertools.product(range(V), repeat=length)):
+        e = n * probs[code]
+        ref[z] = np.inf if (e == 0 and counts[code] > 0) else (0.0 if e == 0 else (counts[code] - e) / np.sqrt(e))
+    pos = sorted((r for r in ref.values() if r > 0), reverse=True)[:k]
+    neg = sorted(r for r in ref.values() if r < 0)[:k]
+    assert [s.residual for s in over] == pytest.approx(pos) and [s.residual for s in under] == pytest.approx(neg)
+    for s in over + under:
+        code = int(np.ravel_multi_index(s.string, (V,) * length))
+        assert s.observed == counts[code] and s.expected == pytest.approx(n * probs[code])
+        assert s.residual == pytest.approx(ref[s.string])
+
+
+def test_position_marginals_sum_the_other_positions():
+    rng = np.random.default_rng(3)
+    J = rng.dirichlet(np.ones(27))
+    margs = position_marginals(J, V=3, L=2)
+    for k in range(3):
+        direct = [sum(J[a * 9 + b * 3 + c] for a, b, c in itertools.product(range(3), repeat=3) if (a, b, c)[k] == v)
+                  for v in range(3)]
+        assert margs[k] == pytest.approx(direct, abs=1e-15)
+    with pytest.raises(ValueError, match="V\\*\\*\\(L\\+1\\)"):
+        position_marginals(J, V=3, L=3)
+
+
+def test_a_deterministic_law_is_tested_exactly_off_its_one_cell():
+    """One cell of probability 1 (a greedy target): no chi-square (df = 0); the test rejects on any
+    observation elsewhere, so a law with mass e off the cell is caught with probability
+    1 - (1 - e)^n, which equals the power exactly at e = detectable_tv."""
+    n, power = 300, 0.99
+    t = goodness_of_fit([0, n, 0], [0.0, 1.0, 0.0], level=1e-3, power=power)
+    assert t.deterministic and t.df == 0 and not t.rejected
+    assert 1 - (1 - t.detectable_tv) ** n == pytest.approx(power)
+    bad = goodness_of_fit([1, n - 1, 0], [0.0, 1.0, 0.0], level=1e-3, power=power)
+    assert bad.rejected and bad.impossible == 1
+    # negative control: a two-cell law is not deterministic and keeps the chi-square bound
+    two = goodness_of_fit([150, 150], [0.5, 0.5], level=1e-3, power=power)
+    assert not two.deterministic and two.detectable_tv == pytest.approx(detectable_tv(1, 1e-3, n, power))
