@@ -528,9 +528,10 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tu
     E[tau | tree] = sum_j pi_j depth(v_j) over the verifier's outcome law on the tree, and
     P(tau >= d | tree) = sum_j pi_j [depth(v_j) >= d].  Their means over a group's trees estimate
     E[tau] and P(tau >= d) under the group's (drafter, process); block efficiency is E[tau] + 1.
-    Verifiers whose exact law enumerates k-tuples of the node's support (``khisti``,
-    ``khisti_optimal``) are skipped, with the reason, when a node with k > 1 draws has more than
-    ``max_tuples`` k-tuples (``khisti``) or draft multisets (``khisti_optimal``, its LP's size).
+    ``khisti_optimal``, whose selection weights solve an LP with one variable per draft multiset
+    and token, is skipped, with the reason, when a node with k > 1 draws has more than
+    ``max_tuples`` multisets of k draws from its support (docs/theory.md §6.5: no construction
+    of the optimal selection at large support is known here); ``khisti`` runs at any support.
 
     Parameters: ``ds`` (:class:`RealTrees`); ``verifiers`` (names; default every registered
     verifier that applies to each process, :func:`specsim.verifiers.tree.verifiers_for`);
@@ -576,13 +577,13 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tu
         for v in vs:
             per, tails, skipped = [], [], ""
             for r in records:
-                if v.name in ("khisti", "khisti_optimal"):
-                    size = (lambda n, k: math.comb(n + k - 1, k)) if v.name == "khisti_optimal" else pow
-                    worst = max((size(int(np.count_nonzero(r.tree.q[u])), len(r.tree.draws[u]))
+                if v.name == "khisti_optimal":
+                    worst = max((math.comb(int(np.count_nonzero(r.tree.q[u])) + len(r.tree.draws[u]) - 1,
+                                           len(r.tree.draws[u]))
                                  for u in range(r.tree.num_nodes) if len(r.tree.draws[u]) > 1), default=0)
                     if worst > max_tuples:
-                        skipped = (f"{'draft multisets' if v.name == 'khisti_optimal' else '|supp q|^k'} up to "
-                                   f"{worst} > max_tuples = {max_tuples} (the exact law enumerates them)")
+                        skipped = (f"draft multisets up to {worst} > max_tuples = {max_tuples} (the optimal "
+                                   f"selection is an LP over them; no large-support construction)")
                         break
                 try:
                     od = _outcome_depths(v, r.tree)
