@@ -14,11 +14,11 @@ from .chain import CHAIN_VERIFIERS, block, greedy, hsd_capped, hsd_released, one
 from .tree import (TREE_VERIFIERS, deterministic_children, gbv, gbv_capped, greedy_multidraft, khisti,
                    khisti_optimal, khisti_self_normalised,
                    multidraft_acceptance, sequoia, specinfer, specinfer_first_path, spectr, traversal,
-                   verifiers_for)
+                   traversal_paths, traversal_repeats, verifiers_for)
 
 __all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "check_outcomes", "as_verifier",
            "NEED_TAGS", "meets_needs",
            "token", "onehot", "block", "greedy", "hsd_released", "hsd_capped", "CHAIN_VERIFIERS",
-           "specinfer", "specinfer_first_path", "sequoia", "traversal", "deterministic_children",
-           "spectr", "khisti", "khisti_optimal", "khisti_self_normalised", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
+           "specinfer", "specinfer_first_path", "sequoia", "traversal", "traversal_repeats", "traversal_paths",
+           "deterministic_children", "spectr", "khisti", "khisti_optimal", "khisti_self_normalised", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
            "multidraft_acceptance"]

@@ -31,7 +31,8 @@ from ..models import Model, iid
 from .base import Outcome, Verifier, meets_needs, tree_verifier
 from .chain import CHAIN_VERIFIERS, block
 
-__all__ = ["specinfer", "specinfer_first_path", "sequoia", "traversal", "deterministic_children",
+__all__ = ["specinfer", "specinfer_first_path", "sequoia", "traversal", "traversal_repeats", "traversal_paths",
+           "TRAVERSAL_VARIANTS", "deterministic_children",
            "spectr", "khisti", "khisti_self_normalised", "khisti_optimal", "khisti_optimal_selection",
            "OptimalSelection", "KHISTI_OPTIMAL_MAX_VARIABLES", "KHISTI_QUADRATURE_BOUND", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
            "multidraft_acceptance", "kseq_rho", "khisti_selection_law", "tree_paths", "gbv_path_model",
@@ -619,18 +620,27 @@ def _greedy_multidraft_law(tree):
 
 
 # --------------------------------------------------------------------------- traversal
-def _traversal_law(tree, *, parent_update="odds", recompute=True):
+#: The traversal variants (docs/theory.md §6.3-6.3.1): what a node's draws are and how its draft row Ms is
+#: updated.  "merged": the trie, children in order of first appearance, Ms masked on rejection (SWOR-RRS
+#: at depth 1); "repeats": the trie, every draw in order an attempt (a repeat tries its child again as a
+#: bare leaf), Ms = q(.|node) throughout (RRS); "paths": every draw its own subtree, Ms = q(.|node).
+TRAVERSAL_VARIANTS = ("merged", "repeats", "paths")
+
+
+def _traversal_law(tree, *, variant="merged", parent_update="odds", recompute=True, mask=None, skip_repeats=False):
     """Traversal verification (Weng et al., arXiv 2505.12398), docs/theory.md §6.3 reconstruction.
 
-    Node u carries Mb_u = p(.|u), Ms_u = q(.|u) and a weight w (w_root = 1,
-    w_c = min(1, w_u Mb_u(x_c)/Ms_u(x_c))).  Repeat: a = first alive leaf (descend through first
-    alive children, in order of first appearance in the draws); if a is the root emit
-    Y ~ Mb_root; accept a with probability w_a (emit path(a), Y ~ Mb_a); else kill a, and at its
-    parent b set R = (w_b Mb_b - Ms_b)_+, S = sum R, Mb_b = R/S, zero x_a in Ms_b and
-    renormalise, w_b = S/(S + 1 - w_b) (1 if the denominator is 0), recompute w below b.  On a
-    chain this is block verification; at depth 1 it is Sequoia's SWOR-RRS.  Lossless when each
-    node's children are drawn without replacement, or i.i.d. with repeats merged into one child
-    (docs/theory.md §6.3.1: a subtree entered with weight w accepts with probability w on average).
+    Node u carries Mb_u = p(.|u), Ms_u = q(.|u) and a weight w (w_root = 1); a child c is entered
+    with w_c = min(1, w_u Mb_u(x_c)/Ms_u(x_c)) from its parent's current state.  Leaves are tried
+    first (post-order, children in order of first appearance in the draws): a tried node is
+    accepted with probability w (emit path(node), Y ~ Mb); else at its parent b,
+    R = (w_b Mb_b - Ms_b)_+, S = sum R, Mb_b = R/S, Ms_b(x) <- 0 renormalised, and
+    w_b = S/(S + 1 - w_b) (1 if the denominator is 0); the root is tried last and emits
+    Y ~ Mb_root.  On a chain this is block verification; at depth 1 it is Sequoia's SWOR-RRS.
+    Lossless when each node's children are drawn without replacement, or i.i.d. with repeats
+    merged into one child (docs/theory.md §6.3.1: a subtree entered with weight w accepts with
+    probability w on average).  :data:`traversal_repeats` and :data:`traversal_paths` are the
+    variants for i.i.d. draws that keep the repeats.
 
     Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
 
@@ -641,60 +651,104 @@ def _traversal_law(tree, *, parent_update="odds", recompute=True):
     >>> cert.lossless, round(cert.expected_accepted, 6)
     (True, 1.157828)
     """
-    n = tree.num_nodes
-    Mb = tree.p.copy()
-    Ms = tree.q.copy()
-    alive = [True] * n
-    order = [tuple(sorted(tree.children[u], key=lambda c: tree.draws[u].index(tree.tokens[c])))
-             for u in range(n)]
-    w = np.ones(n)
-
-    def reweight(c):
+    # private switches for specsim.testing / the tests: parent_update="mass" and recompute=False are
+    # lossy mutants of the parent update; mask / skip_repeats override the variant's row update
+    if variant not in TRAVERSAL_VARIANTS:
+        raise ValueError(f"variant must be one of {TRAVERSAL_VARIANTS}, got {variant!r}")
+    mask = variant == "merged" if mask is None else mask
+    n, draws = tree.num_nodes, tree.draws
+    child = [{tree.tokens[c]: c for c in kids} for kids in tree.children]
+    width = [len(draws[u]) for u in range(n)]  # draws per copy of a node ("paths")
+    for u in range(1, n):
+        m = draws[tree.parent[u]].count(tree.tokens[u])
+        if variant == "paths" and width[u] % m:
+            raise ValueError(f"traversal_paths: node {u} is reached by {m} draws but has {width[u]} draws, "
+                             f"which do not split evenly among them")
+        width[u] //= m if variant == "paths" else 1
+    stale = np.ones(n)  # the weights before any rejection (recompute=False)
+    for c in range(1, n):
         b, x = tree.parent[c], tree.tokens[c]
-        w[c] = min(1.0, w[b] * Mb[b, x] / Ms[b, x]) if w[b] > 0 and Mb[b, x] > 0 and Ms[b, x] > 0 \
-            else (1.0 if w[b] > 0 and Mb[b, x] > 0 else 0.0)
-
-    for c in range(1, n):  # parents precede children
-        reweight(c)
+        stale[c] = _traversal_child_weight(stale[b:b + 1], tree.p[b, x:x + 1], tree.q[b, x:x + 1])[0]
     out: list[Outcome] = []
-    reach = 1.0
-    while reach > 0:
-        a = 0
-        while True:
-            nxt = next((c for c in order[a] if alive[c]), None)
-            if nxt is None:
-                break
-            a = nxt
-        if a == 0:
-            out.append(Outcome(reach, 0, normalize(Mb[0], tree.p[0])))
-            break
-        out.append(Outcome(reach * w[a], a, normalize(Mb[a], tree.p[a])))
-        reach *= 1.0 - w[a]
-        alive[a] = False
-        b, x = tree.parent[a], tree.tokens[a]
-        R = np.maximum(w[b] * Mb[b] - Ms[b], 0.0)
-        S = float(R.sum())
-        # S + 1 - w_b = sum (Ms_b - w_b Mb_b)_+; the direct sum avoids cancellation when w_b ~ 1
-        deficit = float(np.maximum(Ms[b] - w[b] * Mb[b], 0.0).sum())
-        if S > 0:
-            Mb[b] = R / S
-        Ms[b, x] = 0.0
-        s = Ms[b].sum()
-        if s > 0:
-            Ms[b] /= s
-        if b > 0:
-            if parent_update == "odds":
-                w[b] = min(1.0, S / deficit) if deficit > 0 else 1.0
-            elif parent_update == "mass":  # mutant: the residual mass itself
-                w[b] = min(1.0, S)
-        if recompute:
-            for c in range(b + 1, n):
-                anc = tree.parent[c]
-                while anc > b:
-                    anc = tree.parent[anc]
-                if anc == b and alive[c]:
-                    reweight(c)
+    reach = [1.0]
+
+    def visit(u, w, lo, hi):
+        """Try the subtree of node u (its draws lo..hi-1), entered with weight w."""
+        wb, Mb, Ms = np.array([w]), tree.p[u][None], tree.q[u][None]
+        for i in range(lo, hi):
+            if reach[0] <= 0:
+                return
+            x = draws[u][i]
+            c = child[u][x]
+            repeat = x in draws[u][lo:i]
+            if repeat and (variant == "merged" or skip_repeats):
+                continue  # merged: one child per token; skip_repeats: the lossy mutant
+            wc = float(_traversal_child_weight(wb, Mb[:, x], Ms[:, x])[0]) if recompute else stale[c]
+            if variant == "paths":
+                j = draws[u][:i].count(x)  # copy j of c owns draws j*width .. (j+1)*width - 1 of c
+                visit(c, wc, j * width[c], (j + 1) * width[c])
+            elif not repeat:
+                visit(c, wc, 0, len(draws[c]))
+            else:  # "repeats": the child again, as a bare leaf (its subtree was rejected)
+                out.append(Outcome(reach[0] * wc, c, tree.p[c]))
+                reach[0] *= 1.0 - wc
+            wb, Mb, Ms = _traversal_reject(wb, Mb, Ms, np.array([x]), u == 0, mask=mask, parent_update=parent_update)
+        if reach[0] <= 0:
+            return
+        out.append(Outcome(reach[0] * float(wb[0]), u, normalize(Mb[0], tree.p[u])))
+        reach[0] *= 1.0 - float(wb[0])
+
+    visit(0, 1.0, 0, len(draws[0]))
     return [o for o in out if o.prob > 0]
+
+
+def _traversal_repeats_law(tree):
+    """Traversal verification on i.i.d. draws with the repeats kept (docs/theory.md §6.3.1).
+
+    The reconstruction of :data:`traversal` on the merged trie, with two changes that make every
+    draw an attempt: a node's draft row stays Ms = q(.|node) (no masking: every draw is
+    distributed as q whatever was rejected before it), and the draws are taken in drafting
+    order; a repeat of a token whose child subtree was rejected tries that child again as a bare
+    leaf (accepted with its entry weight, emitting p(.|child)), and every draw, repeats
+    included, updates the node's state R = (w Mb - q)_+, Mb = R/S, w = S/sum (q - w Mb)_+.  At
+    depth 1 this is SpecInfer's recursive rejection sampling; on a chain it is block
+    verification.  Lossless on every process whose nodes draw i.i.d. from q(.|node).
+
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
+
+    >>> from specsim import check_lossless, random_model
+    >>> from specsim.drafts import iid_paths
+    >>> from specsim.verifiers import traversal_repeats
+    >>> cert = check_lossless(traversal_repeats, random_model(3, 0), random_model(3, 1), 2, iid_paths(2))
+    >>> cert.lossless, round(cert.expected_accepted, 6)
+    (True, 0.593639)
+    """
+    return _traversal_law(tree, variant="repeats")
+
+
+def _traversal_paths_law(tree):
+    """Traversal verification on the tree of draws: every i.i.d. draw its own subtree
+    (docs/theory.md §6.3.1).
+
+    The merged trie is unfolded: copy j of a node reached by m draws owns its draws
+    j w..(j+1) w - 1 (w = draws per copy), so ``iid_paths(K)`` becomes K separate paths sharing
+    the root, and duplicate siblings are tried as separate attempts, each with its own
+    subtree.  Traversal runs on that tree with Ms = q(.|node) at every node (the next sibling
+    is distributed as q whatever was rejected before it); outcomes name the trie node of the
+    accepted prefix.  At depth 1 it is SpecInfer's recursive rejection sampling.  Lossless on
+    every process whose nodes draw i.i.d. from q(.|node); never better than
+    :data:`traversal_repeats` on the instances of the tests.
+
+    Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
+
+    >>> from specsim import check_lossless, random_model
+    >>> from specsim.drafts import iid_paths
+    >>> from specsim.verifiers import traversal_paths
+    >>> cert = check_lossless(traversal_paths, random_model(3, 0), random_model(3, 1), 2, iid_paths(2))
+    >>> cert.lossless, round(cert.expected_accepted, 6)
+    (True, 0.591378)
+    """
+    return _traversal_law(tree, variant="paths")
 
 
 # --------------------------------------------------------------------------- GBV
@@ -934,10 +988,11 @@ def _traversal_child_weight(wb, mb, ms):
     return np.where((wb > 0) & (mb > 0) & (ms > 0), ratio, np.where((wb > 0) & (mb > 0), 1.0, 0.0))
 
 
-def _traversal_reject(wb, Mb, Ms, x, root):
+def _traversal_reject(wb, Mb, Ms, x, root, mask=True, parent_update="odds"):
     """Node b's state after its child of token x is rejected, for rows [N, V] (docs/theory.md §6.3):
-    R = (w_b Mb_b - Ms_b)_+, Mb_b <- R / S (kept when S = 0), Ms_b(x) <- 0 renormalised, and
-    w_b <- S / sum (Ms_b - w_b Mb_b)_+ (1 when that deficit is 0); the root keeps w = 1.
+    R = (w_b Mb_b - Ms_b)_+, Mb_b <- R / S (kept when S = 0), Ms_b(x) <- 0 renormalised (``mask``;
+    i.i.d. draws keep Ms_b = q, §6.3.1), and w_b <- S / sum (Ms_b - w_b Mb_b)_+ (1 when that
+    deficit is 0); the root keeps w = 1.  ``parent_update="mass"`` (w_b <- S) is a lossy mutant.
 
     Returns: ``(w_b, Mb_b, Ms_b)``, new arrays."""
     ar = np.arange(len(x))
@@ -946,34 +1001,43 @@ def _traversal_reject(wb, Mb, Ms, x, root):
     # S + 1 - w_b = sum (Ms_b - w_b Mb_b)_+; the direct sum avoids cancellation when w_b ~ 1
     deficit = np.maximum(Ms - wb[:, None] * Mb, 0.0).sum(axis=1)
     Mb = np.where(S[:, None] > 0, R / np.where(S > 0, S, 1.0)[:, None], Mb)
-    Ms = Ms.copy()
-    Ms[ar, x] = 0.0
-    Ms = _normalize_rows(Ms, Ms)
+    if mask:
+        Ms = Ms.copy()
+        Ms[ar, x] = 0.0
+        Ms = _normalize_rows(Ms, Ms)
     if not root:
-        wb = np.where(deficit > 0, np.minimum(1.0, S / np.where(deficit > 0, deficit, 1.0)), 1.0)
+        if parent_update == "mass":
+            wb = np.minimum(1.0, S)
+        else:
+            wb = np.where(deficit > 0, np.minimum(1.0, S / np.where(deficit > 0, deficit, 1.0)), 1.0)
     return wb, Mb, Ms
 
 
 _TRAVERSAL_NEEDS = frozenset({"swor", "iid"})
+_TRAVERSAL_IID_NEEDS = frozenset({"iid"})  # Ms = q(.|node) needs every draw distributed as q
 
 
-def _traversal_process_law(drafting, target: Model, draft_model: Model, L: int, emitted, depth_mass) -> int | None:
+def _traversal_process_law(drafting, target: Model, draft_model: Model, L: int, emitted, depth_mass, *,
+                           variant: str = "merged") -> int | None:
     """Traversal verification's law summed over node states instead of whole trees
     (docs/theory.md §6.3.1), for processes whose nodes draw their children independently from
-    q(.|node), without replacement or i.i.d. with repeats merged; ``None`` on other processes
-    (the engine then groups trees by shape).
+    q(.|node), without replacement or i.i.d. (``variant`` as in :data:`TRAVERSAL_VARIANTS`);
+    ``None`` on other processes (the engine then groups trees by shape).
 
     A node is entered in the state (prefix, number of draws that reached it, entry weight w) with
-    a weight W.  For each option of its draws (distinct children x_1..x_k in order of first
-    appearance, probability px), child j is entered with weight W px prod_{i<j} (1 - w_i) and
-    entry weight w_j = min(1, w Mb(x_j)/Ms(x_j)) from the node's state after x_1..x_{j-1} were
-    rejected; the node itself then emits Mb with weight W px prod_i (1 - w_i) w', w' its final
-    weight (1 at the root); a leaf at depth L emits p(.|prefix) with weight W w.  The factor
-    1 - w_i is the mean rejection probability of child i's whole subtree, whatever it holds
-    (§6.3.1), and sibling subtrees are independent given the node's draws: the sum equals the
-    per-tree law.
+    a weight W.  For each option of its draws (probability px), the draws are attempted in turn
+    ("merged": the distinct children x_1..x_k in order of first appearance); attempt j enters its
+    child with weight W px prod_{i<j} (1 - w_i) and entry weight w_j = min(1, w Mb(x_j)/Ms(x_j))
+    from the node's state after the earlier attempts were rejected ("repeats": a repeated token
+    is a bare leaf instead, emitting p(.|prefix x_j) with that weight times w_j; "paths": every
+    draw enters its own copy, reached by one draw); the node itself then emits Mb with weight
+    W px prod_i (1 - w_i) w', w' its final weight (1 at the root); a leaf at depth L emits
+    p(.|prefix) with weight W w.  The factor 1 - w_i is the mean rejection probability of
+    attempt i's whole subtree, whatever it holds (§6.3.1), and sibling subtrees are independent
+    given the node's draws: the sum equals the per-tree law.
     """
-    if not (hasattr(drafting, "node_options") and meets_needs(drafting, _TRAVERSAL_NEEDS)):
+    needs = _TRAVERSAL_NEEDS if variant == "merged" else _TRAVERSAL_IID_NEEDS
+    if not (hasattr(drafting, "node_options") and meets_needs(drafting, needs)):
         return None
     V = target.V
     ptab, qtab = target.table(L), draft_model.table(L - 1)
@@ -988,30 +1052,42 @@ def _traversal_process_law(drafting, target: Model, draft_model: Model, L: int, 
                 out[code] += weight * w * ptab[d][code]
                 depth_mass[d] += weight * w
                 continue
-            groups: dict[int, dict[tuple, float]] = {}  # merged draws: children and multiplicities
+            # attempts: "merged" the distinct tokens with their multiplicities (orders of the repeats summed),
+            # else the draws themselves, in order; grouped by length for the arrays below
+            groups: dict[int, dict[tuple, float]] = {}
             for xs, px in options:
-                kids = tuple(dict.fromkeys(xs))
-                key = (kids, tuple(xs.count(x) for x in kids))
-                by_len = groups.setdefault(len(kids), {})
+                if variant == "merged":
+                    kids = tuple(dict.fromkeys(xs))
+                    key = (kids, tuple(xs.count(x) for x in kids))
+                else:
+                    key = (xs, tuple(xs.count(x) if variant == "repeats" else 1 for x in xs))
+                by_len = groups.setdefault(len(key[0]), {})
                 by_len[key] = by_len.get(key, 0.0) + px
             for k, merged in groups.items():
                 evaluations += len(merged)
-                kids = np.array([key[0] for key in merged], dtype=np.int64)
+                X = np.array([key[0] for key in merged], dtype=np.int64)
                 mults = [key[1] for key in merged]
                 px = np.fromiter(merged.values(), float, len(merged))
                 N = len(px)
                 ar = np.arange(N)
                 Mb, Ms = np.tile(ptab[d][code], (N, 1)), np.tile(qtab[d][code], (N, 1))
                 wv, reach = np.full(N, w), weight * px
+                bare = emitted[d + 2].reshape(-1, V)  # a repeat's bare leaf, at depth d + 1
                 for j in range(k):
-                    x = kids[:, j]
+                    x = X[:, j]
                     wc = _traversal_child_weight(wv, Mb[ar, x], Ms[ar, x])
+                    repeat = (X[:, :j] == x[:, None]).any(axis=1) if variant == "repeats" else np.zeros(N, bool)
                     for i in range(N):
                         if reach[i] > 0 and wc[i] > 0:
-                            state = (code * V + int(x[i]), mults[i][j], float(wc[i]))
-                            nxt[state] = nxt.get(state, 0.0) + float(reach[i])
+                            child = code * V + int(x[i])
+                            if repeat[i]:  # the child again, as a bare leaf
+                                bare[child] += reach[i] * wc[i] * ptab[d + 1][child]
+                                depth_mass[d + 1] += reach[i] * wc[i]
+                            else:
+                                state = (child, mults[i][j], float(wc[i]))
+                                nxt[state] = nxt.get(state, 0.0) + float(reach[i])
                     reach = reach * (1.0 - wc)
-                    wv, Mb, Ms = _traversal_reject(wv, Mb, Ms, x, d == 0)
+                    wv, Mb, Ms = _traversal_reject(wv, Mb, Ms, x, d == 0, mask=variant == "merged")
                 stop = reach * wv
                 out[code] += stop @ Mb
                 depth_mass[d] += float(stop.sum())
@@ -1233,6 +1309,10 @@ sequoia = tree_verifier("sequoia", needs={"swor"}, sampler=_sequoia_sample,
                         node_rule=_sequoia_rule)(_sequoia_law)
 traversal = tree_verifier("traversal", needs=_TRAVERSAL_NEEDS, batch_law=_traversal_batch,
                           process_law=_traversal_process_law)(_traversal_law)
+traversal_repeats = tree_verifier("traversal_repeats", needs=_TRAVERSAL_IID_NEEDS, process_law=functools.partial(
+    _traversal_process_law, variant="repeats"))(_traversal_repeats_law)
+traversal_paths = tree_verifier("traversal_paths", needs=_TRAVERSAL_IID_NEEDS, process_law=functools.partial(
+    _traversal_process_law, variant="paths"))(_traversal_paths_law)
 deterministic_children = tree_verifier("deterministic_children", needs={"any"}, sampler=_deterministic_sample,
                                        node_rule=_deterministic_rule)(_deterministic_law)
 spectr = tree_verifier("spectr", needs={"iid"}, node_rule=_spectr_rule)(_spectr_law)
@@ -1249,8 +1329,8 @@ greedy_multidraft = tree_verifier("greedy_multidraft", needs={"greedy"},
 
 #: The tree verifiers, by name, in the order tables list them; each carries its ``needs``.
 TREE_VERIFIERS: dict[str, Verifier] = {v.name: v for v in (
-    specinfer, specinfer_first_path, sequoia, traversal, deterministic_children, spectr, khisti, khisti_optimal, gbv,
-    gbv_capped, greedy_multidraft)}
+    specinfer, specinfer_first_path, sequoia, traversal, traversal_repeats, traversal_paths, deterministic_children,
+    spectr, khisti, khisti_optimal, gbv, gbv_capped, greedy_multidraft)}
 
 
 def verifiers_for(drafting) -> list[Verifier]:

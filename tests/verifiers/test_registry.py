@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: The side table the registry replaced (TREE_VERIFIERS[name] = (verifier, needs)), written out.
 OLD_NEEDS = {"specinfer": {"iid"}, "specinfer_first_path": {"iid"}, "sequoia": {"swor"},
-             "traversal": {"swor", "iid"}, "deterministic_children": {"any"}, "spectr": {"iid"},
+             "traversal": {"swor", "iid"}, "traversal_repeats": {"iid"}, "traversal_paths": {"iid"},
+             "deterministic_children": {"any"}, "spectr": {"iid"},
              "khisti": {"iid"}, "khisti_optimal": {"iid"}, "gbv": {"paths"}, "gbv_capped": {"paths"}, "greedy_multidraft": {"greedy"}}
 
 #: One instance of every draft process specsim.drafts builds (all widths 1: the chain-like case).
