@@ -82,8 +82,13 @@ class Certificate:
     ``max_abs_error`` = max_z |C(z) - P(z)| over z in V^{L+1}; ``tv`` = (1/2) sum_z |C(z) - P(z)|,
     the total-variation distance between the completed law and the target's first L+1 tokens;
     ``worst_sequence`` attains the max with ``completed`` = C(z) and ``target`` = P(z);
-    ``lossless`` is ``max_abs_error <= atol``.  Built by :func:`check_lossless`; ``str()`` is
-    a one-line verdict (plus the worst sequence when lossy).
+    ``impossible_mass`` = sum of O(s) over emitted strings s that the target cannot emit (some
+    token of s has target probability exactly 0 given its prefix), ``impossible_string`` the
+    heaviest of them (``()`` if none); ``lossless`` is ``max_abs_error <= atol`` and
+    ``impossible_mass == 0``: mass on an impossible string fails however small, as an emitted
+    impossible string fails :func:`specsim.testing.check_sampler`.  Built by
+    :func:`check_lossless`; ``str()`` is a one-line verdict (plus the worst sequence and any
+    impossible string when lossy).
 
     >>> from specsim.exact import check_lossless
     >>> from specsim.models import iid
@@ -108,6 +113,8 @@ class Certificate:
     accepted_at_least: np.ndarray = field(repr=False)
     atol: float = LOSSLESS_ATOL
     n_drafts: int = 0
+    impossible_mass: float = 0.0
+    impossible_string: tuple[int, ...] = ()
 
     def __str__(self) -> str:
         verdict = "LOSSLESS" if self.lossless else "LOSSY"
@@ -117,7 +124,30 @@ class Certificate:
         if not self.lossless:
             s += (f"\n  worst completed sequence {self.worst_sequence}: "
                   f"C = {self.completed:.6g} vs target {self.target:.6g}")
+        if self.impossible_mass > 0:
+            s += (f"\n  emits strings the target cannot emit with total probability {self.impossible_mass:.3g} "
+                  f"(heaviest {self.impossible_string})")
         return s
+
+
+def _impossible_mass(law: OutputLaw, target: Model) -> tuple[float, tuple[int, ...]]:
+    """sum O(s) over emitted strings s with a token of target probability exactly 0 given its
+    prefix, and the heaviest such s.  Exact zeros of the rows decide, not P(s) = 0 (a product of
+    tiny probabilities may underflow), and only O(s) > 0 counts."""
+    ptab = target.table(law.L)
+    impossible = ptab[0][0] == 0
+    total, heaviest, where = 0.0, 0.0, ()
+    for k in range(1, law.L + 2):
+        o = law.emitted[k]
+        hit = impossible & (o > 0)
+        if hit.any():
+            total += float(o[hit].sum())
+            code = int(np.flatnonzero(hit)[np.argmax(o[hit])])
+            if o[code] > heaviest:
+                heaviest, where = float(o[code]), tuple(int(d) for d in np.unravel_index(code, (law.V,) * k))
+        if k <= law.L:
+            impossible = (impossible[:, None] | (ptab[k] == 0)).ravel()
+    return total, where
 
 
 def _check_drafting(drafting) -> DraftProcess:
@@ -431,7 +461,9 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
 
     C is the completed law of :func:`completed_law` and P the target's joint law of its first
     L+1 tokens; C = P for every target / draft pair is losslessness (docs/theory.md §2).  The
-    float64 enumeration error is ~1e-15, hence the default ``atol`` = 1e-9.
+    float64 enumeration error is ~1e-15, hence the default ``atol`` = 1e-9.  Emitted mass on a
+    string the target cannot emit fails with no tolerance (``Certificate.impossible_mass``): a
+    lossless rule puts exactly 0 there (min(1, 0/q) = 0 and (0 - q)_+ = 0 in floating point).
 
     Parameters: ``verifier`` (chain or tree protocol), ``target`` and ``draft_model`` models over
     the same V, draft length / tree depth ``L`` (>= 1), ``drafting`` process (default
@@ -455,6 +487,7 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
     drafting = _check_drafting(drafting)
     law = output_law(verifier, target, draft_model, L, drafting, context, progress)
     C, P = completed_law(law, target.shifted(context))
+    impossible, impossible_string = _impossible_mass(law, target.shifted(context))
     err = np.abs(C - P)
     worst = int(np.argmax(err))
     z = []
@@ -463,9 +496,11 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
         code, t = divmod(code, target.V)
         z.append(t)
     max_err = float(err[worst])
-    return Certificate(as_verifier(verifier).name, _name(drafting), target.V, L, bool(max_err <= atol), max_err,
+    return Certificate(as_verifier(verifier).name, _name(drafting), target.V, L,
+                       bool(max_err <= atol and impossible == 0.0), max_err,
                        float(0.5 * err.sum()), tuple(reversed(z)), float(C[worst]), float(P[worst]),
-                       law.expected_accepted, law.block_efficiency, law.accepted_at_least, atol, law.n_drafts)
+                       law.expected_accepted, law.block_efficiency, law.accepted_at_least, atol, law.n_drafts,
+                       impossible, impossible_string)
 
 
 @renamed_keyword("draft", "draft_model")

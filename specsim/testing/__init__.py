@@ -22,8 +22,8 @@ import importlib
 _EXPORTS = {
     "assertions": ("assert_lossless", "LossyVerifierError", "Case", "certify_case", "describe_failure",
                    "tree_needs"),
-    "sampler": ("check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerError", "BatchSampler",
-                "completed_and_target_laws", "completed_law", "samples_to_detect"),
+    "sampler": ("check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerCertificate", "BoundaryPoint",
+                "SamplerError", "BatchSampler", "completed_and_target_laws", "completed_law", "samples_to_detect"),
     "stats": ("SubTest", "goodness_of_fit", "detection_threshold", "chi_square_power", "detectable_tv",
               "StringCount", "largest_residuals", "position_marginals"),
     "adapters": ("from_verifier", "torch_batch_sampler", "transformers_sampler",

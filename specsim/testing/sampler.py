@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import operator
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import numpy as np
@@ -27,12 +27,13 @@ from .._validate import check_int, check_model_pair, check_real
 from ..drafts import Chain, chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, completed_law as _exact_completed_law, output_law
 from ..models import Model
-from ..verifiers.base import Outcome, chain_verifier
+from ..verifiers.base import Outcome, chain_verifier, tree_verifier
 from .stats import (SubTest, complete_with_target, goodness_of_fit, largest_residuals, position_marginals,
                     samples_for_power)
 
-__all__ = ["check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerError", "SubTest", "BatchSampler",
-           "completed_and_target_laws", "completed_law", "samples_to_detect"]
+__all__ = ["check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerCertificate", "BoundaryPoint",
+           "SamplerError", "SubTest", "BatchSampler", "completed_and_target_laws", "completed_law",
+           "samples_to_detect", "FLOAT32_POINTS"]
 
 #: Largest V^{L+1} for which :func:`check_sampler` tabulates the joint test.
 MAX_JOINT_CELLS = 2_000_000
@@ -408,76 +409,174 @@ def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float
 
 
 # ----------------------------------------------------------------------------- exact mode
-def _integrate(f, m: int, grid: int, tol: float) -> tuple[dict, int]:
-    """Integrate a piecewise-constant f: [0,1)^m -> hashable over uniforms, refining a product grid
-    by bisection at every change between neighbouring cell midpoints.  Returns (law, #evaluations)."""
-    # sentinel cells of width 8 tol at both ends expose breakpoints between 0 (or 1) and the
-    # first (last) grid midpoint
-    delta = 8 * tol
-    init = sorted({0.0, delta, *np.linspace(0.0, 1.0, grid + 1)[1:-1].tolist(), 1.0 - delta, 1.0})
-    edges = [list(init) for _ in range(m)]
+#: Points per uniform of ``grid="float32"``: u = k 2^-24, k = 0..2^24 - 1, the values a float32
+#: uniform generator returns (torch.rand, curand_uniform and Philox-to-float32 conversions).
+FLOAT32_POINTS = 2 ** 24
+#: Bisection steps from a lattice step of continuous mode to adjacent float64 values (enough for
+#: boundaries above 2^-100; below that the exact float is not sought).
+_FLOAT_STEPS = 128
+
+
+@dataclass(frozen=True)
+class BoundaryPoint:
+    """A uniform vector at which an integrated sampler's output differs from the outputs on both
+    sides of it along one uniform (at an end of the lattice, u_j = 0: from the one side it has), found by
+    :func:`check_sampler_exact`.  This is where ``<=`` vs ``<`` faults live: ``u <= p/q`` with
+    p = 0 accepts the draft at u = 0 only.
+
+    ``draft`` the draft (tokens, or a description of the tree), ``axis`` the uniform j, ``u`` the
+    point, ``output`` the sampler's ``(accepted, token)`` (or ``(node, token)``) there,
+    ``neighbours`` the outputs just below and above (``None`` past an end of the lattice: below
+    u_j = 0, above the last point), ``impossible`` whether
+    ``output`` emits a string with target probability 0.
+    """
+
+    draft: object
+    axis: int
+    u: tuple[float, ...]
+    output: tuple[int, int]
+    neighbours: tuple
+    impossible: bool
+
+    def __str__(self) -> str:
+        below, above = self.neighbours
+        return (f"draft {self.draft}, u[{self.axis}] boundary at u = {list(self.u)}: output {self.output}, "
+                f"{'u_j = 0' if below is None else f'below {below}'}, above {above}"
+                + ("  (target probability 0)" if self.impossible else ""))
+
+
+@dataclass(frozen=True)
+class SamplerCertificate(Certificate):
+    """The :class:`specsim.exact.Certificate` of :func:`check_sampler_exact` plus what the
+    integration saw: ``grid`` (``"float64"``: uniforms on the lattice of spacing ``tol``,
+    standing for [0, 1); ``"float32"``: the 2^-24 lattice itself), ``boundary_points`` (the
+    :class:`BoundaryPoint` list) and ``evaluations`` (sampler calls).  ``lossless`` also requires
+    that no boundary point emits a string of target probability 0.
+    """
+
+    grid: str = "float64"
+    boundary_points: tuple = field(default=(), repr=False)
+    evaluations: int = 0
+
+    def __str__(self) -> str:
+        lines = [super().__str__() + f"; uniforms on the {self.grid} grid, {self.evaluations} sampler calls"]
+        for b in self.boundary_points[:10]:
+            lines.append(f"  boundary point: {b}")
+        if len(self.boundary_points) > 10:
+            lines.append(f"  ... {len(self.boundary_points) - 10} more boundary points")
+        return "\n".join(lines)
+
+
+def _integrate(f, m: int, grid: int, tol: float, *, points: int | None = None, dtype=np.float64,
+               boundary: list | None = None) -> tuple[dict, int]:
+    """Integrate a piecewise-constant f over uniforms u on the lattice {k / K : 0 <= k < K}^m.
+
+    K = ``points`` (``None``: ceil(1 / ``tol``), the lattice standing for [0, 1)); u is passed to
+    f as an array of ``dtype``.  Each uniform's lattice is cut into cells: {0} alone, ``grid``
+    equal cells, {K - 1} alone; every cell is evaluated at one point (its lower middle), and
+    wherever two neighbouring cells differ without the change sitting at their common edge, the
+    first lattice point of the new value is located by integer bisection and becomes an edge;
+    repeat until nothing changes.  Located edges are exact on the lattice.  With ``boundary`` a
+    list, the :func:`BoundaryPoint` candidates are appended as ``(axis, u, output, below,
+    above)``: one-point cells whose output differs from both neighbouring cells, and, when
+    ``points`` is ``None``, the exact float64 boundary inside each located lattice step
+    (bisection to adjacent floats, once per axis, edge and pair of outputs) where the output
+    there differs from both sides.
+
+    Returns: ``(law, evaluations)``, law mapping each output to its lattice measure.
+    """
+    K = int(np.ceil(1.0 / tol)) if points is None else int(points)
+    cuts = {0, 1, K - 1, K, *(K * i // grid for i in range(1, grid))}
+    edges = [sorted(c for c in cuts if 0 <= c <= K) for _ in range(m)]
     cache: dict = {}
     ids: dict = {}  # output value -> small int, so cells compare as integers
     values: list = []
     evals = 0
 
-    def call(u):
+    def call_u(u):
         nonlocal evals
         key = tuple(u)
         if key not in cache:
             evals += 1
-            v = f(np.array(u))
+            v = f(np.array(u, dtype=dtype))
             if v not in ids:
                 ids[v] = len(values)
                 values.append(v)
             cache[key] = ids[v]
         return cache[key]
 
+    call = lambda ks: call_u([k / K for k in ks])
     while True:
-        mids = [[(a + b) / 2 for a, b in zip(e[:-1], e[1:])] for e in edges]
+        mids = [[(a + b - 1) // 2 for a, b in zip(e[:-1], e[1:])] for e in edges]
         shape = tuple(len(mm) for mm in mids)
         out = np.empty(shape, dtype=np.int64)
         for idx in itertools.product(*(range(s) for s in shape)):
             out[idx] = call([mids[j][idx[j]] for j in range(m)])
-        new = False
+        found = [set() for _ in range(m)]
+        searched = set()
         for j in range(m):
             for k in range(shape[j] - 1):
-                sl_a = [slice(None)] * m
-                sl_b = [slice(None)] * m
+                sl_a, sl_b = [slice(None)] * m, [slice(None)] * m
                 sl_a[j], sl_b[j] = k, k + 1
                 a, b = np.atleast_1d(out[tuple(sl_a)]), np.atleast_1d(out[tuple(sl_b)])
                 e = edges[j][k + 1]  # the edge between the two cells
                 for loc in np.argwhere(a != b):
                     rest = list(loc) if m > 1 else []
-                    base = [mids[i][rest.pop(0)] if i != j else 0.0 for i in range(m)]
+                    base = [mids[i][rest.pop(0)] if i != j else 0 for i in range(m)]
                     at = lambda x: call(base[:j] + [x] + base[j + 1:])
                     o_a, o_b = a[tuple(loc)], b[tuple(loc)]
-                    # is the change explained by a breakpoint at the edge itself?
-                    if at(e - 4 * tol) != o_a:
-                        lo, hi = mids[j][k], e - 4 * tol
-                    elif at(e + 4 * tol) != o_b:
-                        lo, hi = e + 4 * tol, mids[j][k + 1]
+                    if at(e - 1) != o_a:  # a change inside cell a
+                        lo, hi, side = mids[j][k], e - 1, k
+                    elif at(e) != o_b:  # a change inside cell b
+                        lo, hi, side = e, mids[j][k + 1], k + 1
                     else:
                         continue
+                    if (j, side) in searched:  # one bisection per cell and pass: the edge it adds
+                        continue               # usually explains the other rows' change too
+                    searched.add((j, side))
                     o_lo = at(lo)
-                    while hi - lo > tol:
-                        mid = (lo + hi) / 2
-                        if at(mid) == o_lo:
-                            lo = mid
-                        else:
-                            hi = mid
-                    if min(abs(hi - x) for x in edges[j]) > 2 * tol:
-                        edges[j] = sorted(edges[j] + [hi])
-                        new = True
-                        break
-                if new:
-                    break
-            if new:
-                break
-        if not new:
+                    while hi - lo > 1:
+                        mid = (lo + hi) // 2
+                        lo, hi = (mid, hi) if at(mid) == o_lo else (lo, mid)
+                    found[j].add(hi)
+        if not any(found):
             break
+        edges = [sorted(set(e) | f_) for e, f_ in zip(edges, found)]
+
+    if boundary is not None:
+        refined = set()  # (axis, edge, below, output): one float refinement per distinct transition
+        for j in range(m):
+            for k in range(shape[j]):
+                lo_edge, hi_edge = edges[j][k], edges[j][k + 1]
+                for idx in itertools.product(*(range(s) if i != j else (k,) for i, s in enumerate(shape))):
+                    o = int(out[idx])
+                    below = int(out[idx[:j] + (k - 1,) + idx[j + 1:]]) if k > 0 else None
+                    above = int(out[idx[:j] + (k + 1,) + idx[j + 1:]]) if k + 1 < shape[j] else None
+                    ks = [mids[i][idx[i]] for i in range(m)]
+                    if hi_edge - lo_edge == 1 and o != below and o != above:
+                        boundary.append((j, tuple(x / K for x in ks), values[o],
+                                         None if below is None else values[below],
+                                         None if above is None else values[above]))
+                    if (points is None and lo_edge > 1 and below is not None and below != o
+                            and (j, lo_edge, below, o) not in refined):
+                        refined.add((j, lo_edge, below, o))
+                        # the sampler's own float64 boundary in (u(lo_edge - 1), u(lo_edge)]; u = 0
+                        # is a one-point cell already (and bisecting towards 0 would walk the subnormals)
+                        u = [x / K for x in ks]
+                        line = lambda x: call_u(u[:j] + [x] + u[j + 1:])
+                        lo, hi = (lo_edge - 1) / K, lo_edge / K
+                        o_lo = line(lo)
+                        for _ in range(_FLOAT_STEPS):
+                            if not np.nextafter(lo, 1.0) < hi:
+                                break
+                            mid = lo + (hi - lo) / 2
+                            lo, hi = (mid, hi) if line(mid) == o_lo else (lo, mid)
+                        v, nxt = line(hi), line(float(np.nextafter(hi, 2.0)))
+                        if np.nextafter(lo, 1.0) >= hi and v != o_lo and v != nxt:
+                            boundary.append((j, tuple(u[:j] + [hi] + u[j + 1:]), values[v], values[o_lo],
+                                             values[nxt]))
     law: dict = {}
-    widths = [np.diff(e) for e in edges]
+    widths = [np.diff(e) / K for e in edges]
     for idx in itertools.product(*(range(len(w)) for w in widths)):
         vol = float(np.prod([widths[j][idx[j]] for j in range(m)]))
         key = values[out[idx]]
@@ -487,35 +586,51 @@ def _integrate(f, m: int, grid: int, tol: float) -> tuple[dict, int]:
 
 @renamed_keyword("draft", "draft_model")
 def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_uniforms: int | None = None,
-                        grid: int = 2, tol: float = 2.0 ** -40, context=(),
-                        atol: float = LOSSLESS_ATOL) -> Certificate:
+                        grid: int | str = 2, tol: float = 2.0 ** -40, context=(),
+                        atol: float | None = None, drafting=None) -> SamplerCertificate:
     """Exact certificate of a sampler that takes its uniforms as an input.
 
-    For every draft x the law of (tau, Y) is the integral of ``sample_fn(x, p, q, u)`` over
-    u in [0,1)^m; that law feeds the exact engine (C(z) = P(z) check, docs/theory.md §2).  The integral
-    is computed on a product of per-coordinate partitions: start from ``grid`` equal cells per
-    uniform, evaluate at every cell midpoint, and wherever two neighbouring midpoints give different
-    outputs locate the breakpoint between them by bisection (to ``tol``) and split there; repeat
-    until nothing changes.  Each located breakpoint is off by at most ``tol``, so the law is exact
-    to about (#breakpoints x tol) ~ 1e-11.
+    For every draft x the law of (tau, Y) is the integral of ``sample_fn(x, p, q, u)`` over the
+    uniforms u; that law feeds the exact engine (C(z) = P(z) check, docs/theory.md §2).  The
+    uniforms live on a lattice {k / K}^m: with an integer ``grid`` (continuous uniforms), K =
+    ceil(1 / ``tol``), standing for [0, 1); with ``grid="float32"``, K = 2^24, the lattice of
+    float32 uniform generators (u is passed as a float32 array), on which the law is that of the
+    real sampler rather than an approximation.  Integration: each uniform starts from the point
+    u = 0 alone, ``grid`` (2 for ``"float32"``) equal cells and the last point; each cell is
+    evaluated at one point, and wherever neighbouring cells differ the first lattice point of the
+    new output is located by integer bisection and becomes an edge, until nothing changes.
 
-    Exact under two assumptions, true for token-level and block verification and their usual
-    faults (one uniform per decision, thresholds depending only on the draft and its rows,
-    inverse-CDF residuals): (1) the breakpoints of each uniform do not depend on the other uniforms
-    (axis-aligned product structure); (2) along a uniform, the output never leaves a value and
-    returns to it within one of the ``grid`` initial cells.  Samplers that draw one uniform per
-    vocabulary entry (Gumbel or exponential races) violate (1) and should use
-    :func:`check_sampler`.  Cost: prod_j (#intervals_j) evaluations per draft, V^L drafts.
+    What is exact.  Under two assumptions, true for token-level and block verification, their
+    tree forms and their usual faults (thresholds and inverse-CDF residuals that depend only on
+    the draft, its rows and discrete earlier outcomes): (1) the breakpoints along each uniform are
+    a finite set independent of the continuous values of the others (axis-aligned product
+    structure); (2) along a uniform the output never leaves a value and returns to it inside one
+    initial cell.  Then every located edge is the exact first lattice point of its new output, so
+    the integrated law is exactly the sampler's law on the lattice: exact for ``"float32"``,
+    within (#breakpoints x ``tol``) of the continuous law otherwise.  Samplers drawing one uniform
+    per vocabulary entry (Gumbel or exponential races) violate (1): use :func:`check_sampler`.
 
-    Parameters: ``sample_fn(draft_tokens, p, q, u) -> (accepted, token)`` with ``u`` a float64
-    array of ``n_uniforms`` (default L + 1: one per position, one for the emitted token) values in
-    [0,1); ``target``, ``draft_model`` (``draft=`` is deprecated), ``L``; ``grid`` (>= 1);
-    ``tol`` in [2^-52, 2^-20] (below 2^-52 the bisection could not terminate); ``context``;
-    ``atol`` in [0, 1].  An exception inside ``sample_fn`` is re-raised as
-    :class:`SamplerError` naming the draft, its rows and the uniforms; output that is not two
-    integers in range raises ``ValueError``.
+    Boundary points: u_j = 0 is always evaluated exactly (its own one-point cell), and in
+    continuous mode every located breakpoint is refined to adjacent float64 values, so the output
+    at the exact boundary (u = p/q for a threshold rule) is evaluated too; points whose output
+    differs from both sides are reported (``boundary_points``).  One that emits a string of
+    target probability 0 fails the certificate; on the float32 lattice such a point also carries
+    mass 2^-24 per uniform in the law.  Impossible strings: any emitted mass on a string of target
+    probability 0 fails, however small (``impossible_mass``, as in :func:`specsim.exact.check_lossless`).
 
-    Returns: the :class:`specsim.exact.Certificate` of the integrated law.
+    Parameters: ``sample_fn(draft_tokens, p, q, u) -> (accepted, token)``, or with ``drafting``
+    (a tree process such as ``iid_paths(2)``) ``sample_fn(tree, u) -> (node, token)``, integrated
+    over u per enumerated tree; ``u`` holds ``n_uniforms`` values (default: the number of draft
+    nodes, root included: L + 1 for a chain, one per drafted token plus one for the emitted token);
+    ``target``, ``draft_model`` (``draft=`` is deprecated), ``L``; ``grid`` (int >= 1, or
+    ``"float32"``); ``tol`` in [2^-52, 2^-20] (continuous mode's lattice spacing); ``context``;
+    ``atol`` in [0, 1] on max |C - P| (default 1e-9; for ``"float32"``, (L + 1) m 2^-24, the
+    rounding of each of the m uniforms' intervals to the lattice, m the largest number of
+    uniforms).  An exception inside ``sample_fn`` is re-raised as :class:`SamplerError` naming the
+    draft, its rows and the uniforms; output that is not two integers in range raises
+    :class:`SamplerError` (a ``ValueError``).
+
+    Returns: a :class:`SamplerCertificate` (a :class:`specsim.exact.Certificate`).
 
     >>> import numpy as np
     >>> from specsim.models import random_model
@@ -527,40 +642,89 @@ def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_
     ...             return i, int(np.searchsorted(np.cumsum(r), u[-1] * r.sum(), side="right"))
     ...     return len(draft), int(np.searchsorted(np.cumsum(p[-1]), u[-1], side="right"))
     >>> cert = check_sampler_exact(token_sampler, random_model(3, 0), random_model(3, 1), L=1)
-    >>> cert.lossless, cert.max_abs_error < 1e-9
-    (True, True)
+    >>> cert.lossless, cert.max_abs_error < 1e-9, cert.boundary_points
+    (True, True, ())
     """
     L = check_model_pair(target, draft_model, L)
     if not callable(sample_fn):
         raise TypeError(f"sample_fn must be callable, got {type(sample_fn).__name__}")
-    m = check_int(L + 1 if n_uniforms is None else n_uniforms, "n_uniforms", 1)
-    check_int(grid, "grid", 1)
+    if n_uniforms is not None:
+        check_int(n_uniforms, "n_uniforms", 1)
+    if isinstance(grid, str):
+        if grid != "float32":
+            raise ValueError(f"grid must be an int >= 1 or 'float32', got {grid!r}")
+        cells, points, dtype = 2, FLOAT32_POINTS, np.float32
+    else:
+        cells, points, dtype = check_int(grid, "grid", 1), None, np.float64
     # bisection stops once hi - lo <= tol: reachable only if tol exceeds the float spacing below 1
     tol = check_real(tol, "tol", 2.0 ** -52, 2.0 ** -20)
-    atol = check_real(atol, "atol", 0.0, 1.0)
+    if atol is not None:
+        atol = check_real(atol, "atol", 0.0, 1.0)
+    tree_mode = drafting is not None and not isinstance(drafting, Chain)
     name = getattr(sample_fn, "name", getattr(sample_fn, "__name__", "sampler"))
+    shifted = target.shifted(context)
+    ptab = shifted.table(L)
+    found: list = []
+    evaluations = 0
+    most_uniforms = 0
 
-    @chain_verifier(name)
-    def integrated(draft_tokens, p, q):
-        V = p.shape[1]
-        draft = tuple(draft_tokens)
+    def impossible(path) -> bool:
+        code = 0
+        for k, t in enumerate(path):
+            if ptab[k][code][t] == 0:
+                return True
+            code = code * target.V + t
+        return False
+
+    def integrate(call, m, n_outcomes, V, draft, path_of, rows=()):
+        """The outcome law of one draft: (accepted or node) -> emitted-token distribution."""
+        nonlocal evaluations, most_uniforms
+        most_uniforms = max(most_uniforms, m)
 
         def f(u):
             try:
-                out = sample_fn(draft, p, q, u)
+                out = call(u)
             except Exception as exc:  # noqa: BLE001 - re-raised with the draft and uniforms
-                raise _raised(name, exc, f"{draft} at uniforms {u.tolist()}", p, q) from exc
+                raise _raised(name, exc, f"{draft} at uniforms {u.tolist()}", *rows) from exc
             try:
-                return _two_ints(out)
+                a, t = _two_ints(out)
             except (TypeError, ValueError):
-                raise ValueError(f"{name} returned {out!r}, not (accepted, token), on draft {draft}") from None
+                raise SamplerError(f"{name} returned {out!r}, not two integers, on draft {draft} at "
+                                   f"uniforms {u.tolist()}", draft) from None
+            if not (0 <= a < n_outcomes and 0 <= t < V):
+                raise SamplerError(f"{name} returned {(a, t)} outside 0..{n_outcomes - 1} x 0..{V - 1} on draft "
+                                   f"{draft} at uniforms {u.tolist()}", draft)
+            return a, t
 
-        dist, _ = _integrate(f, m, grid, tol)
+        seen: list = []
+        dist, n = _integrate(f, m, cells, tol, points=points, dtype=dtype, boundary=seen)
+        evaluations += n
+        for axis, u, o, below, above in seen:
+            found.append(BoundaryPoint(draft, axis, u, o, (below, above), impossible(path_of(o[0]) + (o[1],))))
         outs = {}
         for (a, t), w in dist.items():
-            if not (0 <= a <= len(draft_tokens) and 0 <= t < V):
-                raise ValueError(f"{name} returned (accepted, token) = ({a}, {t}) on draft {tuple(draft_tokens)}")
             outs.setdefault(a, np.zeros(V))[t] += w
         return [Outcome(float(r.sum()), a, r / r.sum()) for a, r in sorted(outs.items())]
 
-    return check_lossless(integrated, target, draft_model, L, chain(), context, atol)
+    if tree_mode:
+        @tree_verifier(name)
+        def integrated(tree):
+            desc = f"tree tokens={tree.tokens} parent={tree.parent}"
+            m = tree.num_nodes if n_uniforms is None else n_uniforms
+            return integrate(lambda u: sample_fn(tree, u), m, tree.num_nodes, tree.p.shape[1], desc,
+                             lambda node: tuple(tree.path(node)))
+    else:
+        @chain_verifier(name)
+        def integrated(draft_tokens, p, q):
+            draft = tuple(int(t) for t in draft_tokens)
+            m = L + 1 if n_uniforms is None else n_uniforms
+            return integrate(lambda u: sample_fn(draft, p, q, u), m, len(draft) + 1, p.shape[1], draft,
+                             lambda a: draft[:a], (p, q))
+    cert = check_lossless(integrated, target, draft_model, L, drafting or chain(), context, 1.0)
+    if atol is None:
+        atol = LOSSLESS_ATOL if points is None else (L + 1) * most_uniforms / FLOAT32_POINTS
+    bad_boundary = any(b.impossible for b in found)
+    base = {f.name: getattr(cert, f.name) for f in fields(Certificate)}
+    base.update(atol=atol, lossless=bool(cert.max_abs_error <= atol and cert.impossible_mass == 0 and not bad_boundary))
+    return SamplerCertificate(**base, grid="float32" if points else "float64", boundary_points=tuple(found),
+                              evaluations=evaluations)

@@ -10,6 +10,7 @@ from specsim.testing import (BatchSampler, check_sampler, check_sampler_exact, c
                              detection_threshold, from_verifier, samples_to_detect)
 from specsim.testing.mutants import CHAIN_MUTANTS
 from specsim.verifiers import block, hsd_released, token
+from specsim.verifiers.base import Outcome, chain_verifier
 
 TARGET, DRAFT = random_model(3, 0, 0.5), random_model(3, 1, 0.5)
 
@@ -231,3 +232,136 @@ def test_greedy_target_reports_the_argmax_chain_check():
 
     bad = check_sampler(off_chain_at_rate(0.02), greedy_target, DRAFT, 2, n=500)  # 1 - 0.98^500 > 0.9999
     assert not bad.passed and bad.impossible > 0 and "outputs off the argmax chain  REJECTED" in str(bad)
+
+
+# ------------------------------------------------------------------- impossible strings, grids, boundaries
+def _zero_target():
+    """A target with an exact zero in every row (top-2 of a V = 3 model): impossible strings exist."""
+    from specsim.models import top_k
+    return top_k(random_model(3, 3), 2)
+
+
+def _token_u_leq(draft, p, q, u):
+    """The `>=` fault of a rejection test written as u <= p/q: at u = 0 it accepts a draft token
+    of target probability 0."""
+    for i, t in enumerate(draft):
+        if not u[i] * q[i, t] <= p[i, t]:
+            r = np.maximum(p[i] - q[i], 0)
+            return i, _inverse_cdf(r / r.sum(), u[-1])
+    return len(draft), _inverse_cdf(p[-1], u[-1])
+
+
+def test_exact_mode_fails_any_mass_on_an_impossible_string():
+    """check_lossless: 1e-12 of emitted mass on a token of target probability 0 is below atol in
+    max |C - P| but fails as impossible mass, reported with the string."""
+    t = _zero_target()
+
+    @chain_verifier("leak", lossless=False)
+    def leak(draft, p, q):
+        y = int(np.argmin(p[0]))  # p[0][y] == 0
+        row = p[0] * (1 - 1e-12)
+        row[y] += 1e-12
+        return [Outcome(1.0, 0, row)]
+
+    cert = check_lossless(leak, t, DRAFT, 1)
+    assert cert.max_abs_error < cert.atol  # what the old tolerance accepted
+    assert not cert.lossless and cert.impossible_mass == pytest.approx(1e-12, rel=1e-6)
+    assert t(())[cert.impossible_string[0]] == 0 and "cannot emit" in str(cert)
+    ok = check_lossless(token, t, DRAFT, 2)
+    assert ok.lossless and ok.impossible_mass == 0.0 and ok.impossible_string == ()
+
+
+@pytest.mark.parametrize("grid", [2, "float32"])
+def test_u_leq_threshold_at_a_zero_probability_token_is_caught_at_u_zero(grid):
+    t = _zero_target()
+    good = check_sampler_exact(_token_u, t, DRAFT, 1, grid=grid)
+    assert good.lossless and good.boundary_points == () and good.impossible_mass == 0
+    bad = check_sampler_exact(_token_u_leq, t, DRAFT, 1, grid=grid)
+    assert not bad.lossless and bad.impossible_mass > 0
+    hits = [b for b in bad.boundary_points if b.impossible]
+    assert hits and all(b.u[b.axis] == 0.0 and b.neighbours[0] is None for b in hits)
+    assert all(t(())[b.draft[0]] == 0 and b.output[0] == 1 for b in hits)  # accepted the impossible draft
+    if grid == "float32":  # u = 0 is one of the 2^24 lattice points: mass Q(x) 2^-24 per impossible draft x
+        q0 = DRAFT(())
+        assert bad.impossible_mass == pytest.approx(sum(q0[x] for x in range(3) if t(())[x] == 0) / 2 ** 24)
+
+
+def test_float32_grid_gives_the_lattice_law_exactly():
+    """On u = k 2^-24 the acceptance probability of draft token x is #{k : k 2^-24 q_x < p_x} / 2^24,
+    counted here over all 2^24 lattice points; E[tau] of the certificate is its Q-average."""
+    t = TARGET
+    cert = check_sampler_exact(_token_u, t, DRAFT, 1, grid="float32")
+    u = np.arange(2 ** 24, dtype=np.float32)
+    u *= np.float32(2.0 ** -24)
+    p, q = t(()), DRAFT(())
+    accept = [np.count_nonzero(u * q[x] < p[x]) / 2 ** 24 for x in range(3)]
+    assert cert.expected_accepted == pytest.approx(float(np.dot(q, accept)), abs=1e-15)
+    assert cert.lossless and cert.grid == "float32" and cert.atol == pytest.approx(2 * 2 / 2 ** 24)
+
+
+def test_a_special_case_at_exactly_u_equal_p_over_q_is_a_boundary_point():
+    """A fault only at the float u == p/q (emit an impossible token there): measure zero in the
+    continuous law, found by refining the located breakpoint to adjacent floats."""
+    t = _zero_target()
+
+    def tie_fault(draft, p, q, u):
+        x = draft[0]
+        if q[0, x] > 0 and p[0, x] > 0 and u[0] == p[0, x] / q[0, x]:
+            return 0, int(np.argmin(p[0]))  # target probability 0
+        return _token_u(draft, p, q, u)
+
+    cert = check_sampler_exact(tie_fault, t, DRAFT, 1)
+    ties = [b for b in cert.boundary_points if b.impossible]
+    assert not cert.lossless and ties and cert.impossible_mass == 0
+    for b in ties:
+        x = b.draft[0]
+        assert b.u[0] == t(())[x] / DRAFT(())[x] and b.neighbours[0] != b.output != b.neighbours[1]
+
+
+def _specinfer_u(tree, u, stale=False):
+    """SpecInfer (recursive rejection sampling) on one level of i.i.d. draws, uniforms injected:
+    u[k] tests the k-th draw, u[-1] samples the emitted token."""
+    r = tree.p[0].copy()
+    q = tree.q[0]
+    for k, x in enumerate(tree.draws[0]):
+        if u[k] * q[x] < r[x]:
+            child = next(j for j in range(1, tree.num_nodes) if tree.parent[j] == 0 and tree.tokens[j] == x)
+            return child, _inverse_cdf(tree.p[child], u[-1])
+        if not stale:
+            r = np.maximum(r - q, 0)
+            r = r / r.sum()
+    return 0, _inverse_cdf(r, u[-1])
+
+
+def test_exact_mode_tree_form_integrates_per_enumerated_tree():
+    from specsim.drafts import iid_paths
+    from specsim.verifiers.tree import specinfer
+    t, d = random_model(3, 11, 0.6), random_model(3, 12, 0.6)
+    cert = check_sampler_exact(_specinfer_u, t, d, 1, drafting=iid_paths(2))
+    ref = check_lossless(specinfer, t, d, 1, iid_paths(2))
+    assert cert.lossless and cert.expected_accepted == pytest.approx(ref.expected_accepted, abs=1e-9)
+    stale = check_sampler_exact(lambda tree, u: _specinfer_u(tree, u, stale=True), t, d, 1, drafting=iid_paths(2))
+    assert not stale.lossless and stale.max_abs_error > 1e-4
+
+
+def test_user_code_errors_name_their_input_in_every_mode():
+    """An exception inside the implementation is a SamplerError naming the draft (rows, uniforms),
+    never a verdict: per-sample, batch, tree and exact (chain and tree) modes."""
+    from specsim.drafts import iid_paths
+    from specsim.testing import SamplerError
+
+    def boom(*args):
+        raise IndexError("gather out of range")
+
+    cases = [
+        (lambda: check_sampler(boom, TARGET, DRAFT, 2, n=10), "with rows"),
+        (lambda: check_sampler(BatchSampler(boom), TARGET, DRAFT, 2, n=10), "chunk 0..9"),
+        (lambda: check_sampler(boom, TARGET, DRAFT, 2, n=10, drafting=iid_paths(2)), "tree tokens="),
+        (lambda: check_sampler_exact(boom, TARGET, DRAFT, 1), "at uniforms"),
+        (lambda: check_sampler_exact(boom, TARGET, DRAFT, 1, drafting=iid_paths(2)), "at uniforms"),
+    ]
+    for run, where in cases:
+        with pytest.raises(SamplerError, match="raised IndexError: gather out of range") as info:
+            run()
+        assert where in str(info.value) and isinstance(info.value.__cause__, IndexError)
+        assert info.value.draft is not None
