@@ -7,7 +7,8 @@ import pytest
 from specsim import check_lossless
 from specsim._sampling import draw_token
 from specsim.models import random_model
-from specsim.testing import SamplerError, check_step, check_step_exact, step_from_verifier
+from specsim.testing import (SamplerError, check_step, check_step_exact, completed_and_target_laws,
+                             default_instance, step_from_verifier)
 from specsim.testing.mutants import CHAIN_MUTANTS
 from specsim.testing.stats import predicted_power
 from specsim.verifiers import block, token
@@ -80,7 +81,7 @@ def test_hierarchical_emits_several_undrafted_tokens(pair):
 def test_faulty_steps_fail_where_the_exact_law_predicts(pair, step):
     """The exact completed law (check_step_exact) predicts power >= 0.999 at this n; the
     statistical check must then fail, and its report must name the strings that are off."""
-    cert = check_step_exact(step, *pair, n_uniforms=3, max_tokens=2, context=CONTEXT)
+    cert = check_step_exact(step, *pair, n_uniforms=3, max_tokens=2, context=CONTEXT, method="product")
     assert not cert.lossless
     n = 3000
     assert predicted_power(cert.completed, cert.target, n, 1e-3 / 2) > 0.999
@@ -104,27 +105,70 @@ def test_impossible_string_is_a_failure(pair):
 
 
 # ----------------------------------------------------------------------------- exact
+@pytest.fixture(scope="module")
+def mutant_pair():
+    """A V = 3 pair on which every chain mutant's step changes the completed law at L = 2."""
+    return random_model(3, 21, 0.7), random_model(3, 1021, 0.7)
+
+
 @pytest.mark.parametrize("step", [step_from_verifier(token, L=1), step_from_verifier(block, L=1),
                                   hierarchical_step(1)], ids=lambda s: s.name)
-def test_exact_certifies_lossless_steps(pair, step):
-    cert = check_step_exact(step, *pair, n_uniforms=3, max_tokens=2, context=CONTEXT)
+def test_product_method_certifies_lossless_steps(pair, step):
+    cert = check_step_exact(step, *pair, n_uniforms=3, max_tokens=2, context=CONTEXT, method="product")
     assert cert.lossless and cert.max_abs_error < 1e-9 and cert.impossible_mass == 0
-    assert abs(sum(cert.emission_law.values()) - 1) < 1e-9
+    assert abs(sum(cert.emission_law.values()) - 1) < 1e-9 and cert.method == "product"
 
 
-@pytest.mark.parametrize("name", ["residual_from_target", "inverted_ratio", "bonus_wrong_row", "reused_uniform"])
-def test_exact_agrees_with_the_engine_on_chain_mutants(pair, name):
-    """The step of a chain mutant is integrated over its uniforms; its verdict and completed
-    law must equal the exact engine's (check_lossless on the verifier itself, L = 1)."""
-    from specsim.testing import completed_and_target_laws
+@pytest.mark.parametrize("verifier", [token, block, CHAIN_MUTANTS["reused_uniform"]], ids=lambda v: v.name)
+def test_sequential_and_product_integrate_the_same_law(pair, verifier):
+    """One drafted token, where the product grid is still cheap: both methods give one emission law."""
+    step = step_from_verifier(verifier, L=1)
+    seq = check_step_exact(step, *pair, n_uniforms=3, max_tokens=2, context=CONTEXT)
+    prod = check_step_exact(step, *pair, n_uniforms=3, max_tokens=2, context=CONTEXT, method="product")
+    assert seq.method == "sequential" and set(seq.emission_law) == set(prod.emission_law)
+    assert max(abs(w - prod.emission_law[s]) for s, w in seq.emission_law.items()) < 1e-9
+    assert seq.lossless == prod.lossless and seq.evaluations < prod.evaluations
+
+
+@pytest.mark.parametrize("verifier,L", [(token, 2), (block, 2), (token, 3), (block, 3)],
+                         ids=["token-L2", "block-L2", "token-L3", "block-L3"])
+def test_sequential_certifies_token_and_block_steps(pair, verifier, L):
+    """The emission law is the verifier's exact output law (the engine's, independent of the
+    integration), and the step is certified lossless."""
+    from specsim.exact import output_law
     target, draft_model = pair
+    cert = check_step_exact(step_from_verifier(verifier, L), target, draft_model, n_uniforms=2 * L + 1,
+                            max_tokens=L + 1, context=CONTEXT)
+    assert cert.lossless and cert.max_abs_error < 1e-9 and cert.impossible_mass == 0
+    law = output_law(verifier, target, draft_model, L, context=CONTEXT)
+    V = target.V
+    for k, O in law.emitted.items():
+        got = np.zeros(V ** k)
+        for s, w in cert.emission_law.items():
+            if len(s) == k:
+                got[np.ravel_multi_index(s, (V,) * k)] += w
+        assert np.abs(got - O).max() < 1e-9
+
+
+@pytest.mark.parametrize("name", sorted(CHAIN_MUTANTS))
+def test_sequential_flags_every_chain_mutant_step(mutant_pair, name):
+    """Negative controls: each chain mutant turned into a step (L = 2) is not lossless, and its
+    integrated completed law equals the exact engine's (check_lossless on the verifier itself)."""
+    target, draft_model = mutant_pair
     mutant = CHAIN_MUTANTS[name]
-    cert = check_step_exact(step_from_verifier(mutant, L=1), target, draft_model, n_uniforms=3,
-                            max_tokens=2, context=CONTEXT)
-    engine = check_lossless(mutant, target, draft_model, 1, context=CONTEXT)
-    C, _ = completed_and_target_laws(mutant, target, draft_model, 1, context=CONTEXT)
-    assert not cert.lossless and not engine.lossless
+    cert = check_step_exact(step_from_verifier(mutant, L=2), target, draft_model, n_uniforms=6,
+                            max_tokens=3, context=CONTEXT)
+    C, _ = completed_and_target_laws(mutant, target, draft_model, 2, context=CONTEXT)
+    assert not cert.lossless and not check_lossless(mutant, target, draft_model, 2, context=CONTEXT).lossless
     assert np.abs(cert.completed - C).max() < 1e-9
+
+
+def test_sequential_refuses_a_step_whose_calls_hide_its_draws(pair):
+    """hierarchical_step asks target_lm about the context alone right after drafting, a call that
+    does not reveal the draft; its later behaviour depends on the draft, so the probe at a second
+    point of that call's region sees a different block and the method refers to "product"."""
+    with pytest.raises(SamplerError, match=r"method='sequential' needs .* use method='product'"):
+        check_step_exact(hierarchical_step(1), *pair, n_uniforms=3, max_tokens=2, context=CONTEXT)
 
 
 def test_uniform_source_refuses_other_draws(pair):
@@ -184,7 +228,34 @@ def test_bad_arguments(pair, kw, exc, match):
         check_step(step_from_verifier(token, 1), *pair, **kw)
 
 
+@pytest.mark.parametrize("kw,exc,match", [
+    (dict(tol="2**-40"), TypeError, "tol must be a real number"),
+    (dict(tol=1e-3), ValueError, "tol must lie in"),
+    (dict(tol=0.0), ValueError, "tol must lie in"),
+    (dict(atol=-1e-9), ValueError, "atol must lie in"),
+    (dict(method="grid"), ValueError, "method must be"),
+    (dict(n_uniforms=0), ValueError, "n_uniforms"),
+])
+def test_exact_bad_arguments(pair, kw, exc, match):
+    kw = {"n_uniforms": 3, **kw}
+    with pytest.raises(exc, match=match):
+        check_step_exact(step_from_verifier(token, 1), *pair, max_tokens=2, **kw)
+
+
+def test_default_models_are_the_recorded_step_instance():
+    """check_step without models runs on default_instance("step") (the search of
+    specsim.testing.power), for which the report states every mutant step is detectable."""
+    step = step_from_verifier(block, L=2)
+    target, draft_model, m = default_instance("step")
+    res = check_step(step, n=300)
+    assert res.V == target.V and res.horizon == m == 3
+    assert str(res) == str(check_step(step, target, draft_model, n=300))
+
+
 def test_bad_models():
+    with pytest.raises(TypeError, match="both None"):
+        check_step(step_from_verifier(token, 1), random_model(3, 0))
+
     with pytest.raises(TypeError, match="Model"):
         check_step(step_from_verifier(token, 1), "p", random_model(3, 0))
     with pytest.raises(ValueError, match="share V"):
