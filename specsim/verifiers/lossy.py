@@ -283,11 +283,11 @@ def topk_accept(k: int) -> LossyVerifier:
 
     def out(p, q):
         S = _top_set(p, k)
-        qS = q[S].sum()
-        den = S.sum() - qS
+        q_out = q[~S].sum()  # q(S^c) summed directly: 1 - q(S) can round below 0 when S^c is empty
+        den = S.sum() - 1.0 + q_out
         if den <= 0:  # S = {v} with q_v = 1: never rejected
             return q.copy()
-        return np.where(S, q + (1.0 - qS) * (1.0 - q) / den, 0.0)
+        return np.where(S, q + q_out * (1.0 - q) / den, 0.0)
 
     rule = SingleTokenRule("topk_accept", decide, out, beta, dict(k=k))
     return single_token_chain(rule, doc=topk_accept.__doc__)

@@ -182,3 +182,16 @@ def test_fuzzy_old_divergence_spelling_still_works_with_a_warning():
     assert old.rule.params == new.rule.params
     np.testing.assert_array_equal(old.out(p, q), new.out(p, q))
     assert new.beta(p, q) == float(kl(p, q) <= 0.3)  # "kl_reverse" reads KL(p || q)
+
+
+def test_topk_output_law_nonnegative_when_ties_cover_the_vocabulary():
+    # p one-hot, q on the other tokens: ties put every token in S, so q(S^c) = 0 exactly; the
+    # old 1 - q(S) form rounded to -1.1e-16 and gave -3.7e-17 on the target's token
+    from fractions import Fraction
+    p = np.zeros(7)
+    p[6] = 1.0
+    q = np.r_[np.full(6, 1 / 6), 0.0]
+    out = topk_accept(2).out(p, q)
+    assert (out >= 0).all()
+    exact = [Fraction(1, 6)] * 6 + [Fraction(0)]  # S = everything: never rejected, out = q
+    assert max(abs(Fraction(float(o)) - e) for o, e in zip(out, exact)) < 1e-15
