@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import itertools
+import os
 import sys
 import time
 from pathlib import Path
@@ -426,7 +427,8 @@ def main(argv=None) -> int:
     Returns: the exit status: 0, or 2 with one line ``specsim: error: ...`` on stderr (no
     traceback) for bad input (``ValueError``, ``TypeError``) or a file that cannot be read
     (``OSError``); arguments are checked before anything is printed.  Usage errors of argparse
-    exit with status 2 (``SystemExit``) after one line as well.
+    exit with status 2 (``SystemExit``) after one line as well.  A reader that closes the pipe
+    early (``specsim compare | head``) ends the command quietly with status 1.
 
     >>> main(["bounds", "--p", "0.5", "0.6", "--q", "0.5", "0.5"])
     2
@@ -437,6 +439,9 @@ def main(argv=None) -> int:
         args = ap.parse_args(["compare", *(argv or [])])
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader closed the pipe (``| head``): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 1
     except (ValueError, TypeError, OSError) as e:
         print(f"specsim: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

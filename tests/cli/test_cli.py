@@ -82,3 +82,16 @@ def test_python_m_specsim_real_is_the_same_command():
     r = subprocess.run([sys.executable, "-m", "specsim.real", "info"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "V = 49152" in r.stdout
+
+
+def test_reader_closing_the_pipe_ends_quietly():
+    # `specsim compare | head -1`: the rows after the first hit a closed pipe; no traceback
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "specsim.cli", "compare", "--V", "3", "--L", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 1)
+    assert "Traceback" not in err and "Broken pipe" not in err, err
