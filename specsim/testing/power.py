@@ -100,7 +100,9 @@ class MutantPower:
 @dataclass(frozen=True)
 class PowerReport:
     """Verdict of :func:`power_report`: one :class:`MutantPower` per mutant in ``rows``;
-    ``detects_all`` when every one is detected with 99% power at ``n``; ``str()`` is a table.
+    ``detects_all`` when every one is detected with 99% power at ``n``; ``check`` the check sized
+    (``"sampler"`` or ``"step"``, whose mutants are steps of max_tokens = L + 1) at ``context``;
+    ``str()`` is a table.
 
     >>> r = PowerReport(3, 2, 100, 1e-3, "chain", (MutantPower("m", "chain", 0.0, 100, 0.001, float("inf")),))
     >>> r.detects_all, r.undetectable

@@ -5,8 +5,9 @@ import pytest
 
 from specsim.drafts import iid_paths
 from specsim.models import random_model
-from specsim.testing import BatchSampler, check_sampler, default_instance, power_report
+from specsim.testing import BatchSampler, check_sampler, check_step, default_instance, power_report, step_from_verifier
 from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.testing.power import DEFAULT_STEP_INSTANCE
 from specsim.testing.tree_mutants import MUTANTS
 
 
@@ -77,6 +78,34 @@ def test_tree_mode_adds_the_mutants_of_that_process():
     assert rep.drafting == "iid_paths(2)"
 
 
+def test_step_mode_covers_every_chain_mutant_as_a_step():
+    """check_step tests other sub-tests (completed prefixes, level alpha / max_tokens) at its own
+    context, so its power differs from check_sampler's on the same pair."""
+    target, draft_model, L = default_instance()
+    step = power_report(target, draft_model, L, check="step")
+    sampler = power_report(target, draft_model, L)
+    assert [r.name for r in step.rows] == list(CHAIN_MUTANTS) and step.check == "step" and step.context == (1,)
+    assert "check_step power" in str(step) and "max_tokens=4" in str(step)
+    assert any(a.samples_needed != b.samples_needed for a, b in zip(step.rows, sampler.rows))
+
+
+@pytest.mark.parametrize("max_tokens", [3, 4])
+def test_default_step_instance_detects_every_mutant_step(max_tokens):
+    target, draft_model, m = default_instance("step", max_tokens=max_tokens)
+    rep = power_report(target, draft_model, m - 1, check="step")
+    assert m == max_tokens and rep.detects_all and not rep.undetectable
+    assert max(r.samples_needed for r in rep.rows) <= DEFAULT_STEP_INSTANCE["max_samples_needed"]
+
+
+def test_mutant_step_flagged_at_the_n_reported_for_99_percent_power():
+    target, draft_model, m = default_instance("step")
+    row = next(r for r in power_report(target, draft_model, m - 1, check="step").rows
+               if r.name == "residual_from_target")
+    step = step_from_verifier(CHAIN_MUTANTS["residual_from_target"], m - 1)
+    assert row.detected and row.samples_needed < 2000
+    assert not check_step(step, n=int(row.samples_needed), max_tokens=m, seed=1).passed
+
+
 def test_bad_arguments():
     t, d = random_model(3, 0), random_model(3, 1)
     with pytest.raises(ValueError, match="n"):
@@ -85,3 +114,9 @@ def test_bad_arguments():
         power_report(t, d, 2, alpha=2.0)
     with pytest.raises(TypeError, match="drafting"):
         power_report(t, d, 2, drafting="iid")
+    with pytest.raises(ValueError, match="check must be"):
+        power_report(t, d, 2, check="engine")
+    with pytest.raises(ValueError, match="chain steps only"):
+        power_report(t, d, 1, drafting=iid_paths(2), check="step")
+    with pytest.raises(ValueError, match="check must be"):
+        default_instance("engine")

@@ -130,7 +130,8 @@ def test_sequential_and_product_integrate_the_same_law(pair, verifier):
     assert seq.lossless == prod.lossless and seq.evaluations < prod.evaluations
 
 
-@pytest.mark.parametrize("verifier,L", [(token, 2), (block, 2), (token, 3), (block, 3)],
+@pytest.mark.parametrize("verifier,L", [(token, 2), (block, 2), pytest.param(token, 3, marks=pytest.mark.slow),
+                                        pytest.param(block, 3, marks=pytest.mark.slow)],
                          ids=["token-L2", "block-L2", "token-L3", "block-L3"])
 def test_sequential_certifies_token_and_block_steps(pair, verifier, L):
     """The emission law is the verifier's exact output law (the engine's, independent of the
