@@ -34,7 +34,7 @@ from .chain import CHAIN_VERIFIERS, block
 __all__ = ["specinfer", "specinfer_first_path", "sequoia", "traversal", "traversal_repeats", "traversal_paths",
            "TRAVERSAL_VARIANTS", "deterministic_children",
            "spectr", "khisti", "khisti_self_normalised", "khisti_optimal", "khisti_optimal_selection",
-           "OptimalSelection", "KHISTI_OPTIMAL_MAX_VARIABLES", "KHISTI_QUADRATURE_BOUND", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
+           "OptimalSelection", "KHISTI_QUADRATURE_BOUND", "gbv", "gbv_capped", "greedy_multidraft", "TREE_VERIFIERS", "verifiers_for",
            "multidraft_acceptance", "kseq_rho", "khisti_selection_law", "tree_paths", "gbv_path_model",
            "gbv_path_arrays", "tree_shape"]
 
@@ -451,91 +451,181 @@ def _khisti_law(tree):
 
 
 # --------------------------------------------------------------------------- Khisti et al., optimal weights
-#: Largest LP khisti_optimal_selection builds (selection variables, one per multiset and distinct token).
-KHISTI_OPTIMAL_MAX_VARIABLES = 200_000
-
-
 @dataclass(frozen=True, eq=False)
 class OptimalSelection:
-    """Optimal importance weights of Khisti et al.'s two-step scheme at one node (docs/theory.md §6.5).
+    """An optimal selection of Khisti et al.'s two-step scheme at one node (docs/theory.md §6.5).
 
-    Fields: ``rho`` (the selection law rho_f [V]), ``weights`` (multiset of draws as a sorted
-    tuple -> {token: f(S, token)}, the probability of selecting that token given the drafted
-    multiset S), ``acceptance`` (sum_y min(p_y, rho_f(y)), the LP optimum).
+    Each token y of supp q owns a set of positions O_y in [0, 1) (``pieces``); the O_y tile
+    [0, 1) and |O_y| = q(y).  A draw of y takes a uniform position in O_y and the draw with the
+    earliest position is selected, so rho_f(y) = integral over O_y of k (1 - s)^(k-1) ds.
+
+    Fields: ``rho`` (the selection law rho_f [V], read-only), ``acceptance``
+    (sum_y min(p_y, rho_f(y)) = alpha*), ``k`` (draws), ``pieces`` (token -> tuple of (a, b)
+    intervals).  :meth:`select` gives f(S, .) for a drawn multiset S.
     """
 
     rho: np.ndarray
-    weights: dict
     acceptance: float
+    k: int
+    pieces: dict
+
+    def select(self, draws) -> dict:
+        """f(S, y) = m_y / q_y * integral_{O_y} prod_x (1 - F_x(s))^(m_x - [x = y]) ds for the k draws
+        S (m_x copies of x, F_x the law of a draw's position): the probability that y is selected.
+
+        Parameters: ``draws`` (k token ids, repeats kept).
+
+        Returns: ``dict`` token -> probability (sums to 1).
+
+        >>> sel = khisti_optimal_selection([0.2, 0.3, 0.5], [0.5, 0.3, 0.2], 2)
+        >>> {y: round(f, 6) for y, f in sel.select([0, 1]).items()}
+        {0: 0.0, 1: 1.0}
+        """
+        draws = [int(x) for x in draws]
+        if len(draws) != self.k or any(x not in self.pieces for x in draws):
+            raise ValueError(f"draws must be {self.k} tokens of supp q, got {draws}")
+        counts = {x: draws.count(x) for x in dict.fromkeys(draws)}
+        if len(counts) == 1:
+            return {draws[0]: 1.0}
+        cuts = np.unique([e for x in counts for piece in self.pieces[x] for e in piece])
+        lo, hi = cuts[:-1], cuts[1:]
+        nodes, gauss = np.polynomial.legendre.leggauss(self.k)   # exact: the integrand has degree k - 1
+        s = 0.5 * (hi - lo)[:, None] * nodes + 0.5 * (hi + lo)[:, None]
+        width = 0.5 * (hi - lo)[:, None] * gauss
+
+        def cdf(x):
+            a, b = np.array(self.pieces[x]).T
+            return np.clip(s[..., None] - a, 0.0, b - a).sum(axis=-1) / (b - a).sum()
+
+        def inside(x):
+            a, b = np.array(self.pieces[x]).T
+            mid = 0.5 * (lo + hi)
+            return ((mid[:, None] >= a) & (mid[:, None] < b)).any(axis=1)
+
+        survive = {x: 1.0 - cdf(x) for x in counts}
+        out = {}
+        for y, m in counts.items():
+            density = inside(y)[:, None] / sum(b - a for a, b in self.pieces[y])
+            term = m * density * np.prod([survive[x] ** (c - (x == y)) for x, c in counts.items()], axis=0)
+            out[y] = float((width * term).sum())
+        # positions are absolute floats: a token of tiny q(y) inside [0, 1) has relative resolution
+        # ~1e-16 / q(y), which shows here only as a deviation of the sum from 1
+        total = sum(out.values())
+        return {y: f / total for y, f in out.items()}
 
 
-def _multiset_law(q, support, k):
-    # every multiset of k draws from supp q with its i.i.d. probability k! / prod m_y! prod q_y^m_y
-    out = []
-    for S in itertools.combinations_with_replacement(support, k):
-        counts = np.bincount(np.searchsorted(support, S), minlength=len(support))
-        coef = math.factorial(k) / math.prod(math.factorial(int(c)) for c in counts)
-        out.append((S, coef * float(np.prod(q[list(S)]))))
-    return out
+def _phi_mass(a, b, k):
+    # integral_a^b k (1 - s)^(k-1) ds, without cancellation near s = 0 where (1 - s)^k ~ 1
+    with np.errstate(divide="ignore"):  # b = 1: log1p(-1) = -inf, expm1(-inf) = -1 as wanted
+        return np.exp(k * np.log1p(-a)) * -np.expm1(k * (np.log1p(-b) - np.log1p(-a)))
+
+
+def _optimal_targets(p, q, k, order):
+    """rho* in the descending-ratio order ``order`` of supp q: R = P - D, with D the running maximum
+    of gap = P - phi(Q) up to its argmax and the running maximum from the right after it
+    (docs/theory.md §6.5).  Returns rho* and the tight prefixes (R = phi(Q)), as indices into order."""
+    tail_p = np.r_[np.cumsum(p[order][::-1])[::-1], 0.0]   # p and q after each prefix, accurate when small
+    tail_q = np.r_[np.cumsum(q[order][::-1])[::-1], 0.0]
+    raw = tail_q ** k - tail_p                               # P - phi(Q) = (1 - Q)^k - (1 - P)
+    raw[-1] = 0.0
+    gap = np.maximum(raw, 0.0)
+    top = int(np.argmax(gap))
+    D = np.r_[np.maximum.accumulate(gap[:top + 1]), np.maximum.accumulate(gap[top:][::-1])[::-1][1:]]
+    rho = np.maximum(p[order] - np.diff(D), 0.0)
+    tight = np.flatnonzero(raw == D)                         # R = P - D = phi(Q) there
+    return rho, np.unique(np.r_[0, tight, order.size])
+
+
+def _place_block(tokens, q, target, start, end, k):
+    """Positions in [start, end) (of measure q(tokens)) for a block: in ascending rho/q, each token
+    takes the contiguous stretch of the free positions (free measure s .. s + q_y) whose mass is its
+    target; the last takes what is left."""
+    fa, fb = np.array([start]), np.array([end])
+    pieces = {}
+    order = sorted(range(len(tokens)), key=lambda j: target[j] / q[tokens[j]])
+    for n, j in enumerate(order):
+        y, qy = tokens[j], q[tokens[j]]
+        if n == len(order) - 1:                              # the last token takes what is left
+            pieces[int(y)] = tuple(zip(fa.tolist(), fb.tolist()))
+            break
+        cum = np.r_[0.0, np.cumsum(fb - fa)]
+        mass = np.r_[0.0, np.cumsum(_phi_mass(fa, fb, k))]
+
+        def at(t):                                           # free measure t -> (position, mass before it)
+            i = min(max(int(np.searchsorted(cum, t, side="right")) - 1, 0), fa.size - 1)
+            x = min(fa[i] + (t - cum[i]), fb[i])
+            return x, mass[i] + float(_phi_mass(fa[i], x, k))
+
+        def stretch(s):
+            return at(s + qy)[1] - at(s)[1]
+
+        lo, hi = 0.0, max(cum[-1] - qy, 0.0)
+        if stretch(hi) >= target[j]:
+            s = hi
+        elif stretch(lo) <= target[j]:
+            s = lo
+        else:                                                # stretch decreases in s: bisect to rounding
+            for _ in range(200):
+                mid = 0.5 * (lo + hi)
+                if mid in (lo, hi):
+                    break
+                lo, hi = (mid, hi) if stretch(mid) > target[j] else (lo, mid)
+            s = lo
+        x0, x1 = at(s)[0], at(s + qy)[0]
+        a, b = np.maximum(fa, x0), np.minimum(fb, x1)
+        taken = b > a
+        pieces[int(y)] = tuple(zip(a[taken].tolist(), b[taken].tolist()))
+        keep_a = np.r_[fa, np.maximum(x1, fa)]
+        keep_b = np.r_[np.minimum(fb, x0), fb]
+        keep = keep_b > keep_a
+        fa, fb = keep_a[keep], keep_b[keep]
+        o = np.argsort(fa)
+        fa, fb = fa[o], fb[o]
+    return pieces
 
 
 @functools.lru_cache(maxsize=4096)
 def _khisti_optimal_cached(pb: bytes, qb: bytes, k: int) -> OptimalSelection:
-    from scipy.optimize import linprog
-
     p, q = np.frombuffer(pb), np.frombuffer(qb)
-    V = p.size
     support = np.flatnonzero(q > 0)
     if k == 1:  # one draw: the only selection is the draw itself, rho = q
         rho = q.copy()
         rho.setflags(write=False)
-        return OptimalSelection(rho, {(int(y),): {int(y): 1.0} for y in support}, float(np.minimum(p, q).sum()))
-    n_sets = math.comb(support.size + k - 1, k)
-    if n_sets + V > KHISTI_OPTIMAL_MAX_VARIABLES:
-        raise ValueError(f"khisti_optimal: |supp q| = {support.size} and k = {k} give {n_sets} draft multisets, "
-                         f"more than KHISTI_OPTIMAL_MAX_VARIABLES = {KHISTI_OPTIMAL_MAX_VARIABLES} LP variables")
-    sets = _multiset_law(q, support, k)
-    columns = [(s, y) for s, (S, _) in enumerate(sets) for y in sorted(set(S))]
-    nf = len(columns)
-    from scipy.sparse import coo_matrix
-
-    # variables: f(S, y) for the columns, then t_y; maximise sum t s.t. t_y <= rho_y(f), sum_y f(S, y) = 1
-    fs = np.array([s for s, _ in columns])
-    fy = np.array([y for _, y in columns])
-    QS = np.array([Q for _, Q in sets])
-    A_ub = coo_matrix((np.concatenate([-QS[fs], np.ones(V)]),
-                       (np.concatenate([fy, np.arange(V)]), np.concatenate([np.arange(nf), nf + np.arange(V)]))),
-                      shape=(V, nf + V))
-    A_eq = coo_matrix((np.ones(nf), (fs, np.arange(nf))), shape=(len(sets), nf + V))
-    bounds = np.column_stack([np.zeros(nf + V), np.concatenate([np.ones(nf), p])])
-    c = np.concatenate([np.zeros(nf), -np.ones(V)])
-    res = linprog(c, A_ub=A_ub.tocsr(), b_ub=np.zeros(V), A_eq=A_eq.tocsr(), b_eq=np.ones(len(sets)),
-                  bounds=bounds, method="highs")
-    if res.status != 0:  # pragma: no cover - the LP is always feasible and bounded
-        raise ValueError(f"khisti_optimal: the weight LP failed ({res.message})")
-    f = np.clip(res.x[:nf], 0.0, None)
-    total = np.bincount(fs, weights=f, minlength=len(sets))
-    f = f / total[fs]  # each multiset's selection a distribution again after the solver's rounding
-    rho = np.bincount(fy, weights=QS[fs] * f, minlength=V)
-    weights: dict = {}
-    for (s, y), fv in zip(columns, f):
-        weights.setdefault(sets[s][0], {})[int(y)] = float(fv)
+        ends = np.minimum(np.cumsum(q[support]), 1.0)
+        ends[-1] = 1.0
+        pieces = {int(y): ((float(a), float(b)),) for y, a, b in zip(support, np.r_[0.0, ends[:-1]], ends)}
+        return OptimalSelection(rho, float(np.minimum(p, q).sum()), 1, pieces)
+    ratio = p[support] / q[support]                          # inf for subnormal q: sorts first, as it should
+    order = support[np.argsort(-ratio, kind="stable")]
+    target, tight = _optimal_targets(p, q, k, order)
+    starts = np.minimum(np.r_[0.0, np.cumsum(q[order])], 1.0)
+    starts[-1] = 1.0
+    pieces = {}
+    for a, b in zip(tight[:-1], tight[1:]):
+        pieces.update(_place_block(order[a:b], q, target[a:b], starts[a], starts[b], k))
+    rho = np.zeros(p.size)
+    for y, pcs in pieces.items():
+        a, b = np.array(pcs).T
+        rho[y] = _phi_mass(a, b, k).sum()
     rho.setflags(write=False)
-    return OptimalSelection(rho, weights, float(np.minimum(p, rho).sum()))
+    return OptimalSelection(rho, float(np.minimum(p, rho).sum()), k, pieces)
 
 
 def khisti_optimal_selection(p, q, k: int) -> OptimalSelection:
-    """The selection weights that make Khisti et al.'s two-step scheme optimal (arXiv 2410.18234).
+    """A selection that makes Khisti et al.'s two-step scheme optimal (arXiv 2410.18234), at any support.
 
     Step 1 selects a drafted token y from the multiset S of k i.i.d. draws with probability
-    f(S, y) (sum_{y in S} f(S, y) = 1), inducing rho_f(y) = sum_S Q(S) f(S, y); step 2 is
-    single-draft speculative sampling of y against p, acceptance sum_y min(p_y, rho_f(y)).  The
-    weights solve the LP  max sum_y t_y  s.t.  t_y <= p_y, t_y <= rho_f(y), f >= 0 (HiGHS via
-    scipy).  Its optimum is the optimal k-draft acceptance alpha* = min_H [p(H) + 1 - q(H)^k]
-    (docs/theory.md §6.5-6.6; at k = 2, min_S p(S) + 1 - q(S)^2), which the self-normalised
-    weights of :data:`khisti` can miss by up to 0.125.  The LP has one variable per (multiset,
-    distinct token): C(n + k - 1, k) multisets over n = |supp q|, so it is for small supports
-    (``ValueError`` beyond :data:`KHISTI_OPTIMAL_MAX_VARIABLES`).
+    f(S, y), inducing rho_f(y) = sum_S Q(S) f(S, y); step 2 is single-draft speculative sampling
+    of y against p, acceptance sum_y min(p_y, rho_f(y)).  Its maximum is the optimal k-draft
+    acceptance alpha* = min_H [p(H) + 1 - q(H)^k] (docs/theory.md §6.5-6.6).  Construction
+    (docs/theory.md §6.5): sort supp q by descending p/q; with P, Q the cumulative masses and
+    phi(s) = 1 - (1 - s)^k, the target rho* has cumulative R = P - D, D the running maximum of
+    P - phi(Q) up to its argmax and from the right after it, so rho* <= p before and >= p after
+    and sum min(p, rho*) = alpha*.  It is realised by positions: token y owns a set O_y of
+    [0, 1) of measure q(y), a draw takes a uniform position in its token's set, the earliest draw
+    is selected (:meth:`OptimalSelection.select`); the sets are found block by block between the
+    prefixes where R = phi(Q).  ``rho`` is computed from the sets, so the scheme is lossless
+    exactly and optimal up to the bisection's rounding (1e-15).
 
     Parameters: ``p``, ``q`` rows over the same V >= 2 tokens; ``k`` >= 1 draws.
 
@@ -553,21 +643,20 @@ def khisti_optimal_selection(p, q, k: int) -> OptimalSelection:
 def _khisti_optimal_rule(tree, u):
     p, q, draws = tree.p[u], tree.q[u], tree.draws[u]
     sel = _khisti_optimal_cached(p.tobytes(), q.tobytes(), len(draws))
-    f = sel.weights[tuple(sorted(draws))]
-    descend = {x: fx * _accept_prob(p[x], sel.rho[x]) for x, fx in f.items()}
+    descend = {x: fx * _accept_prob(p[x], sel.rho[x]) for x, fx in sel.select(draws).items()}
     stop = max(0.0, 1.0 - sum(descend.values()))
     return descend, stop, normalize(np.maximum(p - sel.rho, 0.0), p)
 
 
 def _khisti_optimal_law(tree):
-    """Khisti et al.'s two-step scheme with optimal selection weights (arXiv 2410.18234), node-wise.
+    """Khisti et al.'s two-step scheme with an optimal selection (arXiv 2410.18234), node-wise.
 
     At node u with k i.i.d. draws of multiset S: select y in S with probability f(S, y) from
     :func:`khisti_optimal_selection`, accept it with min(1, p(y)/rho_f(y)), else emit
     Y ~ norm((p - rho_f)_+); after acceptance verification continues in y's subtree, whose draws
-    are again i.i.d.  Lossless for any f (the token law is rho_f a + (p - rho_f)_+ = p); with the
-    LP weights the acceptance per node is the k-draft optimum alpha* (docs/theory.md §6.5).
-    Needs i.i.d. children.  Small supports only (the LP, see :func:`khisti_optimal_selection`).
+    are again i.i.d.  Lossless for any f (the token law is rho_f a + (p - rho_f)_+ = p); with this
+    selection the acceptance per node is the k-draft optimum alpha* (docs/theory.md §6.5).
+    Needs i.i.d. children; any support.
 
     Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
 
@@ -736,8 +825,7 @@ def _traversal_paths_law(tree):
     subtree.  Traversal runs on that tree with Ms = q(.|node) at every node (the next sibling
     is distributed as q whatever was rejected before it); outcomes name the trie node of the
     accepted prefix.  At depth 1 it is SpecInfer's recursive rejection sampling.  Lossless on
-    every process whose nodes draw i.i.d. from q(.|node); never better than
-    :data:`traversal_repeats` on the instances of the tests.
+    every process whose nodes draw i.i.d. from q(.|node).
 
     Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
 
