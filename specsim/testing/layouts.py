@@ -13,11 +13,23 @@ Each adapter takes a function with the exact signature of one engine and returns
 Signatures (read from the engines' sources; argument names and shapes as there):
 
 * vLLM v1 ``rejection_sample(draft_token_ids [N], num_draft_tokens list[int], max_spec_len,
-  cu_num_draft_tokens [B], draft_probs [N, V] | None, target_probs [N, V], bonus_token_ids
-  [B, 1], sampling_metadata) -> output_token_ids int32 [B, max_spec_len + 1]`` (-1 placeholder);
-  the bonus token is sampled outside the function, so the adapter draws it from the bonus row;
-  ``sampling_metadata`` carries ``all_greedy``, ``all_random``, ``temperature`` [B] and
-  ``generators`` {request index: torch.Generator}, one per seeded request;
+  cu_num_draft_tokens [B], draft_probs [N, V] | None, target_logits [N, V], bonus_token_ids
+  [B, 1], sampling_metadata) -> output_token_ids int32 [B, max_spec_len + 1]`` (-1 placeholder;
+  vLLM 0.33 takes ``target_logits`` and applies the softmax itself, earlier versions
+  ``target_probs``: the adapter reads the parameter's name); the bonus token is sampled outside
+  the function, so the adapter draws it from the bonus row; ``sampling_metadata`` carries
+  ``all_greedy``, ``all_random``, ``temperature`` [B] and ``generators`` {request index:
+  torch.Generator}, one per seeded request; the acceptance uniforms come from the module-level
+  helper ``generate_uniform_probs(num_tokens, num_draft_tokens, generators, device)``;
+* vLLM "model runner v2" (``vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils``)
+  ``rejection_sample(target_logits [T, V], draft_logits [max_num_reqs, S, V] | None,
+  draft_sampled [T], cu_num_logits [B+1], pos [T], idx_mapping [B], expanded_idx_mapping [T],
+  expanded_local_pos [T], temperature [max_num_reqs], seed [max_num_reqs], num_speculative_steps
+  = S, ..., use_block_verification=False, ...) -> (sampled int64 [B, S+1], num_sampled [B])``:
+  T = sum_b (k_b + 1) logit rows, request b's rows being its k_b target rows and its bonus row;
+  ``draft_sampled`` holds the row's input token, so the draft tested at row i is
+  ``draft_sampled[row + 1]`` (-1: placeholder); randomness is seeds-plus-positions: every
+  uniform and Gumbel draw is a hash of (``seed[request]``, ``pos[row]``);
 * FlashInfer ``chain_speculative_sampling(draft_probs [B, n, V], draft_token_ids [B, n],
   target_probs [B, n+1, V], maybe_output_accepted_token_num=None,
   maybe_output_emitted_draft_token_num=None, deterministic=True, generator=None, seed=None,
@@ -50,8 +62,8 @@ from .properties import _num_drafts
 from .sampler import BatchSampler
 from .step import SamplerError
 
-__all__ = ["EngineAdapter", "vllm_rejection_sampler", "flashinfer_chain_sampler", "sglang_tree_sampler",
-           "transformers_chain_sampler"]
+__all__ = ["EngineAdapter", "vllm_rejection_sampler", "vllm_mrv2_rejection_sampler", "flashinfer_chain_sampler",
+           "sglang_tree_sampler", "transformers_chain_sampler"]
 
 
 @dataclass(frozen=True)
@@ -67,9 +79,16 @@ class EngineAdapter:
 
     fn: Callable
     name: str
+    #: whether ``uniforms`` can be injected (the engine takes or draws them through a hook)
+    takes_uniforms: bool = False
 
-    def __call__(self, drafts, p, q, seeds):
-        return self.fn(np.asarray(drafts), np.asarray(p), np.asarray(q), np.asarray(seeds))
+    def __call__(self, drafts, p, q, seeds, uniforms=None):
+        args = (np.asarray(drafts), np.asarray(p), np.asarray(q), np.asarray(seeds))
+        if uniforms is None:
+            return self.fn(*args)
+        if not self.takes_uniforms:
+            raise TypeError(f"{self.name} draws its own uniforms: uniforms cannot be injected")
+        return self.fn(*args, uniforms=np.asarray(uniforms, dtype=np.float64))
 
     def batch_sampler(self, chunk: int = 4096) -> BatchSampler:
         """The :class:`~specsim.testing.BatchSampler` calling the engine on whole chunks, one fresh
@@ -106,24 +125,35 @@ def _draw_bonus(p_row, seed):
                       np.random.default_rng([int(seed), 1]))
 
 
-def vllm_rejection_sampler(rejection_sample, dtype="float32", device="cpu", name: str | None = None) -> EngineAdapter:
+def vllm_rejection_sampler(rejection_sample, dtype="float32", device="cpu", pad_drafts: bool = False,
+                           uniform_helper: str | None = "generate_uniform_probs",
+                           name: str | None = None) -> EngineAdapter:
     """Adapter for vLLM v1's ``rejection_sample`` (ragged layout; module docstring).
 
-    Request b contributes its k_b real drafts (placeholders dropped, so lengths are ragged:
-    ``num_draft_tokens``, inclusive cumsum ``cu_num_draft_tokens``), their draft rows and the
-    target rows p[b, :k_b]; the bonus token is drawn from p[b, k_b] by the adapter with the
-    request's seed, and ``sampling_metadata.generators[b]`` is a torch.Generator seeded with
-    ``seeds[b]`` (all requests random, temperature 1).
+    Request b contributes its k_b real drafts (``num_draft_tokens``, inclusive cumsum
+    ``cu_num_draft_tokens``), their draft rows and the target rows p[b, :k_b] (as log p where
+    the function takes ``target_logits``); the bonus token is drawn from p[b, k_b] by the adapter
+    with the request's seed, and ``sampling_metadata.generators[b]`` is a torch.Generator seeded
+    with ``seeds[b]`` (all requests random, temperature 1).  With ``pad_drafts`` every request
+    passes all L slots, the placeholders as -1 with the dense rows p[b, i], q[b, i] of their
+    slots, as vLLM pads the drafts of a batch; the token emitted at the first placeholder slot
+    must then be a draw from p[b, k_b].
+
+    Injected uniforms (``adapter(..., uniforms=u)``, u [B, L]): for the call, the adapter puts
+    a function returning the ragged u[b, :k_b] (or u[b, :L] with ``pad_drafts``) in the place
+    of the module-level helper ``uniform_helper`` in ``rejection_sample``'s globals and restores
+    it afterwards; only the random source changes (not thread-safe).  ``uniform_helper=None``,
+    or a function without that helper, takes no uniforms.
 
     Parameters: ``rejection_sample`` (the function or a fake with its signature); ``dtype`` of
-    the probability tensors; ``device``; ``name``.
+    the probability tensors; ``device``; ``pad_drafts``; ``uniform_helper``; ``name``.
 
     Returns: an :class:`EngineAdapter`.
 
     >>> import torch
     >>> from specsim.testing.layouts import vllm_rejection_sampler
     >>> def accept_none(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
-    ...                 target_probs, bonus_token_ids, sampling_metadata):  # rejects x_1, emits token 0
+    ...                 target_logits, bonus_token_ids, sampling_metadata):  # rejects x_1, emits token 0
     ...     out = torch.full((len(num_draft_tokens), max_spec_len + 1), -1, dtype=torch.int32)
     ...     out[:, 0] = 0
     ...     return out
@@ -132,28 +162,124 @@ def vllm_rejection_sampler(rejection_sample, dtype="float32", device="cpu", name
     >>> [x.tolist() for x in vllm_rejection_sampler(accept_none)(np.array([[1, 2]]), p, q, np.array([0]))]
     [[0], [0]]
     """
-    def fn(drafts, p, q, seeds):
+    import inspect
+
+    params = list(inspect.signature(rejection_sample).parameters)
+    takes_logits = len(params) > 5 and params[5] == "target_logits"
+    helpers = getattr(rejection_sample, "__globals__", {})
+    injectable = uniform_helper is not None and uniform_helper in helpers
+
+    def fn(drafts, p, q, seeds, uniforms=None):
         import torch
 
         dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         B, L = drafts.shape
         ks = [_num_drafts(d) for d in drafts]
-        ids = np.concatenate([drafts[b, :ks[b]] for b in range(B)]).astype(np.int64)
-        qs = np.concatenate([q[b, :ks[b]] for b in range(B)])
-        ps = np.concatenate([p[b, :ks[b]] for b in range(B)])
+        slots = [L] * B if pad_drafts else ks
+        ids = np.concatenate([drafts[b, :slots[b]] for b in range(B)]).astype(np.int64)
+        qs = np.concatenate([q[b, :slots[b]] for b in range(B)])
+        ps = np.concatenate([p[b, :slots[b]] for b in range(B)])
+        if takes_logits:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ps = np.log(ps)
         bonus = np.array([[_draw_bonus(p[b, ks[b]], seeds[b])] for b in range(B)], dtype=np.int64)
         meta = SimpleNamespace(all_greedy=False, all_random=True,
                                temperature=torch.ones(B, dtype=torch.float32, device=device),
                                generators={b: torch.Generator(device=device).manual_seed(int(seeds[b]))
                                            for b in range(B)})
-        out = rejection_sample(torch.as_tensor(ids, device=device), ks, max(ks),
-                               torch.as_tensor(np.cumsum(ks), dtype=torch.int32, device=device),
-                               torch.as_tensor(qs, dtype=dt, device=device).contiguous(),
-                               torch.as_tensor(ps, dtype=dt, device=device).contiguous(),
-                               torch.as_tensor(bonus, device=device).contiguous(), meta)
+        args = (torch.as_tensor(ids, device=device), slots, max(slots),
+                torch.as_tensor(np.cumsum(slots), dtype=torch.int32, device=device),
+                torch.as_tensor(qs, dtype=dt, device=device).contiguous(),
+                torch.as_tensor(ps, dtype=dt, device=device).contiguous(),
+                torch.as_tensor(bonus, device=device).contiguous(), meta)
+        if uniforms is None:
+            out = rejection_sample(*args)
+        else:
+            flat = torch.as_tensor(np.concatenate([uniforms[b, :slots[b]] for b in range(B)]), dtype=torch.float64,
+                                   device=device)
+            original = helpers[uniform_helper]
+            helpers[uniform_helper] = lambda *a, **k: flat.clone()
+            try:
+                out = rejection_sample(*args)
+            finally:
+                helpers[uniform_helper] = original
         return _parse_rows(out.cpu().numpy(), drafts, adapter.name)
 
-    adapter = EngineAdapter(fn, name or f"vllm:{getattr(rejection_sample, '__name__', 'rejection_sample')}")
+    adapter = EngineAdapter(fn, name or f"vllm:{getattr(rejection_sample, '__name__', 'rejection_sample')}",
+                            takes_uniforms=injectable)
+    return adapter
+
+
+def vllm_mrv2_rejection_sampler(rejection_sample, dtype="float32", device="cpu", block_verification: bool = False,
+                                pad_drafts: bool = False, name: str | None = None) -> EngineAdapter:
+    """Adapter for vLLM's "model runner v2" ``rejection_sample`` (seeds-plus-positions; module docstring).
+
+    Request b is request state b (``idx_mapping = arange(B)``) with k_b + 1 logit rows
+    (log p[b, :k_b + 1], the last its bonus row), input tokens ``draft_sampled`` = (0, x_1, ...,
+    x_{k_b}), ``expanded_local_pos`` 0..k_b, draft logits log q[b] in ``draft_logits[b]``
+    (S = L steps) and temperature 1.  Randomness: the engine hashes (seed, position), so the
+    adapter derives both from the dense seed: ``numpy.random.default_rng(seeds[b])`` gives the
+    engine seed (< 2^62) and the request's first position P_b (< 2^20), and row i has position
+    P_b + i.  A request's output is thus a function of its dense seed alone; consecutive calls of
+    a real engine advance the positions instead, which this layout does not model.  The bonus
+    token is drawn by the engine (from the bonus row).  With ``pad_drafts`` every request passes
+    all L slots, placeholders as -1.  Uniforms cannot be injected (they are hashed in the kernel).
+
+    Parameters: ``rejection_sample`` (the function or a fake with its signature); ``dtype`` of the
+    logits; ``device``; ``block_verification`` (``use_block_verification``: Sun et al., arXiv
+    2403.10444); ``pad_drafts``; ``name``.
+
+    Returns: an :class:`EngineAdapter`.
+
+    >>> import numpy as np, torch
+    >>> from specsim.testing.layouts import vllm_mrv2_rejection_sampler
+    >>> def accept_all(target_logits, draft_logits, draft_sampled, cu_num_logits, pos, idx_mapping,
+    ...                expanded_idx_mapping, expanded_local_pos, temperature, seed, num_speculative_steps,
+    ...                **kw):  # keeps every draft, bonus token 0
+    ...     B = len(idx_mapping)
+    ...     sampled = torch.zeros(B, num_speculative_steps + 1, dtype=torch.int64)
+    ...     n = (cu_num_logits[1:] - cu_num_logits[:-1]).to(torch.int32)
+    ...     for b in range(B):
+    ...         sampled[b, :n[b] - 1] = draft_sampled[cu_num_logits[b] + 1:cu_num_logits[b + 1]]
+    ...     return sampled, n
+    >>> p, q = np.full((1, 3, 3), 1 / 3), np.full((1, 2, 3), 1 / 3)
+    >>> [x.tolist() for x in vllm_mrv2_rejection_sampler(accept_all)(np.array([[1, 2]]), p, q, np.array([0]))]
+    [[2], [0]]
+    """
+    def fn(drafts, p, q, seeds):
+        import torch
+
+        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        B, L = drafts.shape
+        slots = [L] * B if pad_drafts else [_num_drafts(d) for d in drafts]
+        starts = np.concatenate([[0], np.cumsum([k + 1 for k in slots])])
+        T = int(starts[-1])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logp, logq = np.log(p), np.log(q)
+        rows = np.concatenate([logp[b, :slots[b] + 1] for b in range(B)])
+        tokens = np.concatenate([np.r_[0, drafts[b, :slots[b]]] for b in range(B)]).astype(np.int64)
+        engine_seed, first_pos = np.empty(B, dtype=np.int64), np.empty(B, dtype=np.int64)
+        for b in range(B):
+            g = np.random.default_rng(int(seeds[b]))
+            engine_seed[b], first_pos[b] = g.integers(2 ** 62), g.integers(2 ** 20)
+        local = np.concatenate([np.arange(k + 1) for k in slots])
+        owner = np.repeat(np.arange(B), [k + 1 for k in slots])
+        as_t = lambda a, t=torch.int64: torch.as_tensor(np.ascontiguousarray(a), dtype=t, device=device)  # noqa: E731
+        sampled, num_sampled = rejection_sample(
+            as_t(rows, dt), as_t(logq, dt), as_t(tokens), as_t(starts, torch.int32), as_t(first_pos[owner] + local),
+            as_t(np.arange(B), torch.int32), as_t(owner, torch.int32), as_t(local, torch.int32),
+            torch.ones(B, dtype=torch.float32, device=device), as_t(engine_seed), L,
+            use_block_verification=block_verification)
+        n = num_sampled.cpu().numpy().astype(np.int64)
+        out = np.full((B, L + 1), -1, dtype=np.int64)
+        sampled = sampled.cpu().numpy()
+        for b in range(B):
+            if not 1 <= n[b] <= L + 1:
+                raise SamplerError(f"{adapter.name}: request {b} returned num_sampled = {n[b]}")
+            out[b, :n[b]] = sampled[b, :n[b]]
+        return _parse_rows(out, drafts, adapter.name)
+
+    adapter = EngineAdapter(fn, name or ("vllm-mrv2:block" if block_verification else "vllm-mrv2:token"))
     return adapter
 
 

@@ -12,7 +12,12 @@ Layout (``layout="dense"``): ``verify(drafts, p, q, seeds) -> (accepted, tokens)
 ``drafts`` int64 [B, L] (-1 = placeholder, only after a request's k_b real drafts), ``p``
 float64 [B, L+1, V] (request b's bonus row is ``p[b, k_b]``), ``q`` float64 [B, L, V], ``seeds``
 int64 [B] (request b's randomness must be a function of ``seeds[b]`` alone), returning
-``accepted`` [B] (tau_b in 0..k_b) and ``tokens`` [B] (the one emitted token).  The adapters
+``accepted`` [B] (tau_b in 0..k_b) and ``tokens`` [B] (the one emitted token).  Rows past a
+request's own (``q[b, k_b:]``, ``p[b, k_b + 1:]``) are padding the engine must not read.
+A ``verify`` that can take injected uniforms has a keyword ``uniforms`` (float64 [B, L] in
+[0, 1): the acceptance test of x_{i+1} uses ``uniforms[b, i]``, accepting iff
+u q(x) < p(x); everything else still comes from the seed), or an attribute
+``takes_uniforms = True`` (the adapters of :mod:`specsim.testing.layouts` say there).  The adapters
 of :mod:`specsim.testing.layouts` put vLLM's, FlashInfer's, SGLang's and transformers' argument
 lists in this layout.
 
@@ -34,21 +39,23 @@ __all__ = ["PropertyResult", "EngineReport", "check_engine_properties", "PROPERT
            "reference_verify"]
 
 #: The properties, in report order.
-PROPERTIES = ("placeholder", "degenerate_rows", "zero_residual", "inputs_unchanged", "batch_invariance",
-              "consecutive_calls", "bonus_row")
+PROPERTIES = ("placeholder", "degenerate_rows", "zero_residual", "zero_target_draft", "inputs_unchanged",
+              "batch_invariance", "consecutive_calls", "bonus_row")
 
 
 @dataclass(frozen=True)
 class PropertyResult:
     """One property: ``holds``, and when it does not, ``witness``: the input and the output that
-    break it."""
+    break it; ``note``: what the probe could not force (e.g. uniforms not injectable)."""
 
     name: str
     holds: bool
     witness: str = ""
+    note: str = ""
 
     def __str__(self) -> str:
-        return f"{self.name}: {'holds' if self.holds else 'BROKEN'}" + (f" -- {self.witness}" if self.witness else "")
+        return (f"{self.name}: {'holds' if self.holds else 'BROKEN'}" + (f" -- {self.witness}" if self.witness else "")
+                + (f" ({self.note})" if self.note else ""))
 
 
 @dataclass(frozen=True)
@@ -80,11 +87,13 @@ class EngineReport:
 
 
 # ----------------------------------------------------------------------------- the reference
-def reference_verify(drafts, p, q, seeds):
+def reference_verify(drafts, p, q, seeds, uniforms=None):
     """Token-level speculative sampling (Leviathan et al., arXiv 2211.17192) per request in the
     dense seeded layout: request b uses ``numpy.random.default_rng(seeds[b])`` only and runs
     :data:`specsim.verifiers.token`'s sampler on its k_b real drafts, which validates its rows
-    (so degenerate rows and placeholder ids raise ``ValueError``).
+    (so degenerate rows and placeholder ids raise ``ValueError``); with ``uniforms`` the
+    acceptance tests use ``uniforms[b, :k_b]`` (module docstring) and the residual or bonus draw
+    the seed.
 
     Returns: ``(accepted int64 [B], tokens int64 [B])``.
 
@@ -101,9 +110,39 @@ def reference_verify(drafts, p, q, seeds):
     acc, tok = np.empty(B, dtype=np.int64), np.empty(B, dtype=np.int64)
     for b in range(B):
         k = _num_drafts(drafts[b])
+        coins = () if uniforms is None else np.asarray(uniforms)[b, :k]
         acc[b], tok[b] = token.sample(tuple(drafts[b, :k].tolist()), np.asarray(p[b, :k + 1]),
-                                      np.asarray(q[b, :k]), rng=np.random.default_rng(int(seeds[b])))
+                                      np.asarray(q[b, :k]), rng=_Coins(int(seeds[b]), coins))
     return acc, tok
+
+
+class _Coins(np.random.Generator):
+    """``numpy.random.default_rng(seed)``'s stream, except that its first scalar draws
+    ``random()`` are the given coins: the token rule asks for one scalar per tested draft and
+    draws the residual or bonus token with ``random(size)``, so the coins are its acceptance
+    uniforms."""
+
+    def __init__(self, seed, coins=()):
+        super().__init__(np.random.PCG64(seed))
+        self._coins = [float(c) for c in coins]
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        if size is None and self._coins:
+            return self._coins.pop(0)
+        return super().random(size, dtype, out)
+
+
+def _takes_uniforms(verify) -> bool:
+    """The module docstring's test: a ``takes_uniforms`` attribute, else a ``uniforms`` parameter."""
+    import inspect
+
+    flag = getattr(verify, "takes_uniforms", None)  # the user's callable, not a module of this package
+    if flag is not None:
+        return bool(flag)
+    try:
+        return "uniforms" in inspect.signature(verify).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
 
 
 def _num_drafts(row) -> int:
@@ -127,22 +166,23 @@ def _batch(rng, B, L, V):
     return drafts, p, q
 
 
-def _call(verify, drafts, p, q, seeds, copy=True):
+def _call(verify, drafts, p, q, seeds, copy=True, uniforms=None):
     """One call on copies (so a function that writes its inputs cannot spoil later checks)."""
     if copy:
         drafts, p, q = np.array(drafts), np.array(p), np.array(q)
-    a, t = verify(drafts, p, q, np.array(seeds, dtype=np.int64))
+    extra = {} if uniforms is None else {"uniforms": np.array(uniforms, dtype=np.float64)}
+    a, t = verify(drafts, p, q, np.array(seeds, dtype=np.int64), **extra)
     return np.asarray(a).reshape(-1).astype(np.int64), np.asarray(t).reshape(-1).astype(np.int64)
 
 
-def _raised(verify, *args):
+def _raised(verify, *args, **kw):
     try:
-        return None, _call(verify, *args)
+        return None, _call(verify, *args, **kw)
     except Exception as exc:  # any exception is an allowed answer to degenerate input
         return f"{type(exc).__name__}: {exc}", None
 
 
-def _placeholder(verify, rng, L, V, trials, draft_rows=True):
+def _placeholder(verify, rng, L, V, trials, **_):
     drafts, p, q = _batch(rng, trials, L, V)
     k = rng.integers(0, L, size=trials)
     for b in range(trials):
@@ -159,10 +199,28 @@ def _placeholder(verify, rng, L, V, trials, draft_rows=True):
         if not (0 <= a[b] <= k[b] and 0 <= t[b] < V):
             return False, (f"request with {k[b]} real drafts {drafts[b].tolist()} returned accepted = {a[b]}, "
                            f"token = {t[b]}")
+    # the real drafts have target probability 1 (kept by any lossless rule) and the bonus row
+    # p[b, k_b] is one-hot on j; the padding draft row q[b, k_b] is one-hot on j too, so an engine
+    # that verifies the first placeholder slot and resamples it from (p - q)_+ finds nothing there
+    drafts, p, q = _batch(rng, trials, L, V)
+    j = rng.integers(1, V - 1, size=trials)
+    for b in range(trials):
+        drafts[b, k[b]:] = -1
+        p[b, :k[b]] = np.eye(V)[drafts[b, :k[b]]]
+        p[b, k[b]] = q[b, k[b]] = np.eye(V)[j[b]]
+    err, out = _raised(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
+    if out is None:
+        return True, ""
+    a, t = out
+    for b in range(trials):
+        if a[b] != k[b] or t[b] != j[b]:
+            return False, (f"request with {k[b]} real drafts {drafts[b].tolist()} of target probability 1 and the bonus "
+                           f"row one-hot on {j[b]} (padding draft row one-hot on {j[b]}) returned accepted = {a[b]}, "
+                           f"token = {t[b]}")
     return True, ""
 
 
-def _degenerate(verify, rng, L, V, trials, draft_rows=True):
+def _degenerate(verify, rng, L, V, trials, draft_rows=True, **_):
     for kind in ("nan", "zero", "masked") if draft_rows else ("masked",):
         drafts, p, q = _batch(rng, trials, L, V)
         bad = rng.integers(0, L, size=trials)
@@ -189,7 +247,7 @@ def _degenerate(verify, rng, L, V, trials, draft_rows=True):
     return True, ""
 
 
-def _zero_residual(verify, rng, L, V, trials, draft_rows=True):
+def _zero_residual(verify, rng, L, V, trials, **_):
     # p = q except p(x_1) = 0, and p = q = 0 on tokens 0 and V-1: rejection of x_1 is certain and
     # (p - q)_+ = 0, so only the fallback decides; the first and last ids (the usual argmax-of-zeros
     # and clamped-search fallbacks) have target probability 0
@@ -206,10 +264,44 @@ def _zero_residual(verify, rng, L, V, trials, draft_rows=True):
         if a[b] != 0 or not (0 <= t[b] < V) or not p[b, 0, t[b]] > 0:
             return False, (f"forced rejection of x_1 = {drafts[b, 0]} with zero residual (p_0 = {p[b, 0].round(4).tolist()})"
                            f" returned accepted = {a[b]}, token = {t[b]}")
+    # normalised rows, for engines that renormalise: p_0 one-hot on y, q_0 the same plus 1e-30 on
+    # x_1, so p_0(x_1) = 0 forces the rejection and (p_0 - q_0)_+ is 0 in any float format (the
+    # exact residual, 1e-30 on y, is lost to rounding); only y has target probability > 0
+    drafts, p, q = _batch(rng, trials, L, V)
+    for b in range(trials):
+        x1, y = (1, 2) if V == 3 else rng.choice(np.arange(1, V - 1), size=2, replace=False)
+        drafts[b, 0] = x1
+        p[b, 0] = q[b, 0] = np.eye(V)[y]
+        q[b, 0, x1] = 1e-30
+    err, out = _raised(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
+    if out is None:
+        return True, ""
+    a, t = out
+    for b in range(trials):
+        if a[b] != 0 or not (0 <= t[b] < V) or not p[b, 0, t[b]] > 0:
+            y = int(np.argmax(p[b, 0]))
+            return False, (f"forced rejection of x_1 = {drafts[b, 0]} (p_0 one-hot on {y}, q_0 the same plus 1e-30 on "
+                           f"x_1: zero residual after rounding) returned accepted = {a[b]}, token = {t[b]}")
     return True, ""
 
 
-def _inputs_unchanged(verify, rng, L, V, trials, draft_rows=True):
+def _zero_target_draft(verify, rng, L, V, trials, inject=False, **_):
+    # x_1 has target probability 0: no uniform, u = 0 included, may accept it (accept iff
+    # u q < p, strict); with injected uniforms every u is 0, the boundary a `>=` test gets wrong
+    drafts, p, q = _batch(rng, trials, L, V)
+    for b in range(trials):
+        p[b, 0, drafts[b, 0]] = 0.0
+    p /= p.sum(axis=-1, keepdims=True)
+    u = np.zeros((trials, L)) if inject else None
+    a, t = _call(verify, drafts, p, q, rng.integers(2 ** 31, size=trials), uniforms=u)
+    for b in range(trials):
+        if a[b] != 0 or not p[b, 0, t[b]] > 0:
+            return False, (f"draft {drafts[b].tolist()} with p_0(x_1) = 0 " + ("at u = 0 " if inject else "")
+                           + f"returned accepted = {a[b]}, token = {t[b]}")
+    return True, "", "" if inject else "u = 0 not forced: verify takes no uniforms"
+
+
+def _inputs_unchanged(verify, rng, L, V, trials, **_):
     drafts, p, q = _batch(rng, trials, L, V)
     seeds = rng.integers(2 ** 31, size=trials)
     copies = [x.copy() for x in (drafts, p, q, seeds)]
@@ -221,7 +313,7 @@ def _inputs_unchanged(verify, rng, L, V, trials, draft_rows=True):
     return True, ""
 
 
-def _batch_invariance(verify, rng, L, V, trials, draft_rows=True):
+def _batch_invariance(verify, rng, L, V, trials, **_):
     drafts, p, q = _batch(rng, trials, L, V)
     seeds = rng.integers(2 ** 31, size=trials)
     a, t = _call(verify, drafts, p, q, seeds)
@@ -238,7 +330,7 @@ def _batch_invariance(verify, rng, L, V, trials, draft_rows=True):
     return True, ""
 
 
-def _consecutive(verify, rng, L, V, trials, draft_rows=True, level=1e-4):
+def _consecutive(verify, rng, L, V, trials, level=1e-4, **_):
     # the same request in consecutive calls with fresh seeds: under independence two consecutive
     # outputs agree with probability sum_y pi(y)^2, pi the one-call law, estimated from one batch
     # of copies of the request; shared random numbers push the agreement rate up
@@ -262,7 +354,7 @@ def _consecutive(verify, rng, L, V, trials, draft_rows=True, level=1e-4):
     return True, ""
 
 
-def _bonus(verify, rng, L, V, trials, draft_rows=True):
+def _bonus(verify, rng, L, V, trials, **_):
     # every drafted token has target probability 1 (any lossless rule accepts it, whatever it
     # does with q); the bonus row is one-hot on token V-1, which no drafted row can produce
     q = _rows(rng, trials, L, V, zero_token=V - 1)
@@ -280,7 +372,8 @@ def _bonus(verify, rng, L, V, trials, draft_rows=True):
 
 
 _CHECKS: dict[str, Callable] = {"placeholder": _placeholder, "degenerate_rows": _degenerate,
-                                "zero_residual": _zero_residual, "inputs_unchanged": _inputs_unchanged,
+                                "zero_residual": _zero_residual, "zero_target_draft": _zero_target_draft,
+                                "inputs_unchanged": _inputs_unchanged,
                                 "batch_invariance": _batch_invariance, "consecutive_calls": _consecutive,
                                 "bonus_row": _bonus}
 
@@ -291,11 +384,15 @@ def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int
     """Run a batched verification function on adversarial batches and report each property.
 
     Properties (:data:`PROPERTIES`): ``placeholder`` -- padding ids (-1) are never accepted or
-    emitted (accepted <= k_b, token in 0..V-1); ``degenerate_rows`` -- with a NaN, all-zero or
+    emitted (accepted <= k_b, token in 0..V-1), and after k_b kept drafts the token is drawn from
+    the bonus row p[b, k_b] (not from a residual with the padding draft row); ``degenerate_rows`` -- with a NaN, all-zero or
     all-masked draft row the engine raises, or accepts no draft at or after it and emits a token
     of positive target probability; ``zero_residual`` -- a certain rejection whose residual
-    (p - q)_+ is all zeros (rows summing to less than 1, as rounding leaves them) raises or
-    emits a token with target probability > 0; ``inputs_unchanged`` -- drafts, rows and seeds
+    (p - q)_+ is all zeros (rows summing to less than 1, as rounding leaves them; and normalised
+    one-hot rows whose 1e-30 difference rounding removes, for engines that renormalise) raises
+    or emits a token with target probability > 0; ``zero_target_draft`` -- a draft of target
+    probability 0 is never accepted, at u = 0 too when ``verify`` takes injected uniforms (module
+    docstring; otherwise the result's ``note`` says u = 0 was not forced); ``inputs_unchanged`` -- drafts, rows and seeds
     are unchanged after the call; ``batch_invariance`` -- each request's output depends only on
     its seed and rows (same result after permuting the batch, and alone); ``consecutive_calls``
     -- consecutive calls with fresh seeds are independent (agreement rate against
@@ -328,13 +425,14 @@ def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int
     if unknown:
         raise ValueError(f"unknown properties {unknown}; expected a subset of {PROPERTIES}")
     rng = np.random.default_rng(seed)
+    inject = _takes_uniforms(verify)
     results = []
     for prop in properties:
         try:
-            holds, witness = _CHECKS[prop](verify, rng, L, V, trials, draft_rows=draft_rows)
+            holds, witness, *note = _CHECKS[prop](verify, rng, L, V, trials, draft_rows=draft_rows, inject=inject)
         except Exception as exc:  # a well-formed batch must not raise: report it as the witness
-            holds, witness = False, f"raised {type(exc).__name__}: {exc} on a well-formed batch"
-        results.append(PropertyResult(prop, holds, witness))
+            holds, witness, note = False, f"raised {type(exc).__name__}: {exc} on a well-formed batch", []
+        results.append(PropertyResult(prop, holds, witness, *note))
     return EngineReport(name or getattr(verify, "name", getattr(verify, "__name__", "engine")), tuple(results))
 
 
@@ -361,20 +459,31 @@ def _nan_accepted(drafts, p, q, seeds):
     return reference_verify(drafts, np.nan_to_num(np.asarray(p), nan=0.25), q, seeds)
 
 
-def _zero_residual_token0(drafts, p, q, seeds):
-    """Token rule without validation; a rejection with (p - q)_+ = 0 emits argmax = token 0."""
+def _unvalidated_token_rule(drafts, p, q, seeds, uniforms, accept):
+    """The token rule without row validation, with acceptance test ``accept(u, p(x), q(x))``; a
+    residual with no positive weight gives argmax = token 0 (the engines' fallback)."""
     drafts, p, q = np.asarray(drafts), np.asarray(p), np.asarray(q)
     acc, tok = np.empty(len(drafts), dtype=np.int64), np.empty(len(drafts), dtype=np.int64)
     for b in range(len(drafts)):
-        rng = np.random.default_rng(int(seeds[b]))
         k = _num_drafts(drafts[b])
+        rng = _Coins(int(seeds[b]), () if uniforms is None else np.asarray(uniforms)[b, :k])
         i = 0
-        while i < k and rng.random() * q[b, i, drafts[b, i]] < p[b, i, drafts[b, i]]:
+        while i < k and accept(rng.random(), p[b, i, drafts[b, i]], q[b, i, drafts[b, i]]):
             i += 1
         r = p[b, i] if i == k else np.maximum(p[b, i] - q[b, i], 0.0)
         acc[b] = i
         tok[b] = int(np.argmax(r)) if not r.sum() > 0 else int(rng.choice(len(r), p=r / r.sum()))
     return acc, tok
+
+
+def _zero_residual_token0(drafts, p, q, seeds, uniforms=None):
+    """Token rule without validation; a rejection with (p - q)_+ = 0 emits argmax = token 0."""
+    return _unvalidated_token_rule(drafts, p, q, seeds, uniforms, lambda u, px, qx: u * qx < px)
+
+
+def _accept_at_ratio_equal_to_u(drafts, p, q, seeds, uniforms=None):
+    """Acceptance ``p(x) / q(x) >= u`` (not strict), so x of target probability 0 is kept at u = 0."""
+    return _unvalidated_token_rule(drafts, p, q, seeds, uniforms, lambda u, px, qx: qx > 0 and px / qx >= u)
 
 
 def _modifies_input(drafts, p, q, seeds):
@@ -408,6 +517,7 @@ def _bonus_from_last_draft_row(drafts, p, q, seeds):
 #: One faulty ``verify`` (dense layout) per property: property name -> the mutant that breaks it
 #: (the faults are those of the module docstring, re-implemented on :func:`reference_verify`).
 PROPERTY_MUTANTS = {"placeholder": _placeholder_gathered, "degenerate_rows": _nan_accepted,
-                    "zero_residual": _zero_residual_token0, "inputs_unchanged": _modifies_input,
+                    "zero_residual": _zero_residual_token0, "zero_target_draft": _accept_at_ratio_equal_to_u,
+                    "inputs_unchanged": _modifies_input,
                     "batch_invariance": _batch_position_seed, "consecutive_calls": _fixed_stream_per_call,
                     "bonus_row": _bonus_from_last_draft_row}
