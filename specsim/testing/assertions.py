@@ -20,7 +20,8 @@ from ..exact import LOSSLESS_ATOL, Certificate, check_lossless
 from ..verifiers.base import OUTCOME_ATOL, Verifier, as_verifier, chain_verifier, check_outcomes, tree_verifier
 from .strategies import ModelPair, _as_strategy, draft_processes, model_pairs
 
-__all__ = ["assert_lossless", "LossyVerifierError", "Case", "certify_case", "describe_failure", "tree_needs"]
+__all__ = ["assert_lossless", "assert_sampler_lossless", "LossyVerifierError", "Case", "certify_case",
+           "describe_failure", "tree_needs"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,9 @@ class Case:
 class LossyVerifierError(AssertionError):
     """Raised by :func:`assert_lossless` (an ``AssertionError``); ``case`` is the (shrunk) failing
     :class:`Case` and ``certificate`` its exact :class:`~specsim.exact.Certificate` (``None`` when
-    the verifier raised or returned an invalid outcome list instead).
+    the verifier raised or returned an invalid outcome list instead, and from
+    :func:`assert_sampler_lossless`, whose failing :class:`~specsim.testing.SamplerCheck` is
+    ``check``; ``None`` otherwise).
 
     >>> from specsim.testing import LossyVerifierError, assert_lossless
     >>> from specsim.verifiers import hsd_released
@@ -58,10 +61,11 @@ class LossyVerifierError(AssertionError):
     False True
     """
 
-    def __init__(self, message: str, case: Case, certificate: Certificate | None = None):
+    def __init__(self, message: str, case: Case, certificate: Certificate | None = None, check=None):
         super().__init__(message)
         self.case = case
         self.certificate = certificate
+        self.check = check
 
 
 class _VerifierFault(Exception):
@@ -177,6 +181,30 @@ def tree_needs(verifier) -> frozenset[str]:
     return as_verifier(verifier).needs
 
 
+def _rows_along(pair: ModelPair, z, L: int) -> str:
+    """The target / draft rows along the string z (p_k = target(.|z[:k]), q_k = draft(.|z[:k]))."""
+    lines = []
+    for k in range(L + 1):
+        s = f"    p{k} = {_fmt(pair.target(tuple(z[:k])))}"
+        if k < L:
+            s += f"   q{k} = {_fmt(pair.draft(tuple(z[:k])))}"
+        lines.append(s)
+    return "\n".join(lines)
+
+
+def _settings(max_examples: int, derandomize, shrink: bool):
+    """Hypothesis settings of the assertions: one shrunk failure (never an ExceptionGroup)."""
+    # report_multiple_bugs=False: Hypothesis reports the one shrunk failure, never an ExceptionGroup of
+    # distinct ones (a lossy verdict and a fault on another instance are both LossyVerifierError)
+    kw = dict(max_examples=max_examples, deadline=None, database=None, report_multiple_bugs=False,
+              suppress_health_check=list(HealthCheck))
+    if derandomize is not None:
+        kw["derandomize"] = derandomize
+    if not shrink:
+        kw["phases"] = [p for p in Phase if p not in (Phase.shrink, Phase.explain)]
+    return settings(**kw)
+
+
 def _strategy_for(verifier, V, L, drafting, depth):
     kind = as_verifier(verifier).kind
     if drafting is None:
@@ -230,16 +258,8 @@ def assert_lossless(verifier, *, V=None, L=None, drafting=None, depth=st.integer
         derandomize = check_bool(derandomize, "derandomize")
     shrink = check_bool(shrink, "shrink")
     cases = _strategy_for(verifier, V, L, drafting, depth)
-    # report_multiple_bugs=False: Hypothesis reports the one shrunk failure, never an ExceptionGroup of
-    # distinct ones (a lossy verdict and a fault on another instance are both LossyVerifierError)
-    kw = dict(max_examples=max_examples, deadline=None, database=None, report_multiple_bugs=False,
-              suppress_health_check=list(HealthCheck))
-    if derandomize is not None:
-        kw["derandomize"] = derandomize
-    if not shrink:
-        kw["phases"] = [p for p in Phase if p not in (Phase.shrink, Phase.explain)]
 
-    @settings(**kw)
+    @_settings(max_examples, derandomize, shrink)
     @given(cases)
     def run(case):
         try:
@@ -248,5 +268,61 @@ def assert_lossless(verifier, *, V=None, L=None, drafting=None, depth=st.integer
             raise LossyVerifierError(f"{exc}\n  instance: {case!r}", case) from None
         if not cert.lossless:
             raise LossyVerifierError(describe_failure(cert, case), case, cert)
+
+    run()
+
+
+def assert_sampler_lossless(sample_fn, *, L: int = 2, pairs=None, n: int = 4000, alpha: float = 1e-3,
+                            max_examples: int = 10, derandomize: bool | None = None, shrink: bool = True,
+                            **check_kw):
+    """Assert that a sampling-only implementation passes :func:`specsim.testing.check_sampler` on
+    every model pair Hypothesis draws, at a stated false-alarm rate for the whole call.
+
+    Each drawn :class:`~specsim.testing.strategies.ModelPair` (default
+    ``model_pairs(V=3, depth=st.integers(1, 2))``: prefix-dependent rows with exact zeros,
+    one-hot and disjoint draft rows) is checked with ``n`` samples at level ``alpha`` /
+    ``max_examples``, so by the union bound a lossless sampler fails the call with probability
+    at most ``alpha`` (chi-square approximation); each check states its own detectable TV.  A
+    failing pair is shrunk (each check is deterministic given its seed) and reported with the
+    check's report (the strings with the largest standardised residuals) and the target / draft
+    rows along the most over-represented string.
+
+    Parameters: ``sample_fn`` as in :func:`~specsim.testing.check_sampler` (a callable or a
+    :class:`~specsim.testing.BatchSampler`); ``L`` (>= 1) or a strategy of it; ``pairs`` a
+    strategy of ``ModelPair``; ``n``; ``alpha`` in (0, 1); ``max_examples`` (>= 1);
+    ``derandomize``, ``shrink`` as in :func:`assert_lossless`; ``check_kw`` passed to
+    ``check_sampler`` (``power``, ``seed``, ``drafting``, ...).
+
+    Returns: ``None`` when every pair passes; raises :class:`LossyVerifierError` (``case`` the
+    shrunk :class:`Case`, ``certificate`` ``None``, ``check`` the failing
+    :class:`~specsim.testing.SamplerCheck`).  A sampler that raises gives
+    :class:`~specsim.testing.SamplerError` naming its input.
+
+    >>> from specsim.testing import assert_sampler_lossless, from_verifier
+    >>> from specsim.verifiers import token
+    >>> assert_sampler_lossless(from_verifier(token), L=1, n=500, max_examples=3, derandomize=True)
+    """
+    from .sampler import check_sampler
+
+    check_int(n, "n", 1)
+    alpha = check_real(alpha, "alpha", 0.0, 1.0, lo_open=True, hi_open=True)
+    check_int(max_examples, "max_examples", 1)
+    if derandomize is not None:
+        derandomize = check_bool(derandomize, "derandomize")
+    shrink = check_bool(shrink, "shrink")
+    if isinstance(L, int):
+        check_int(L, "L", 1)
+    pairs = model_pairs(V=3, depth=st.integers(1, 2)) if pairs is None else pairs
+    cases = st.builds(Case, pairs, _as_strategy(L), st.just(check_kw.get("drafting") or chain()))
+    level = alpha / max_examples
+
+    @_settings(max_examples, derandomize, shrink)
+    @given(cases)
+    def run(case):
+        res = check_sampler(sample_fn, case.pair.target, case.pair.draft, case.L, n=n, alpha=level, **check_kw)
+        if not res.passed:
+            where = res.over[0].string if res.over else (res.under[0].string if res.under else ())
+            rows = f"\n  rows along {where}:\n{_rows_along(case.pair, where, case.L)}" if where else ""
+            raise LossyVerifierError(f"{res}\n  instance: {case!r}{rows}", case, None, res)
 
     run()

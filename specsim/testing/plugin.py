@@ -10,7 +10,7 @@ A complete test file::
 ``lossless_check`` is :func:`specsim.testing.assert_lossless` (same keyword arguments; the
 default number of examples comes from ``--specsim-examples``); ``sampler_check`` is
 :func:`specsim.testing.check_sampler` and fails the test with its report when the sampler is
-rejected; ``step_check`` is :func:`specsim.testing.check_step` for whole speculative steps.
+rejected (without target and draft model, its Hypothesis mode over ``model_pairs()``); ``step_check`` is :func:`specsim.testing.check_step` for whole speculative steps.
 This module imports only pytest at collection time: specsim.testing (numpy, scipy,
 hypothesis) is imported when a fixture is used, never cvxpy, torch or triton.
 """
@@ -20,10 +20,12 @@ import pytest
 
 
 def pytest_addoption(parser):
-    """Register ``--specsim-examples N``: Hypothesis examples per ``lossless_check`` call."""
+    """Register ``--specsim-examples N``: Hypothesis examples per ``lossless_check`` call and per
+    Hypothesis-mode ``sampler_check`` call."""
     group = parser.getgroup("specsim", "specsim distribution-preservation checks")
     group.addoption("--specsim-examples", type=int, default=None,
-                    help="Hypothesis examples per lossless_check call (default: assert_lossless's 60)")
+                    help="Hypothesis examples per lossless_check call (default: assert_lossless's 60) and per "
+                         "Hypothesis-mode sampler_check call (default 10)")
 
 
 @pytest.fixture
@@ -49,17 +51,35 @@ def lossless_check(request):
 
 
 @pytest.fixture
-def sampler_check():
+def sampler_check(request):
     """Fixture: ``sampler_check(sample_fn, target, draft_model, L, **kw)`` runs
     :func:`specsim.testing.check_sampler` (the completion chi-square at false-alarm rate
     ``alpha``, power stated in its report) and fails the test with the report when it rejects.
+    Without ``target`` and ``draft_model`` (``sampler_check(sample_fn, L=2, **kw)``) it is the
+    Hypothesis mode, :func:`specsim.testing.assert_sampler_lossless`: the check on every
+    ``model_pairs()`` pair Hypothesis draws (``alpha`` for the whole call), failing with the
+    shrunk pair's report and its rows; the number of pairs is ``max_examples`` (default
+    ``--specsim-examples`` or 10).
 
     Returns: the check function, which returns the :class:`specsim.testing.SamplerCheck` when it
-    passes.  Fixtures are not called directly; see the module docstring.
+    passes (``None`` in Hypothesis mode).  Fixtures are not called directly; see the module
+    docstring.
     """
-    from specsim.testing import check_sampler
+    from specsim.testing import LossyVerifierError, assert_sampler_lossless, check_sampler
 
-    def check(sample_fn, target, draft_model, L, **kw):
+    examples = request.config.getoption("--specsim-examples", default=None)
+
+    def check(sample_fn, target=None, draft_model=None, L=2, **kw):
+        if target is None and draft_model is None:
+            if examples is not None:
+                kw.setdefault("max_examples", examples)
+            try:
+                assert_sampler_lossless(sample_fn, L=L, **kw)
+            except LossyVerifierError as err:
+                pytest.fail(str(err), pytrace=False)
+            return None
+        if target is None or draft_model is None:
+            raise TypeError("sampler_check needs both target and draft_model, or neither (Hypothesis mode)")
         res = check_sampler(sample_fn, target, draft_model, L, **kw)
         if not res.passed:
             pytest.fail(str(res), pytrace=False)

@@ -40,3 +40,43 @@ def test_sampler(sampler_check):
 ''')
     res = pytester.runpytest_subprocess(*_plugin_args(), "-q")
     res.assert_outcomes(passed=1)
+
+
+HYPOTHESIS_SAMPLER_TEST = '''
+import numpy as np
+from specsim.testing import BatchSampler
+
+def token_batch(drafts, p, q, rng):
+    """Vectorised token-level speculative sampling; residual {residual}."""
+    B, L = drafts.shape
+    idx = np.arange(B)
+    ratio = np.stack([p[idx, i, drafts[:, i]] / q[idx, i, drafts[:, i]] for i in range(L)], axis=1)
+    fail = rng.random((B, L)) >= ratio
+    tau = np.where(fail.any(axis=1), fail.argmax(axis=1), L)
+    rows = p[idx, tau].copy()
+    rej = tau < L
+    if "{residual}" == "norm((p - q)_+)":
+        r = np.maximum(p[idx, tau][rej] - q[idx, np.minimum(tau, L - 1)][rej], 0)
+        rows[rej] = r / r.sum(axis=1, keepdims=True)
+    c = np.cumsum(rows, axis=1)
+    tok = np.minimum((c <= rng.random(B)[:, None] * c[:, -1:]).sum(axis=1), p.shape[2] - 1)
+    return tau, tok
+
+def test_sampler(sampler_check):
+    sampler_check(BatchSampler(token_batch), L=2, n=3000, derandomize=True)
+'''
+
+
+@pytest.mark.parametrize("residual,ok", [("norm((p - q)_+)", True), ("p itself", False)])
+def test_sampler_check_hypothesis_mode(pytester, residual, ok):
+    """Without a model pair the fixture draws pairs from model_pairs(): a lossless sampler passes
+    (false-alarm rate alpha for the whole call), a wrong-residual one fails with the shrunk pair,
+    the report's strings and the rows along the most over-represented one."""
+    pytester.makepyfile(test_user=HYPOTHESIS_SAMPLER_TEST.format(residual=residual))
+    res = pytester.runpytest_subprocess(*_plugin_args(), "--specsim-examples", "5", "-q")
+    if ok:
+        res.assert_outcomes(passed=1)
+    else:
+        res.assert_outcomes(failed=1)
+        res.stdout.fnmatch_lines(["*FAIL*", "*most over-represented completed strings*", "*instance: Case(ModelPair*",
+                                  "*rows along*", "*p0 = (*q0 = (*"])
