@@ -351,7 +351,8 @@ def _add_real_commands(r: argparse.ArgumentParser) -> None:
 
 def real_trees(args) -> int:
     """``specsim real trees build|tables``: draft real trees with SmolLM2 (:func:`specsim.real_trees.build_trees`)
-    or print the exact per-tree tables of a dataset (:func:`specsim.real_trees.evaluate_trees`).
+    or print the exact per-tree tables of a dataset (:func:`specsim.real_trees.evaluate_trees`) and the
+    paired comparisons of the headline claims (:func:`specsim.real_trees.format_comparisons`).
 
     Parameters: ``args`` with ``trees_cmd`` and that command's options.
 
@@ -371,7 +372,10 @@ def real_trees(args) -> int:
               f"{ds.manifest['forward_passes']} forward passes in {ds.manifest['build_seconds']} s")
         return 0
     ds = rt.load_trees(args.path or rt.committed_trees())
-    print(rt.format_evaluation(rt.evaluate_trees(ds, args.verifiers)))
+    ev = rt.evaluate_trees(ds, args.verifiers)
+    print(rt.format_evaluation(ev))
+    print()
+    print(rt.format_comparisons(ev))
     return 0
 
 

