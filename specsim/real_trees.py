@@ -399,10 +399,12 @@ def _check_shape(tree: DraftTree, process: str, L: int, where: str) -> None:
 def load_trees(path: str | Path) -> RealTrees:
     """Load and validate a ``specsim-real-trees-v1`` folder (or its ``manifest.json``).
 
-    Checks: format tag, the model hash, sha256 of ``trees.npz``, the arrays and their sizes, every
-    stored row (kept mass + remainder = 1 within 1e-3, remainder in [0, tail]); each tree is
-    checked against its process when it is read (``ds[n]``: a :class:`~specsim.drafts.DraftTree`,
-    depth L, the process's number of draws per node).
+    Checks: format tag, the model hash, sha256 of ``trees.npz``, the arrays and their sizes against
+    each other and the manifest (trees, rows, contexts and their lengths, drafter, process, sample
+    and prompt indices), every stored row (kept mass + remainder = 1 within 1e-3, remainder in
+    [0, tail]); each tree is checked against its process when it is read (``ds[n]``: a
+    :class:`~specsim.drafts.DraftTree` whose draws are its children, depth L, the process's number
+    of draws per node).
 
     Parameters: ``path`` (folder or manifest).
 
@@ -445,8 +447,16 @@ def load_trees(path: str | Path) -> RealTrees:
         raise ValueError(f"{data}: offsets do not end at the array lengths")
     if np.any(a["node_p"] < 0) or np.any(a["node_p"] >= nr) or np.any(a["node_q"] >= nr):
         raise ValueError(f"{data}: node row indices out of range for {nr} rows")
+    if "n_rows" in m and nr != int(m["n_rows"]):
+        raise ValueError(f"{data}: {nr} rows, the manifest says {m['n_rows']}")
+    nc = a["context_prompt"].size
+    if a["context_position"].size != nc or a["context_offsets"].size != nc + 1 or a["context_offsets"][-1] != a["contexts"].size:
+        raise ValueError(f"{data}: context arrays disagree ({nc} prompts, {a['context_position'].size} positions, "
+                         f"{a['context_offsets'].size} offsets for {a['contexts'].size} tokens)")
+    if np.any(np.diff(a["context_offsets"]) != a["context_position"]):
+        raise ValueError(f"{data}: a stored context's length differs from its position")
     for k, n in (("tree_draft", len(m["drafts"])), ("tree_process", len(m["processes"])),
-                 ("tree_context", a["context_prompt"].size)):
+                 ("tree_context", nc), ("tree_sample", int(m.get("samples", 1))), ("context_prompt", len(m["prompts"]))):
         if np.any(a[k] < 0) or np.any(a[k] >= n):
             raise ValueError(f"{data}: {k} out of range (the manifest lists {n})")
     V, tail = int(m["V"]), float(m["tail"])

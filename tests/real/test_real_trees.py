@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from specsim import real, real_trees
 from specsim.drafts import DraftTree
@@ -87,6 +88,52 @@ def test_bad_datasets_are_named(tmp_path, ds):
         list(bad)
 
 
+def _tamper(folder, **changes):
+    """Rewrite arrays of trees.npz (a callable maps an array) and fix the manifest's hash."""
+    data = folder / "trees.npz"
+    with np.load(data) as z:
+        arrays = {k: z[k] for k in z.files}
+    for k, f in changes.items():
+        arrays[k] = f(arrays[k].copy())
+    np.savez_compressed(data, **arrays)
+    _edit(folder, data_sha256=real.file_sha256(data))
+
+
+def _set(index, value):
+    def f(x):
+        x[index] = value
+        return x
+    return f
+
+
+@pytest.mark.parametrize("changes, match", [
+    (dict(vals=lambda v: v * 0.5), "not 1"),                                 # rows that do not sum to 1
+    (dict(remainder=lambda r: r + 0.5), "remainder"),
+    (dict(tree_sample=_set(0, 99)), "tree_sample out of range"),             # more samples than the manifest's
+    (dict(context_prompt=_set(0, 99)), "context_prompt out of range"),
+    (dict(context_position=lambda c: c + 1), "length differs from its position"),
+    (dict(node_p=lambda x: x[:-1]), "node_p"),                                # shapes
+    (dict(node_q=_set(0, 10 ** 6)), "row indices out of range"),
+    (dict(ids=_set(0, 10 ** 6)), "token ids"),
+])
+def test_arrays_that_do_not_match_the_manifest_are_named(tmp_path, changes, match):
+    folder = _copy(tmp_path)
+    _tamper(folder, **changes)
+    with pytest.raises(ValueError, match=match):
+        real_trees.load_trees(folder)
+
+
+def test_draws_that_are_not_the_childrens_tokens_are_named(tmp_path, ds):
+    folder = _copy(tmp_path)
+    _tamper(folder, draws=_set(0, int(ds.arrays["draws"][0]) ^ 1))   # the root's first draw of tree 0
+    with pytest.raises(ValueError, match="tree 0: draws"):
+        real_trees.load_trees(folder)[0]
+    folder = _copy(tmp_path / "b")
+    _edit(folder, n_rows=ds.manifest["n_rows"] + 1)
+    with pytest.raises(ValueError, match="rows, the manifest says"):
+        real_trees.load_trees(folder)
+
+
 def test_bad_arguments(ds):
     with pytest.raises(ValueError, match="does not apply|applies"):
         real_trees.evaluate_trees(ds, ["gbv"])
@@ -99,3 +146,120 @@ def test_bad_arguments(ds):
         real_trees.build_trees("/nonexistent", drafts=("early_exit:31",), model=fake)
     with pytest.raises(ValueError, match="drafting spec"):
         real_trees.build_trees("/nonexistent", processes=("tree:2",), model=fake)
+
+
+def _summary(name, per_tree, tails):
+    return real_trees.VerifierSummary(name, True, np.asarray(per_tree, float), np.asarray(tails, float))
+
+
+def _planted(values: dict, n_contexts: int, samples: int, L: int = 2) -> real_trees.TreeEvaluation:
+    """A TreeEvaluation with given per-tree values: ``values[(process, verifier)](context, sample) -> E[tau|tree]``;
+    P(tau >= 1 | tree) = the value, the deeper tails 0 (so the tails sum to the value)."""
+    groups, contexts, samples_of = {}, {}, {}
+    keys = [(c, s) for c in range(n_contexts) for s in range(samples)]
+    for (process, verifier), f in values.items():
+        per = [f(c, s) for c, s in keys]
+        tails = [[v] + [0.0] * (L - 1) for v in per]
+        groups.setdefault(("d", process), {})[verifier] = _summary(verifier, per, tails)
+        contexts[("d", process)] = [(c, -1) for c, _ in keys]
+        samples_of[("d", process)] = [s for _, s in keys]
+    manifest = dict(drafts=["d"], processes=sorted({p for p, _ in values}), L=L, samples=samples)
+    return real_trees.TreeEvaluation(groups, contexts, manifest, samples_of)
+
+
+def test_a_verifier_compared_with_itself_gives_zero_with_zero_width(evaluation, ds):
+    draft = ds.manifest["drafts"][0]
+    for c in (evaluation.compare(draft, "chain", "block", "block"),
+              evaluation.compare_processes(draft, ("chain", "block"), ("chain", "block"))):
+        assert (c.diff, c.lo, c.hi, c.relative) == (0.0, 0.0, 0.0, 0.0)
+        assert np.all(c.tail_diff == 0) and np.all(c.tail_lo == 0) and np.all(c.tail_hi == 0)
+        assert c.tail_diff.size == ds.manifest["L"]
+    assert c.unit == "context" and c.n == len(set(evaluation.contexts[(draft, "chain")]))
+
+
+def test_same_tree_intervals_are_the_paired_t_interval(evaluation, ds):
+    draft = ds.manifest["drafts"][-1]
+    g = evaluation.groups[(draft, "chain")]
+    c = evaluation.compare(draft, "chain", "block", "token")
+    ref = stats.ttest_rel(g["block"].per_tree, g["token"].per_tree).confidence_interval(0.95)
+    assert (c.lo, c.hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    assert c.unit == "tree" and c.n == g["block"].per_tree.size
+    assert evaluation.paired(draft, "chain", "block", "token") == (c.diff, c.lo, c.hi)
+    for d in range(ds.manifest["L"]):
+        ref = stats.ttest_rel(g["block"].per_tree_tail[:, d], g["token"].per_tree_tail[:, d]).confidence_interval()
+        assert (c.tail_lo[d], c.tail_hi[d]) == pytest.approx((ref.low, ref.high), abs=1e-12)
+
+
+def test_process_comparisons_average_each_context_first(evaluation, ds):
+    draft = ds.manifest["drafts"][0]
+    c = evaluation.compare_processes(draft, ("iid:2", "specinfer"), ("chain", "token"))
+    means = {}
+    for process, name in (("iid:2", "specinfer"), ("chain", "token")):
+        by = {}
+        for ctx, v in zip(evaluation.contexts[(draft, process)], evaluation.groups[(draft, process)][name].per_tree):
+            by.setdefault(ctx, []).append(v)
+        means[process] = {ctx: np.mean(v) for ctx, v in by.items()}
+    shared = sorted(means["chain"])
+    xa, xb = [means["iid:2"][k] for k in shared], [means["chain"][k] for k in shared]
+    ref = stats.ttest_rel(xa, xb).confidence_interval(0.95)
+    assert c.n == len(shared) and c.diff == pytest.approx(np.mean(xa) - np.mean(xb), abs=1e-12)
+    assert (c.lo, c.hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    assert c.relative == pytest.approx(c.diff / (np.mean(xb) + 1.0))
+
+
+def test_a_planted_difference_is_found_and_its_absence_is_not():
+    noise = lambda c, s: 0.05 * np.sin(3.0 * c + 7.0 * s)  # deterministic, not constant
+    ev = _planted({("chain", "a"): lambda c, s: 1.0 + noise(c, s), ("chain", "b"): lambda c, s: 0.9 + noise(c, s + 1),
+                   ("iid:2", "a"): lambda c, s: 1.3 + noise(c + 2, s)}, n_contexts=10, samples=2)
+    tree = ev.compare("d", "chain", "a", "b")
+    assert tree.lo > 0 and tree.lo < 0.1 < tree.hi and tree.n == 20
+    assert tree.tail_lo[0] > 0 and tree.tail_diff[1] == 0.0
+    ctx = ev.compare_processes("d", ("iid:2", "a"), ("chain", "a"))
+    assert ctx.lo < 0.3 < ctx.hi and ctx.lo > 0.2 and ctx.n == 10
+    same = ev.compare_processes("d", ("chain", "a"), ("chain", "a"))
+    assert (same.diff, same.lo, same.hi) == (0.0, 0.0, 0.0)
+
+
+def test_the_oracle_depth_is_cross_fitted():
+    # per context, sample 0 / sample 1: root branching 1.0 / 0.0, delayed:1,2 0.0 / 0.9.  Chosen on the
+    # other sample, sample 0 takes delayed (0.9 > 0.0) and scores 0.0, sample 1 takes root (1.0 > 0.0)
+    # and scores 0.0: the oracle is 0.0 against root's 0.5, where the in-sample choice would give 0.5.
+    ev = _planted({("iid:2", "v"): lambda c, s: (1.0, 0.0)[s] + 0.01 * c,
+                   ("delayed:1,2", "v"): lambda c, s: (0.0, 0.9)[s] + 0.01 * c}, n_contexts=4, samples=2)
+    c = ev.compare_oracle("d", "v", 2)
+    assert c.unit == "context" and c.n == 4
+    assert c.diff == pytest.approx(-0.5) and c.mean_b == pytest.approx(0.5 + 0.015)
+    _, in_sample, _ = real_trees.oracle_delayed(ev, "d", "v", 2)
+    assert in_sample == pytest.approx(0.5 + 0.015)
+    # a depth that is better on every tree is always chosen
+    better = _planted({("iid:2", "v"): lambda c, s: 1.0 + 0.1 * s, ("delayed:1,2", "v"): lambda c, s: 1.2 + 0.1 * s},
+                      n_contexts=3, samples=3)
+    c = better.compare_oracle("d", "v", 2)
+    assert c.diff == pytest.approx(0.2) and c.hi - c.lo == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="at least 2"):
+        _planted({("iid:2", "v"): lambda c, s: 1.0, ("delayed:1,2", "v"): lambda c, s: 1.0},
+                 n_contexts=3, samples=1).compare_oracle("d", "v", 2)
+    with pytest.raises(ValueError, match="no delayed"):
+        better.compare_oracle("d", "v", 4)
+
+
+def test_claim_comparisons_cover_every_claim_the_dataset_allows(ds):
+    names = ["token", "block", "hsd_capped", "specinfer", "spectr", "sequoia", "traversal"]
+    ev = real_trees.evaluate_trees(ds, names, progress=False)
+    claims = real_trees.claim_comparisons(ev)
+    for draft in ds.manifest["drafts"]:
+        assert {c for d, c in claims if d == draft} == {"i.i.d. rollouts", "without replacement", "delayed vs root", "chains"}
+        assert any("cross-fitted" in c.a for c in claims[(draft, "delayed vs root")])
+        assert all(c.unit == "tree" for c in claims[(draft, "i.i.d. rollouts")])
+    text = real_trees.format_comparisons(ev)
+    assert text.count("\n") == sum(len(v) + 1 for v in claims.values())
+
+
+def test_comparisons_name_what_is_missing(evaluation, ds):
+    draft = ds.manifest["drafts"][0]
+    with pytest.raises(ValueError, match="no trees"):
+        evaluation.compare("nope", "chain", "block", "token")
+    with pytest.raises(ValueError, match="was not evaluated"):
+        evaluation.compare(draft, "chain", "block", "gbv")
+    with pytest.raises(ValueError, match="K must"):
+        evaluation.compare_oracle(draft, "specinfer", 1)
