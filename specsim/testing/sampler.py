@@ -676,6 +676,8 @@ def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_
             code = code * target.V + t
         return False
 
+    what = "(node, token)" if tree_mode else "(accepted, token)"
+
     def integrate(call, m, n_outcomes, V, draft, path_of, rows=()):
         """The outcome law of one draft: (accepted or node) -> emitted-token distribution."""
         nonlocal evaluations, most_uniforms
@@ -689,11 +691,11 @@ def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_
             try:
                 a, t = _two_ints(out)
             except (TypeError, ValueError):
-                raise SamplerError(f"{name} returned {out!r}, not two integers, on draft {draft} at "
+                raise SamplerError(f"{name} returned {out!r}, not {what}, on draft {draft} at "
                                    f"uniforms {u.tolist()}", draft) from None
             if not (0 <= a < n_outcomes and 0 <= t < V):
-                raise SamplerError(f"{name} returned {(a, t)} outside 0..{n_outcomes - 1} x 0..{V - 1} on draft "
-                                   f"{draft} at uniforms {u.tolist()}", draft)
+                raise SamplerError(f"{name} returned {what} = ({a}, {t}), outside 0..{n_outcomes - 1} x 0..{V - 1}, "
+                                   f"on draft {draft} at uniforms {u.tolist()}", draft)
             return a, t
 
         seen: list = []
