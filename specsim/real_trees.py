@@ -32,7 +32,6 @@ Example (needs nothing but the committed dataset)::
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -727,21 +726,17 @@ def _lookup(name: str) -> Verifier:
     return registry[name]
 
 
-def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tuples: int = 20_000,
+def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
                    progress: bool | None = None) -> TreeEvaluation:
     """Rao-Blackwellised block efficiency: E[tau | tree] exactly for every stored tree and verifier.
 
     E[tau | tree] = sum_j pi_j depth(v_j) over the verifier's outcome law on the tree, and
     P(tau >= d | tree) = sum_j pi_j [depth(v_j) >= d].  Their means over a group's trees estimate
     E[tau] and P(tau >= d) under the group's (drafter, process); block efficiency is E[tau] + 1.
-    ``khisti_optimal``, whose selection weights solve an LP with one variable per draft multiset
-    and token, is skipped, with the reason, when a node with k > 1 draws has more than
-    ``max_tuples`` multisets of k draws from its support (docs/theory.md §6.5: no construction
-    of the optimal selection at large support is known here); ``khisti`` runs at any support.
 
     Parameters: ``ds`` (:class:`RealTrees`); ``verifiers`` (names; default every registered
     verifier that applies to each process, :func:`specsim.verifiers.tree.verifiers_for`);
-    ``max_tuples``; ``progress``.
+    ``progress``.
 
     Returns: :class:`TreeEvaluation`; ``ValueError`` naming a verifier that does not apply to a
     process of the dataset.
@@ -784,14 +779,6 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None, max_tu
         for v in vs:
             per, tails, skipped = [], [], ""
             for r in records:
-                if v.name == "khisti_optimal":
-                    worst = max((math.comb(int(np.count_nonzero(r.tree.q[u])) + len(r.tree.draws[u]) - 1,
-                                           len(r.tree.draws[u]))
-                                 for u in range(r.tree.num_nodes) if len(r.tree.draws[u]) > 1), default=0)
-                    if worst > max_tuples:
-                        skipped = (f"draft multisets up to {worst} > max_tuples = {max_tuples} (the optimal "
-                                   f"selection is an LP over them; no large-support construction)")
-                        break
                 try:
                     od = _outcome_depths(v, r.tree)
                 except ValueError as e:

@@ -455,13 +455,14 @@ def _khisti_law(tree):
 class OptimalSelection:
     """An optimal selection of Khisti et al.'s two-step scheme at one node (docs/theory.md §6.5).
 
-    Each token y of supp q owns a set of positions O_y in [0, 1) (``pieces``); the O_y tile
-    [0, 1) and |O_y| = q(y).  A draw of y takes a uniform position in O_y and the draw with the
-    earliest position is selected, so rho_f(y) = integral over O_y of k (1 - s)^(k-1) ds.
+    The tokens of supp q with equal p/q form a class c, which owns a set of positions O_c in
+    [0, 1) (``pieces``); the O_c tile [0, 1) and |O_c| = q(c).  A draw takes a uniform position
+    in its class's set and the draw with the earliest position is selected, so
+    rho_f(y) = q(y)/q(c) * integral over O_c of k (1 - s)^(k-1) ds.
 
     Fields: ``rho`` (the selection law rho_f [V], read-only), ``acceptance``
-    (sum_y min(p_y, rho_f(y)) = alpha*), ``k`` (draws), ``pieces`` (token -> tuple of (a, b)
-    intervals).  :meth:`select` gives f(S, .) for a drawn multiset S.
+    (sum_y min(p_y, rho_f(y)) = alpha*), ``k`` (draws), ``pieces`` (token -> its class's tuple of
+    (a, b) intervals).  :meth:`select` gives f(S, .) for a drawn multiset S.
     """
 
     rho: np.ndarray
@@ -491,7 +492,6 @@ class OptimalSelection:
         lo, hi = cuts[:-1], cuts[1:]
         nodes, gauss = np.polynomial.legendre.leggauss(self.k)   # exact: the integrand has degree k - 1
         s = 0.5 * (hi - lo)[:, None] * nodes + 0.5 * (hi + lo)[:, None]
-        width = 0.5 * (hi - lo)[:, None] * gauss
 
         def cdf(x):
             a, b = np.array(self.pieces[x]).T
@@ -505,9 +505,9 @@ class OptimalSelection:
         survive = {x: 1.0 - cdf(x) for x in counts}
         out = {}
         for y, m in counts.items():
-            density = inside(y)[:, None] / sum(b - a for a, b in self.pieces[y])
-            term = m * density * np.prod([survive[x] ** (c - (x == y)) for x, c in counts.items()], axis=0)
-            out[y] = float((width * term).sum())
+            share = inside(y) * (hi - lo) / sum(b - a for a, b in self.pieces[y])   # finite for subnormal q
+            term = np.prod([survive[x] ** (c - (x == y)) for x, c in counts.items()], axis=0)
+            out[y] = m * float(share @ (0.5 * term @ gauss))
         # positions are absolute floats: a token of tiny q(y) inside [0, 1) has relative resolution
         # ~1e-16 / q(y), which shows here only as a deviation of the sum from 1
         total = sum(out.values())
@@ -536,51 +536,54 @@ def _optimal_targets(p, q, k, order):
     return rho, np.unique(np.r_[0, tight, order.size])
 
 
-def _place_block(tokens, q, target, start, end, k):
-    """Positions in [start, end) (of measure q(tokens)) for a block: in ascending rho/q, each token
-    takes the contiguous stretch of the free positions (free measure s .. s + q_y) whose mass is its
-    target; the last takes what is left."""
+def _place_block(mass_q, target, start, end, k):
+    """Position sets in [start, end) for one block of classes (masses ``mass_q``, targets ``target``):
+    in ascending target/mass, each class takes the stretch s .. s + q of the free positions (in free
+    measure) whose phi-mass is its target; the last takes what is left (docs/theory.md §6.5)."""
     fa, fb = np.array([start]), np.array([end])
-    pieces = {}
-    order = sorted(range(len(tokens)), key=lambda j: target[j] / q[tokens[j]])
-    for n, j in enumerate(order):
-        y, qy = tokens[j], q[tokens[j]]
-        if n == len(order) - 1:                              # the last token takes what is left
-            pieces[int(y)] = tuple(zip(fa.tolist(), fb.tolist()))
-            break
+    pieces = [()] * len(mass_q)
+    order = np.argsort(target / mass_q, kind="stable")
+    for j in order[:-1]:
+        qy = mass_q[j]
         cum = np.r_[0.0, np.cumsum(fb - fa)]
         mass = np.r_[0.0, np.cumsum(_phi_mass(fa, fb, k))]
 
-        def at(t):                                           # free measure t -> (position, mass before it)
-            i = min(max(int(np.searchsorted(cum, t, side="right")) - 1, 0), fa.size - 1)
-            x = min(fa[i] + (t - cum[i]), fb[i])
-            return x, mass[i] + float(_phi_mass(fa[i], x, k))
+        def piece(t):
+            return np.clip(np.searchsorted(cum, t, side="right") - 1, 0, fa.size - 1)
 
-        def stretch(s):
-            return at(s + qy)[1] - at(s)[1]
+        def position(t):
+            i = piece(t)
+            return np.minimum(fa[i] + (t - cum[i]), fb[i])
 
-        lo, hi = 0.0, max(cum[-1] - qy, 0.0)
-        if stretch(hi) >= target[j]:
-            s = hi
-        elif stretch(lo) <= target[j]:
-            s = lo
-        else:                                                # stretch decreases in s: bisect to rounding
-            for _ in range(200):
+        def before(t):                                       # phi-mass of the first t of the free measure
+            i = piece(t)
+            return mass[i] + _phi_mass(fa[i], np.minimum(fa[i] + (t - cum[i]), fb[i]), k)
+
+        top = max(cum[-1] - qy, 0.0)
+        cand = np.unique(np.clip(np.r_[0.0, cum, cum - qy, top], 0.0, top))
+        stretch = before(cand + qy) - before(cand)            # nonincreasing in s
+        n_above = int(np.searchsorted(-stretch, -target[j], side="right"))
+        if n_above == 0:
+            s = 0.0
+        elif n_above == cand.size:
+            s = top
+        else:                                                # one piece under each end: bisect to rounding
+            lo, hi = cand[n_above - 1], cand[n_above]
+            for _ in range(100):
                 mid = 0.5 * (lo + hi)
                 if mid in (lo, hi):
                     break
-                lo, hi = (mid, hi) if stretch(mid) > target[j] else (lo, mid)
+                lo, hi = (mid, hi) if (before(mid + qy) - before(mid)) > target[j] else (lo, mid)
             s = lo
-        x0, x1 = at(s)[0], at(s + qy)[0]
+        x0, x1 = position(s), position(s + qy)
         a, b = np.maximum(fa, x0), np.minimum(fb, x1)
         taken = b > a
-        pieces[int(y)] = tuple(zip(a[taken].tolist(), b[taken].tolist()))
-        keep_a = np.r_[fa, np.maximum(x1, fa)]
-        keep_b = np.r_[np.minimum(fb, x0), fb]
+        pieces[j] = tuple(zip(a[taken].tolist(), b[taken].tolist()))
+        keep_a, keep_b = np.r_[fa, np.maximum(x1, fa)], np.r_[np.minimum(fb, x0), fb]
         keep = keep_b > keep_a
-        fa, fb = keep_a[keep], keep_b[keep]
-        o = np.argsort(fa)
-        fa, fb = fa[o], fb[o]
+        o = np.argsort(keep_a[keep], kind="stable")
+        fa, fb = keep_a[keep][o], keep_b[keep][o]
+    pieces[order[-1]] = tuple(zip(fa.tolist(), fb.tolist()))
     return pieces
 
 
@@ -595,18 +598,21 @@ def _khisti_optimal_cached(pb: bytes, qb: bytes, k: int) -> OptimalSelection:
         ends[-1] = 1.0
         pieces = {int(y): ((float(a), float(b)),) for y, a, b in zip(support, np.r_[0.0, ends[:-1]], ends)}
         return OptimalSelection(rho, float(np.minimum(p, q).sum()), 1, pieces)
-    ratio = p[support] / q[support]                          # inf for subnormal q: sorts first, as it should
-    order = support[np.argsort(-ratio, kind="stable")]
-    target, tight = _optimal_targets(p, q, k, order)
-    starts = np.minimum(np.r_[0.0, np.cumsum(q[order])], 1.0)
+    with np.errstate(over="ignore"):                          # inf for subnormal q: sorts first, as it should
+        ratio = p[support] / q[support]
+    ratios, cls = np.unique(-ratio, return_inverse=True)     # classes of equal p/q, descending p/q
+    cp, cq = np.bincount(cls, weights=p[support]), np.bincount(cls, weights=q[support])
+    order = np.arange(ratios.size)
+    target, tight = _optimal_targets(cp, cq, k, order)
+    starts = np.minimum(np.r_[0.0, np.cumsum(cq)], 1.0)
     starts[-1] = 1.0
-    pieces = {}
+    class_pieces = []
     for a, b in zip(tight[:-1], tight[1:]):
-        pieces.update(_place_block(order[a:b], q, target[a:b], starts[a], starts[b], k))
+        class_pieces += _place_block(cq[a:b], target[a:b], starts[a], starts[b], k)
+    pieces = {int(y): class_pieces[c] for y, c in zip(support, cls)}   # a class's tokens share its positions
+    class_rho = np.array([_phi_mass(*np.array(pcs).T, k).sum() for pcs in class_pieces])
     rho = np.zeros(p.size)
-    for y, pcs in pieces.items():
-        a, b = np.array(pcs).T
-        rho[y] = _phi_mass(a, b, k).sum()
+    rho[support] = class_rho[cls] * (q[support] / cq[cls])
     rho.setflags(write=False)
     return OptimalSelection(rho, float(np.minimum(p, rho).sum()), k, pieces)
 
