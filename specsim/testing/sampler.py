@@ -70,13 +70,16 @@ class BatchSampler:
 
 
 class SamplerError(ValueError):
-    """A sampler, step or batch function under test raised, or (in the step and exact checks)
-    returned malformed output: never a chi-square verdict.
+    """A sampler, step or batch function under test raised or returned malformed output: never a
+    chi-square verdict.
 
     :func:`check_sampler` and :func:`check_sampler_exact` re-raise the implementation's exception
-    (kept as ``__cause__``) with the draft and rows it was called on; ``draft`` holds the draft
-    (tokens or a description of the tree or chunk), ``rows`` the ``(p, q)`` rows when the call
-    had them.  :mod:`specsim.testing.step` raises it naming the call and its output.
+    (kept as ``__cause__``) with the draft and rows it was called on, and raise it for output that
+    is not what the call promises (two integers in range; two integer arrays of the chunk's
+    length for a :class:`BatchSampler`), naming the call, the output and what was expected;
+    ``draft`` holds the draft (tokens or a description of the tree or chunk), ``rows`` the
+    ``(p, q)`` rows when the call had them.  :mod:`specsim.testing.step` raises it naming the
+    step call and its output.
 
     >>> from specsim.models import random_model
     >>> from specsim.testing import check_sampler
@@ -111,6 +114,14 @@ def _two_ints(out) -> tuple[int, int]:
     return operator.index(a), operator.index(b)
 
 
+def _two_ints_or_none(out) -> tuple[int, int]:
+    """:func:`_two_ints`, with (-1, -1) (out of every range) for output that is not two integers."""
+    try:
+        return _two_ints(out)
+    except (TypeError, ValueError):
+        return -1, -1
+
+
 def _raised(name: str, exc: Exception, draft, p=None, q=None) -> SamplerError:
     where = f"draft {draft}" + (f" with rows\n{_fmt_rows(p, q)}" if p is not None else "")
     return SamplerError(f"{name} raised {type(exc).__name__}: {exc} on {where}", draft,
@@ -120,24 +131,26 @@ def _raised(name: str, exc: Exception, draft, p=None, q=None) -> SamplerError:
 @dataclass(frozen=True)
 class SamplerCheck:
     """Verdict of :func:`check_sampler`: ``passed`` unless a sub-test rejects, an emitted string has
-    target probability 0 (``impossible`` > 0) or the implementation returned invalid output.
+    target probability 0 (``impossible`` > 0).  Malformed output of the implementation is never
+    a verdict: :func:`check_sampler` raises :class:`SamplerError` instead.
 
     ``alpha`` is the false-alarm rate of the whole call; ``detectable_tv`` is the smallest TV between
     the completed law and the target's first L+1 tokens that the joint test detects with
     probability ``power`` at this ``n`` (Pearson chi-square, non-central chi-square power);
     ``subtests`` are the :class:`~specsim.testing.stats.SubTest` objects (joint law first, then one
-    per position); ``invalid`` describes bad output of the implementation (``None`` if none);
-    ``over`` / ``under`` the completed strings with the largest positive / negative standardised
+    per position); ``over`` / ``under`` the completed strings with the largest positive / negative standardised
     residuals (:func:`~specsim.testing.stats.largest_residuals`; strings with P = 0 first), listed
     in the report of a FAIL.  When the target is deterministic on V^{L+1} (greedy decoding: one
     string, the argmax chain, has P = 1) the joint test is exact: any output off the argmax chain
     fails, and ``detectable_tv`` = 1 - (1 - power)^(1/n).  ``str()`` is the report.
 
-    >>> from specsim.models import random_model
-    >>> from specsim.testing import check_sampler
-    >>> res = check_sampler(lambda d, p, q, rng: (len(d) + 1, 0), random_model(3, 0), random_model(3, 1), L=1, n=10)
-    >>> res.passed, res.invalid
-    (False, '(accepted, token) = (2, 0) outside 0..1 x 0..2 on draft (2,)')
+    >>> from specsim.testing import check_sampler, default_instance
+    >>> target, draft_model, L = default_instance()
+    >>> def from_draft(d, p, q, rng):  # lossy: rejects x_1 and emits a draft-model sample
+    ...     return 0, int(rng.choice(len(q[0]), p=q[0]))
+    >>> res = check_sampler(from_draft, target, draft_model, L, n=2000)
+    >>> res.passed, [t.rejected for t in res.subtests], res.over[0].string
+    (False, [True, True, True, True, False], (3, 3, 1, 0))
     """
 
     passed: bool
@@ -149,7 +162,6 @@ class SamplerCheck:
     detectable_tv: float
     impossible: int
     subtests: tuple = field(repr=False)
-    invalid: str | None = None
     name: str = "sampler"
     over: tuple = field(default=(), repr=False)
     under: tuple = field(default=(), repr=False)
@@ -157,8 +169,6 @@ class SamplerCheck:
     def __str__(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         head = f"{self.name} [V={self.V}, L={self.L}, n={self.n}]: {verdict}"
-        if self.invalid:
-            return head + f"\n  invalid output: {self.invalid}"
         joint = self.subtests[0]
         if joint.deterministic:  # greedy target: no chi-square, the check is exact
             head += (f": checks that no output leaves the argmax chain (the target's one string of "
@@ -209,8 +219,9 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     ``context``; ``min_expected`` (finite, > 0); ``name`` (for the report).  Bad values raise
     ``ValueError``, bad types ``TypeError`` (docs/design.md, "The input contract").  An
     exception inside the implementation is re-raised as :class:`SamplerError` naming the draft
-    and its rows; output that is not (accepted, token) integers in range is a FAIL verdict
-    (``invalid``).  With ``drafting`` (a tree draft process such as ``iid_paths(2)``) the
+    and its rows, and output that is not (accepted, token) integers in 0..L x 0..V-1 (for a
+    :class:`BatchSampler`: two integer arrays of the chunk's length, entries in those ranges)
+    raises :class:`SamplerError` naming the call, the output and what was expected.  With ``drafting`` (a tree draft process such as ``iid_paths(2)``) the
     implementation is a tree sampler ``sample_fn(tree, rng) -> (node, token)`` on trees drawn by
     that process, and the emitted string is path(node) + token.  ``report`` (>= 0): completed
     strings listed each way in the report of a FAIL.  ``draft=`` is a deprecated spelling of
@@ -251,9 +262,7 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     tok = np.empty(n, dtype=np.int64)
     m = L + 2
     level = alpha / m
-
-    def fail(msg):
-        return SamplerCheck(False, n, V, L, alpha, power, 1.0, 0, (), msg, name)
+    expected = f"expected (accepted, token): two integers in 0..{L} x 0..{V - 1}"
 
     tree_mode = drafting is not None and not isinstance(drafting, Chain)
     if not tree_mode:  # drafts x ~ Q and their rows
@@ -274,28 +283,34 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
                 out = sample_fn(tree, rng)
             except Exception as exc:  # noqa: BLE001 - re-raised with the tree it was called on
                 raise _raised(name, exc, f"tree tokens={tree.tokens} parent={tree.parent}") from exc
-            try:
-                node, t = _two_ints(out)
-            except (TypeError, ValueError):
-                return fail(f"returned {out!r}, not (node, token), on draft tree {tree.tokens}, parents {tree.parent}")
+            node, t = _two_ints_or_none(out)
             if not (0 <= node < tree.num_nodes and 0 <= t < V):
-                return fail(f"(node, token) = ({node}, {t}) outside the tree of {tree.num_nodes} nodes x 0..{V - 1}")
+                desc = f"tree tokens={tree.tokens} parent={tree.parent}"
+                raise SamplerError(f"{name} returned {out!r} on draft {desc} (call {j}); expected (node, token): "
+                                   f"two integers in 0..{tree.num_nodes - 1} x 0..{V - 1}", desc)
             path = tree.path(node)
             x[j, :len(path)] = path
             acc[j], tok[j] = len(path), t
     elif isinstance(sample_fn, BatchSampler):
         for s in range(0, n, sample_fn.chunk):
             e = min(n, s + sample_fn.chunk)
+            chunk = f"chunk {s}..{e - 1} (first draft {tuple(x[s].tolist())})"
             try:
                 a, t = sample_fn.fn(x[s:e], P_rows[s:e], Q_rows[s:e], rng)
             except Exception as exc:  # noqa: BLE001 - re-raised with the chunk it was called on
-                raise _raised(name, exc, f"chunk {s}..{e - 1} (first draft {tuple(x[s].tolist())})",
-                              P_rows[s], Q_rows[s]) from exc
+                raise _raised(name, exc, chunk, P_rows[s], Q_rows[s]) from exc
             a, t = np.asarray(a).reshape(-1), np.asarray(t).reshape(-1)
             if a.shape != (e - s,) or t.shape != (e - s,) or not (
                     np.issubdtype(a.dtype, np.integer) and np.issubdtype(t.dtype, np.integer)):
-                return fail(f"returned accepted {a.dtype}{list(a.shape)} and tokens {t.dtype}{list(t.shape)} "
-                            f"for a chunk of {e - s} drafts (expected two integer arrays of that length)")
+                raise SamplerError(f"{name} returned accepted {a.dtype}{list(a.shape)} and tokens "
+                                   f"{t.dtype}{list(t.shape)} on draft {chunk}; expected two integer "
+                                   f"arrays of length {e - s}", chunk)
+            bad = np.flatnonzero((a < 0) | (a > L) | (t < 0) | (t >= V))
+            if bad.size:
+                b = int(bad[0])
+                raise SamplerError(f"{name} returned (accepted, token) = ({a[b]}, {t[b]}) for row {b} "
+                                   f"(draft {tuple(x[s + b].tolist())}) of {chunk}; {expected}",
+                                   tuple(x[s + b].tolist()), (P_rows[s + b], Q_rows[s + b]))
             acc[s:e], tok[s:e] = a, t
     else:
         for j in range(n):
@@ -304,15 +319,12 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
                 out = sample_fn(draft, P_rows[j], Q_rows[j], rng)
             except Exception as exc:  # noqa: BLE001 - re-raised with the draft it was called on
                 raise _raised(name, exc, draft, P_rows[j], Q_rows[j]) from exc
-            try:
-                acc[j], tok[j] = _two_ints(out)
-            except (TypeError, ValueError):
-                return fail(f"returned {out!r}, not (accepted, token), on draft {draft}")
-    bad = np.flatnonzero((acc < 0) | (acc > L) | (tok < 0) | (tok >= V))
-    if bad.size:
-        j = int(bad[0])
-        return fail(f"(accepted, token) = ({acc[j]}, {tok[j]}) outside 0..{L} x 0..{V - 1} "
-                    f"on draft {tuple(x[j].tolist())}")
+            a, t = _two_ints_or_none(out)
+            if not (0 <= a <= L and 0 <= t < V):
+                raise SamplerError(f"{name} returned {out!r} on draft {draft} (call {j}) with rows\n"
+                                   f"{_fmt_rows(P_rows[j], Q_rows[j])}\n  {expected}", draft,
+                                   (P_rows[j], Q_rows[j]))
+            acc[j], tok[j] = a, t
 
     # complete every emitted string x^{1:tau} y with target samples to length L + 1
     emitted = np.zeros((n, L + 1), dtype=np.int64)
@@ -329,7 +341,7 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     passed = not any(t.rejected for t in tests)
     over, under = largest_residuals(counts, joint, V, L + 1, report)
     return SamplerCheck(passed, n, V, L, alpha, power, tests[0].detectable_tv, tests[0].impossible,
-                        tuple(tests), None, name, over, under)
+                        tuple(tests), name, over, under)
 
 
 # ----------------------------------------------------------------------------- design of experiments
@@ -692,10 +704,10 @@ def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_
                 a, t = _two_ints(out)
             except (TypeError, ValueError):
                 raise SamplerError(f"{name} returned {out!r}, not {what}, on draft {draft} at "
-                                   f"uniforms {u.tolist()}", draft) from None
+                                   f"uniforms {u.tolist()}", draft, rows or None) from None
             if not (0 <= a < n_outcomes and 0 <= t < V):
                 raise SamplerError(f"{name} returned {what} = ({a}, {t}), outside 0..{n_outcomes - 1} x 0..{V - 1}, "
-                                   f"on draft {draft} at uniforms {u.tolist()}", draft)
+                                   f"on draft {draft} at uniforms {u.tolist()}", draft, rows or None)
             return a, t
 
         seen: list = []

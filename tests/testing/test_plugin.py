@@ -80,3 +80,29 @@ def test_sampler_check_hypothesis_mode(pytester, residual, ok):
         res.assert_outcomes(failed=1)
         res.stdout.fnmatch_lines(["*FAIL*", "*most over-represented completed strings*", "*instance: Case(ModelPair*",
                                   "*rows along*", "*p0 = (*q0 = (*"])
+
+
+STEP_TEST = '''
+from specsim.testing import step_from_verifier
+from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.verifiers import block
+
+def test_block_step(step_check):
+    res = step_check(step_from_verifier(block, L=2), n=4000)
+    assert (res.V, res.horizon) == (4, 3)  # the recorded default instance at the default max_tokens
+
+def test_block_token_residual_step(step_check):
+    step_check(step_from_verifier(CHAIN_MUTANTS["block_token_residual"], L=2), n=9000)
+'''
+
+
+def test_step_check_fixture_on_the_default_instance(pytester):
+    """step_check(step) without a model pair uses default_instance("step"), on which the step of
+    block verification with the token-level residual (the self-test mutant that needs the most
+    samples there: 8,974 for 99% power, power_report(..., check="step")) is flagged at n = 9000;
+    block verification itself passes (false-alarm rate 1e-3)."""
+    pytester.makepyfile(test_user=STEP_TEST)
+    res = pytester.runpytest_subprocess(*_plugin_args(), "-q")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(["*step(block_token_residual, L=2) [[]V=4, horizon=3, n=9000[]]: FAIL*",
+                              "*most over-represented*"])

@@ -81,11 +81,61 @@ def test_wrong_residual_batch_sampler_is_flagged():
     assert not res.passed and "FAIL" in str(res)
 
 
-def test_invalid_and_impossible_outputs():
-    res = check_sampler(lambda d, p, q, rng: (len(d) + 1, 0), TARGET, DRAFT, 2, n=50)
-    assert not res.passed and "outside 0..2" in res.invalid
+MALFORMED = [  # (sampler, check_sampler keywords, message): never a verdict
+    (lambda d, p, q, rng: (len(d) + 1, 0), {},
+     r"returned \(3, 0\) on draft \(\d, \d\) \(call 0\) with rows\n    p0 = [\s\S]*\n  expected \(accepted, token\): "
+     r"two integers in 0\.\.2 x 0\.\.2"),
+    (lambda d, p, q, rng: (0, 3), {}, r"returned \(0, 3\) on draft"),
+    (lambda d, p, q, rng: (0, -1), {}, r"returned \(0, -1\) on draft"),
+    (lambda d, p, q, rng: (0, 1.0), {}, r"returned \(0, 1\.0\) on draft"),
+    (lambda d, p, q, rng: (True, 1), {}, r"returned \(True, 1\) on draft"),
+    (lambda d, p, q, rng: 1, {}, r"returned 1 on draft"),
+    (lambda d, p, q, rng: (0, 1, 2), {}, r"returned \(0, 1, 2\) on draft"),
+    (BatchSampler(lambda d, p, q, rng: (np.zeros(len(d), int), np.zeros(len(d) - 1, int)), chunk=16), {},
+     r"batch sampler returned accepted int64\[16\] and tokens int64\[15\] on draft chunk 0\.\.15 "
+     r"\(first draft \(\d, \d\)\); expected two integer arrays of length 16"),
+    (BatchSampler(lambda d, p, q, rng: (np.zeros(len(d), int), np.zeros(len(d)))), {},
+     r"and tokens float64\[50\] on draft chunk 0\.\.49"),
+    (BatchSampler(lambda d, p, q, rng: (np.zeros(len(d), int), np.arange(len(d))), chunk=16), {},
+     r"returned \(accepted, token\) = \(0, 3\) for row 3 \(draft \(\d, \d\)\) of chunk 0\.\.15 "
+     r"\(first draft .*\); expected \(accepted, token\): two integers in 0\.\.2 x 0\.\.2"),
+    (lambda tree, rng: (tree.num_nodes, 0), {"drafting": "iid_paths"},
+     r"returned \(\d, 0\) on draft tree tokens=.* parent=.* \(call 0\); expected \(node, token\): "
+     r"two integers in 0\.\.\d x 0\.\.2"),
+    (lambda tree, rng: None, {"drafting": "iid_paths"}, r"returned None on draft tree tokens="),
+]
 
 
+@pytest.mark.parametrize("sample_fn,kw,match", MALFORMED, ids=[f"malformed-{i}" for i in range(len(MALFORMED))])
+def test_malformed_output_is_a_sampler_error_naming_the_call(sample_fn, kw, match):
+    from specsim.drafts import iid_paths
+    from specsim.testing import SamplerError
+    kw = {k: iid_paths(2) if v == "iid_paths" else v for k, v in kw.items()}
+    with pytest.raises(SamplerError, match=match) as info:
+        check_sampler(sample_fn, TARGET, DRAFT, 2, n=50, **kw)
+    assert info.value.draft is not None and info.value.__cause__ is None
+
+
+MALFORMED_EXACT = [
+    (lambda d, p, q, u: (len(d) + 1, 0), {}, r"returned \(accepted, token\) = \(2, 0\), outside 0\.\.1 x 0\.\.2, "
+     r"on draft \(\d,\) at uniforms \["),
+    (lambda d, p, q, u: (0, float(u[0])), {}, r"returned \(0, 0\.\d+\), not \(accepted, token\), on draft \(\d,\)"),
+    (lambda tree, u: (tree.num_nodes, 0), {"drafting": "iid_paths"},
+     r"returned \(node, token\) = \(\d, 0\), outside 0\.\.\d x 0\.\.2, on draft tree tokens="),
+]
+
+
+@pytest.mark.parametrize("sample_fn,kw,match", MALFORMED_EXACT, ids=["range", "float", "tree-range"])
+def test_malformed_exact_output_is_a_sampler_error_naming_the_call(sample_fn, kw, match):
+    from specsim.drafts import iid_paths
+    from specsim.testing import SamplerError
+    kw = {k: iid_paths(2) if v == "iid_paths" else v for k, v in kw.items()}
+    with pytest.raises(SamplerError, match=match) as info:
+        check_sampler_exact(sample_fn, TARGET, DRAFT, 1, **kw)
+    assert info.value.draft is not None and (info.value.rows is None) == bool(kw)
+
+
+def test_impossible_outputs_fail():
     def zero_prob_token(d, p, q, rng):
         return 0, int(np.argmin(p[0]))  # emits a token with target probability 0
 
