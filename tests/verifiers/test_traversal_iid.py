@@ -3,8 +3,6 @@
 the draft row held at q.  Certified lossless by their per-tree laws, their node-state laws equal
 to the per-tree laws, RRS at depth 1, block verification on a chain; the row update of draws
 without replacement on i.i.d. draws, and repeats skipped, are lossy (negative controls)."""
-import functools
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,8 +12,9 @@ from specsim.drafts import (DraftTree, chain, delayed_expansion, fixed_shape, gr
                             topk_tree)
 from specsim.models import random_model
 from specsim.testing.strategies import model_pairs
+from specsim.testing.tree_mutants import MUTANTS
 from specsim.verifiers.chain import block
-from specsim.verifiers.tree import _traversal_law, specinfer, traversal_paths, traversal_repeats, verifiers_for
+from specsim.verifiers.tree import specinfer, traversal_paths, traversal_repeats, verifiers_for
 
 VARIANTS = (traversal_repeats, traversal_paths)
 #: Every i.i.d. process they apply to, small enough for the per-tree law at V = 3, L = 2.
@@ -23,12 +22,10 @@ IID = (iid_paths(2), iid_paths(3), delayed_expansion(1, 2), delayed_expansion(0,
        fixed_shape((3, 1)))
 #: The per-tree laws alone (no node-state path): the reference the certificates rest on.
 PER_TREE = {v.name: tree_verifier(v.name, needs=v.needs)(v.law) for v in VARIANTS}
-#: Negative controls: masking the rejected token (the without-replacement row update) on i.i.d.
-#: draws, and the trie with q held but repeated draws skipped (no attempt, no row update).
-PATHS_MASKED = tree_verifier("traversal_paths_masked", needs={"iid"}, lossless=False)(
-    functools.partial(_traversal_law, variant="paths", mask=True))
-REPEATS_SKIPPED = tree_verifier("traversal_repeats_skipped", needs={"iid"}, lossless=False)(
-    functools.partial(_traversal_law, variant="repeats", skip_repeats=True))
+#: Negative controls (specsim.testing.tree_mutants): masking the rejected token (the
+#: without-replacement row update) on i.i.d. draws, and the trie with q held but repeats skipped.
+PATHS_MASKED = MUTANTS["traversal_iid_masked"].verifier
+REPEATS_SKIPPED = MUTANTS["traversal_iid_repeats_skipped"].verifier
 
 
 def _max_gap(a, b) -> float:
