@@ -631,7 +631,8 @@ def khisti_optimal_selection(p, q, k: int) -> OptimalSelection:
     [0, 1) of measure q(y), a draw takes a uniform position in its token's set, the earliest draw
     is selected (:meth:`OptimalSelection.select`); the sets are found block by block between the
     prefixes where R = phi(Q).  ``rho`` is computed from the sets, so the scheme is lossless
-    exactly and optimal up to the bisection's rounding (1e-15).
+    exactly and optimal up to the bisection's rounding (<= 1e-14 from alpha* measured on SmolLM2
+    rows; about 1 s for a V = 49152 row whose p/q are all distinct).
 
     Parameters: ``p``, ``q`` rows over the same V >= 2 tokens; ``k`` >= 1 draws.
 
