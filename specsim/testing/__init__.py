@@ -23,9 +23,11 @@ _EXPORTS = {
     "assertions": ("assert_lossless", "assert_sampler_lossless", "LossyVerifierError", "Case", "certify_case",
                    "describe_failure", "tree_needs"),
     "sampler": ("check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerCertificate", "BoundaryPoint",
-                "SamplerError", "BatchSampler", "completed_and_target_laws", "completed_law", "samples_to_detect"),
+                "SamplerError", "BatchSampler", "completed_and_target_laws", "completed_law", "samples_to_detect",
+                "FLOAT32_POINTS"),
     "stats": ("SubTest", "goodness_of_fit", "detection_threshold", "chi_square_power", "detectable_tv",
-              "StringCount", "largest_residuals", "position_marginals"),
+              "StringCount", "largest_residuals", "position_marginals", "MIN_EXPECTED", "pool_small_cells",
+              "chi_square_distance", "predicted_power", "samples_for_power", "complete_with_target"),
     "adapters": ("from_verifier", "torch_batch_sampler", "transformers_sampler",
                  "find_transformers_speculative_sampling"),
     "strategies": ("distributions", "model_pairs", "adversarial_pairs", "ModelPair", "draft_processes",
@@ -36,8 +38,9 @@ _EXPORTS = {
     "language_models": ("toy_lm", "ToyLM", "transformers_lm", "from_transformers"),
     "properties": ("check_engine_properties", "EngineReport", "PropertyResult", "PROPERTIES", "PROPERTY_MUTANTS"),
     "layouts": ("EngineAdapter", "vllm_rejection_sampler", "flashinfer_chain_sampler", "sglang_tree_sampler",
-                "transformers_chain_sampler"),
-    "power": ("power_report", "PowerReport", "MutantPower", "default_instance"),
+                "transformers_chain_sampler", "vllm_mrv2_rejection_sampler"),
+    "power": ("power_report", "PowerReport", "MutantPower", "default_instance", "DEFAULT_INSTANCE",
+              "DEFAULT_STEP_INSTANCE", "STEP_CONTEXT"),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

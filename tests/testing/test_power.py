@@ -7,7 +7,7 @@ from specsim.drafts import iid_paths
 from specsim.models import random_model
 from specsim.testing import BatchSampler, check_sampler, check_step, default_instance, power_report, step_from_verifier
 from specsim.testing.mutants import CHAIN_MUTANTS
-from specsim.testing.power import DEFAULT_STEP_INSTANCE
+from specsim.testing import DEFAULT_STEP_INSTANCE
 from specsim.testing.tree_mutants import MUTANTS
 
 
@@ -120,3 +120,14 @@ def test_bad_arguments():
         power_report(t, d, 1, drafting=iid_paths(2), check="step")
     with pytest.raises(ValueError, match="check must be"):
         default_instance("engine")
+
+
+@pytest.mark.parametrize("module", ["power", "stats", "sampler", "step"])
+def test_public_names_are_exported_from_specsim_testing(module):
+    """Every name in the module's __all__ is in specsim.testing.__all__ and is the same object."""
+    import importlib
+    import specsim.testing
+    mod = importlib.import_module(f"specsim.testing.{module}")
+    assert set(mod.__all__) <= set(specsim.testing.__all__)
+    for name in mod.__all__:
+        assert getattr(specsim.testing, name) is getattr(mod, name)
