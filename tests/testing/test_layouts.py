@@ -9,34 +9,64 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from reference_gpu.api import ChainNoise, verify_chain  # noqa: E402
-from specsim.models import random_model  # noqa: E402
 from specsim.testing import SamplerError, check_sampler, find_transformers_speculative_sampling  # noqa: E402
 from specsim.testing.layouts import (flashinfer_chain_sampler, sglang_tree_sampler,  # noqa: E402
-                                     transformers_chain_sampler, vllm_rejection_sampler)
+                                     transformers_chain_sampler, vllm_mrv2_rejection_sampler, vllm_rejection_sampler)
+from specsim.testing.power import default_instance  # noqa: E402
 from specsim.testing.properties import check_engine_properties  # noqa: E402
 
 F64 = torch.float64
 
 
+def generate_uniform_probs(num_tokens, num_draft_tokens, generators, device):
+    """vLLM v1's uniform helper (same signature): each request's acceptance uniforms from its generator."""
+    return torch.cat([torch.rand(n, generator=generators[b], dtype=F64) for b, n in enumerate(num_draft_tokens)])
+
+
 def fake_rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
-                          target_probs, bonus_token_ids, sampling_metadata):
-    """vLLM v1's signature on reference_gpu's validated token rule (torch reference): the bonus
-    rows are one-hot on the given bonus ids, uniforms and residual noise come from each
-    request's generator."""
-    B, V = len(num_draft_tokens), target_probs.shape[-1]
+                          target_logits, bonus_token_ids, sampling_metadata):
+    """vLLM 0.33 v1's signature on reference_gpu's validated token rule (torch reference): target
+    logits softmaxed, the bonus rows one-hot on the given bonus ids, the acceptance uniforms
+    from the module-level ``generate_uniform_probs`` (so the adapter can inject them), the
+    residual noise from each request's generator."""
+    B, V = len(num_draft_tokens), target_logits.shape[-1]
+    target_probs = target_logits.to(F64).softmax(-1)
     starts = np.concatenate([[0], np.cumsum(num_draft_tokens)[:-1]]).astype(int)
-    rows, u, E = [], [], []
+    u = generate_uniform_probs(len(draft_token_ids), num_draft_tokens, sampling_metadata.generators, "cpu")
+    rows, E = [], []
     for b, (s, n) in enumerate(zip(starts, num_draft_tokens)):
-        g = sampling_metadata.generators[b]
-        rows += [target_probs[s:s + n].to(F64), torch.nn.functional.one_hot(bonus_token_ids[b], V).to(F64)]
-        u.append(torch.rand(n, generator=g, dtype=F64))
-        E.append(torch.empty(1, V, dtype=F64).exponential_(generator=g))
-    noise = ChainNoise(torch.cat(u), torch.zeros(len(draft_token_ids), dtype=F64), torch.cat(E))
+        rows += [target_probs[s:s + n], torch.nn.functional.one_hot(bonus_token_ids[b], V).to(F64)]
+        E.append(torch.empty(1, V, dtype=F64).exponential_(generator=sampling_metadata.generators[b]))
+    noise = ChainNoise(u, torch.zeros(len(draft_token_ids), dtype=F64), torch.cat(E))
     out = verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, torch.cat(rows), noise, "token",
                        backend="torch").output_token_ids
     full = torch.full((B, max_spec_len + 1), -1, dtype=torch.int32)
     full[:, :out.shape[1]] = out
     return full
+
+
+def fake_mrv2_rejection_sample(target_logits, draft_logits, draft_sampled, cu_num_logits, pos, idx_mapping,
+                               expanded_idx_mapping, expanded_local_pos, temperature, seed, num_speculative_steps,
+                               synthetic_conditional_rates=None, use_fp64=False, use_block_verification=False, **kw):
+    """vLLM model runner v2's signature on reference_gpu's validated token or block rule: logits
+    softmaxed; request b's noise is a function of (seed, position) only, numpy's generator
+    seeded with [seed[state], pos[first row]] (the engine hashes each (seed, pos) pair)."""
+    B, V = len(idx_mapping), target_logits.shape[-1]
+    ids, rows, qs, u, eta, E, lens = [], [], [], [], [], [], []
+    for b in range(B):
+        s, e, st = int(cu_num_logits[b]), int(cu_num_logits[b + 1]), int(idx_mapping[b])
+        k = e - s - 1
+        g = np.random.default_rng([int(seed[st]), int(pos[s])])
+        ids.append(draft_sampled[s + 1:e])
+        rows.append(target_logits[s:e].to(F64).softmax(-1))
+        qs.append(draft_logits[st, :k].to(F64).softmax(-1))
+        u.append(g.random(k)), eta.append(g.random(k)), E.append(g.exponential(size=V)), lens.append(k)
+    res = verify_chain(torch.cat(ids), torch.as_tensor(np.cumsum(lens)), torch.cat(qs), torch.cat(rows),
+                       ChainNoise(*(torch.as_tensor(np.concatenate(x)) for x in (u, eta)), torch.as_tensor(np.stack(E))),
+                       "block" if use_block_verification else "token", backend="torch")
+    sampled = torch.zeros((B, num_speculative_steps + 1), dtype=torch.int64)
+    sampled[:, :res.output_token_ids.shape[1]] = res.output_token_ids.clamp(min=0)
+    return sampled, (res.num_accepted + 1).to(torch.int32)
 
 
 def fake_chain_speculative_sampling(draft_probs, draft_token_ids, target_probs, maybe_output_accepted_token_num=None,
@@ -90,12 +120,14 @@ def _real(module, attr):
 
 ADAPTERS = {
     "vllm": lambda: vllm_rejection_sampler(fake_rejection_sample, dtype="float64"),
+    "vllm-mrv2": lambda: vllm_mrv2_rejection_sampler(fake_mrv2_rejection_sample, dtype="float64"),
+    "vllm-mrv2-block": lambda: vllm_mrv2_rejection_sampler(fake_mrv2_rejection_sample, dtype="float64",
+                                                           block_verification=True),
     "flashinfer": lambda: flashinfer_chain_sampler(fake_chain_speculative_sampling, dtype="float64"),
     "sglang": lambda: sglang_tree_sampler(fake_tree_speculative_sampling_target_only, dtype="float64"),
     "transformers": lambda: transformers_chain_sampler(find_transformers_speculative_sampling()),
 }
-REAL = {
-    "vllm": lambda: vllm_rejection_sampler(_real("vllm.v1.sample.rejection_sampler", "rejection_sample")),
+REAL = {  # vLLM's real samplers: tests/testing/test_vllm_real.py
     "flashinfer": lambda: flashinfer_chain_sampler(_real("flashinfer.sampling", "chain_speculative_sampling")),
     "sglang": lambda: sglang_tree_sampler(_real("sgl_kernel", "tree_speculative_sampling_target_only")),
 }
@@ -105,20 +137,21 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def pair():
-    return random_model(4, 41, 0.8), random_model(4, 42, 0.8)
+def instance():
+    """The pair on which check_sampler's default n detects every chain mutant (specsim.testing.power)."""
+    return default_instance()
 
 
 @pytest.mark.parametrize("engine", sorted(ADAPTERS))
-def test_adapter_law(engine, pair):
+def test_adapter_law(engine, instance):
     if engine == "transformers" and find_transformers_speculative_sampling() is None:
         pytest.skip("transformers not installed")
     adapter = ADAPTERS[engine]()
-    res = check_sampler(adapter.batch_sampler(chunk=1000), *pair, L=2, n=1500 if engine == "transformers" else 4000)
+    res = check_sampler(adapter.batch_sampler(chunk=2000), *instance, n=1500 if engine == "transformers" else 6000)
     assert res.passed, str(res)
 
 
-@pytest.mark.parametrize("engine", ["vllm", "flashinfer", "sglang"])
+@pytest.mark.parametrize("engine", ["vllm", "vllm-mrv2", "vllm-mrv2-block", "flashinfer", "sglang"])
 def test_fake_engines_have_every_property(engine):
     report = check_engine_properties(ADAPTERS[engine](), trials=16, draft_rows=engine != "sglang")
     assert report.passed, str(report)
@@ -144,12 +177,44 @@ def test_adapter_rejects_a_row_that_is_not_the_draft():
         flashinfer_chain_sampler(wrong_prefix)(np.array([[0, 1]]), p, q, np.array([0]))
 
 
+def test_vllm_adapter_injects_uniforms_through_the_helper():
+    """u = 0 everywhere: the fake (strict u q < p) keeps every draft of positive target probability;
+    the module's helper is restored afterwards."""
+    adapter = ADAPTERS["vllm"]()
+    assert adapter.takes_uniforms and not ADAPTERS["vllm-mrv2"]().takes_uniforms
+    p, q = np.full((2, 3, 3), 1 / 3), np.full((2, 2, 3), 1 / 3)
+    acc, _ = adapter(np.array([[0, 1], [2, -1]]), p, q, np.array([1, 2]), uniforms=np.zeros((2, 2)))
+    assert acc.tolist() == [2, 1]
+    assert globals()["generate_uniform_probs"].__name__ == "generate_uniform_probs"
+    with pytest.raises(TypeError, match="cannot be injected"):
+        ADAPTERS["vllm-mrv2"]()(np.array([[0, 1]]), p[:1], q[:1], np.array([1]), uniforms=np.zeros((1, 2)))
+
+
+def test_mrv2_adapter_derives_seeds_and_positions_from_the_dense_seed():
+    """A request's output depends on its dense seed only; the fake sees (seed, first position) pairs
+    that differ between seeds."""
+    seen = []
+
+    def recording(target_logits, draft_logits, draft_sampled, cu_num_logits, pos, idx_mapping, *args, **kw):
+        seen.append((args[3].clone(), pos[cu_num_logits[:-1].long()].clone()))  # (seed, first positions)
+        return fake_mrv2_rejection_sample(target_logits, draft_logits, draft_sampled, cu_num_logits, pos,
+                                          idx_mapping, *args, **kw)
+
+    adapter = vllm_mrv2_rejection_sampler(recording, dtype="float64")
+    drafts, p, q = np.array([[0, 1], [2, 0]]), np.full((2, 3, 3), 1 / 3), np.full((2, 2, 3), 1 / 3)
+    both = adapter(drafts, p, q, np.array([5, 6]))
+    alone = adapter(drafts[1:], p[1:], q[1:], np.array([6]))
+    assert (both[0][1], both[1][1]) == (alone[0][0], alone[1][0])
+    assert seen[0][0][1] == seen[1][0][0] and seen[0][1][1] == seen[1][1][0]
+    assert seen[0][0][0] != seen[0][0][1] and seen[0][1][0] != seen[0][1][1]
+
+
 @pytest.mark.parametrize("engine", sorted(REAL))
-def test_real_engine(engine, pair):
+def test_real_engine(engine, instance):
     adapter = REAL[engine]()
     if _real({"vllm": "vllm.v1.sample.rejection_sampler", "flashinfer": "flashinfer.sampling",
               "sglang": "sgl_kernel"}[engine], "__name__") is None:
         pytest.skip(f"{engine} is not installed")
-    res = check_sampler(adapter.batch_sampler(), *pair, L=2, n=20000)
+    res = check_sampler(adapter.batch_sampler(), *instance)
     assert res.passed, str(res)
     print(check_engine_properties(adapter))
