@@ -19,8 +19,10 @@ def test_lossless_on_context_dependent_pairs(pair, K, L):
 
 def _closed_form(p, q, K):
     G = np.lexsort((np.arange(q.size), -q))[: K - 1]
-    rest = 1.0 - q[G].sum()
     others = np.setdiff1d(np.arange(q.size), G)
+    rest = q[others].sum()  # summed directly: 0 exactly when q lives on the hub
+    if rest == 0:  # the draw outside the hub has nothing to draw from and is never accepted
+        return p[G].sum()
     return p[G].sum() + np.minimum(p[others], q[others] / rest).sum()
 
 
@@ -28,10 +30,12 @@ def _dual_bound(p, q, K):
     """min_H p(H) + 1 - Q(all drafts in H), Q = 1[G in H] q(H minus G) / (1 - q(G)) (docs/theory.md §6.6)."""
     V = p.size
     G = set(np.lexsort((np.arange(V), -q))[: K - 1].tolist())
+    rest = q[sorted(set(range(V)) - G)].sum()
     best = np.inf
     for mask in range(1 << V):
         H = {v for v in range(V) if mask >> v & 1}
-        Qsub = q[list(H - G)].sum() / (1.0 - q[list(G)].sum()) if G <= H else 0.0
+        # with rest = 0 the last draw is void: every draft lies in H once the hub does
+        Qsub = (q[list(H - G)].sum() / rest if rest > 0 else 1.0) if G <= H else 0.0
         best = min(best, p[list(H)].sum() + 1.0 - Qsub)
     return best
 
@@ -41,6 +45,15 @@ def _dual_bound(p, q, K):
        K=st.integers(2, 4))
 def test_acceptance_equals_closed_form_lp_and_dual(pq, K):
     p, q = pq
+    _check_closed_form(p, q, K)
+
+
+def test_closed_form_when_q_lives_on_the_hub():
+    # K - 1 = 2 hub tokens carry all of q: the draw outside them is void (Hypothesis found the 0/0)
+    _check_closed_form(np.full(4, 0.25), np.array([0.5, 0.5, 0.0, 0.0]), 3)
+
+
+def _check_closed_form(p, q, K):
     exact = s.expected_accepted(greedy_multidraft, s.iid(p), s.iid(q), 1, greedy_drafts(K))
     assert exact == pytest.approx(_closed_form(p, q, K), abs=1e-12)
     assert exact == pytest.approx(_dual_bound(p, q, K), abs=1e-12)
