@@ -277,26 +277,59 @@ class UniformSource(np.random.Generator):
     (0.25, [0.5, 0.75])
     """
 
-    _ALLOWED = frozenset({"random", "used"})
-
     def __init__(self, u):
-        super().__init__(np.random.PCG64(0))
+        super().__init__(_NO_BITS)
         self._u = np.asarray(u, dtype=np.float64)
+        self._n = self._u.size
+        self._floats = self._u.tolist()  # scalar draws read Python floats (no numpy scalar per draw)
         self.used = 0
 
-    def __getattribute__(self, name):
-        if not name.startswith("_") and name not in UniformSource._ALLOWED:
-            raise SamplerError(f"the step called rng.{name}; check_step_exact supplies uniforms through "
-                               f"rng.random(size) only")
-        return super().__getattribute__(name)
+    def __getattr__(self, name):  # reached only for names Generator does not have either
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise _not_random(name)
+
+    def _short(self, total: int):
+        """The step asked for ``total`` uniforms, more than u holds."""
+        raise _too_many(self._n)
 
     def random(self, size=None, dtype=np.float64, out=None):
-        k = 1 if size is None else int(np.prod(size))
-        if self.used + k > self._u.size:
-            raise _too_many(self._u.size)
-        vals = self._u[self.used:self.used + k]
-        self.used += k
-        return float(vals[0]) if size is None else vals.reshape(size).copy()
+        i = self.used
+        if size is None:
+            if i >= self._n:
+                self._short(i + 1)
+            self.used = i + 1
+            return self._floats[i]
+        k = size if type(size) is int else int(np.prod(size))
+        if i + k > self._n:
+            self._short(i + k)
+        self.used = i + k
+        vals = self._u[i:i + k]
+        return vals.copy() if type(size) is int else vals.reshape(size).copy()
+
+
+#: The bit generator every UniformSource is built on; never drawn from (only ``random`` is
+#: reachable), so one instance serves all and none is seeded per call.
+_NO_BITS = np.random.PCG64(0)
+
+
+def _not_random(name: str) -> SamplerError:
+    return SamplerError(f"the step called rng.{name}; check_step_exact supplies uniforms through "
+                        f"rng.random(size) only")
+
+
+def _refuse(name: str) -> property:
+    def get(self):
+        raise _not_random(name)
+    return property(get)
+
+
+# every public Generator attribute but ``random`` raises on access (cheaper than a __getattribute__
+# hook, which every attribute read inside ``random`` would pay)
+for _name in dir(np.random.Generator):
+    if not _name.startswith("_") and _name != "random":
+        setattr(UniformSource, _name, _refuse(_name))
+del _name
 
 
 def _too_many(n_uniforms: int) -> SamplerError:
@@ -329,13 +362,8 @@ class _BlockSource(UniformSource):
         super().__init__(u)
         self._budget = budget
 
-    def random(self, size=None, dtype=np.float64, out=None):
-        k = 1 if size is None else int(np.prod(size))
-        if self.used + k > self._budget:
-            raise _too_many(self._budget)
-        if self.used + k > self._u.size:
-            raise _NeedMore(self.used + k)
-        return super().random(size, dtype, out)
+    def _short(self, total: int):
+        raise _too_many(self._budget) if total > self._budget else _NeedMore(total)
 
 
 class _TracedLM(ToyLM):

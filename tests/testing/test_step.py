@@ -187,6 +187,21 @@ def test_uniform_source_refuses_other_draws(pair):
         check_step_exact(greedy_for_uniforms, *pair, n_uniforms=2, max_tokens=1)
 
 
+def test_uniform_source_hands_out_u_in_order_and_refuses_everything_else():
+    from specsim.testing import UniformSource
+    src = UniformSource([0.25, 0.5, 0.75, 0.125])
+    assert isinstance(src, np.random.Generator)
+    assert src.random() == 0.25 and type(src.random()) is float
+    assert src.random(1).tolist() == [0.75] and src.random((1, 1)).tolist() == [[0.125]] and src.used == 4
+    with pytest.raises(SamplerError, match="more than n_uniforms = 4"):
+        src.random()
+    public = [name for name in dir(np.random.Generator) if not name.startswith("_") and name != "random"]
+    for name in public + ["not_a_generator_method"]:
+        with pytest.raises(SamplerError, match=f"rng.{name};"):
+            getattr(src, name)
+    assert not hasattr(src, "_private_probe")  # private names stay AttributeErrors (hasattr, copy, pickle)
+
+
 # ----------------------------------------------------------------------------- bad output
 def _raises(context, target_lm, draft_lm, rng):
     raise RuntimeError("kv cache out of slots")
