@@ -295,8 +295,8 @@ def assert_sampler_lossless(sample_fn, *, L: int = 2, pairs=None, n: int = 4000,
 
     Returns: ``None`` when every pair passes; raises :class:`LossyVerifierError` (``case`` the
     shrunk :class:`Case`, ``certificate`` ``None``, ``check`` the failing
-    :class:`~specsim.testing.SamplerCheck`).  A sampler that raises gives
-    :class:`~specsim.testing.SamplerError` naming its input.
+    :class:`~specsim.testing.SamplerCheck`).  A sampler that raises, or returns malformed
+    output, gives :class:`~specsim.testing.SamplerError` naming its input.
 
     >>> from specsim.testing import assert_sampler_lossless, from_verifier
     >>> from specsim.verifiers import token
