@@ -895,7 +895,7 @@ def format_evaluation(ev: TreeEvaluation, reference: dict | None = None) -> str:
     Returns: the text (``str``).
 
     >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
-    >>> format_evaluation(ev).startswith(f"SmolLM2 real draft trees: {ev.manifest['n_trees']} trees, L = 3")
+    >>> format_evaluation(ev).startswith(f"SmolLM2 real draft trees: {ev.manifest['n_trees']} trees, L = {ev.manifest['L']}")
     True
     """
     m = ev.manifest
