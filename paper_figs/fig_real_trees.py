@@ -19,9 +19,6 @@ import numpy as np
 from ._common import FigureResult, command, main_one
 
 NAME = "fig_real_trees"
-#: Verifiers whose exact law enumerates draft tuples of the whole support: skipped on real rows
-#: (evaluate_trees says so); left out here so the figure does not list empty entries.
-ENUMERATING = ("khisti", "khisti_optimal")
 
 
 def _verifier_names(ds) -> list[str]:
@@ -30,8 +27,7 @@ def _verifier_names(ds) -> list[str]:
 
     names: list[str] = []
     for process in ds.manifest["processes"]:
-        names += [v.name for v in verifiers_for(parse_drafting(process))
-                  if v.name not in names and v.name not in ENUMERATING]
+        names += [v.name for v in verifiers_for(parse_drafting(process)) if v.name not in names]
     return names
 
 
@@ -87,8 +83,7 @@ def make(quick: bool = False) -> FigureResult:
         f"{len(ds)} trees, depth L = {L}, target temperature T = {m['T']}, {len(m['prompts'])} prompts x "
         f"positions {m['positions']}, {m['samples']} trees per (context, drafter, process), seed {m['seed']}, "
         f"rows stored to tail {m['tail']:g}). E[tau | tree] is exact per tree (specsim.real_trees.evaluate_trees); "
-        f"points are means over a group's trees with 95% intervals (1.96 s.e.; hollow = lossy rule); "
-        f"{', '.join(ENUMERATING)} are left out (their exact law enumerates draft tuples of the support). "
+        f"points are means over a group's trees with 95% intervals (1.96 s.e.; hollow = lossy rule). "
         f"Bottom: P(tau >= d) by depth for SpecInfer (Sequoia on swor) solid and traversal dashed. Intervals are over trees of few "
         f"contexts; differences between verifiers are paired in `specsim real trees tables`. "
         + "; ".join(lines) + f". Made by `{command(NAME, quick)}`.")
