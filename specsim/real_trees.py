@@ -4,9 +4,10 @@ For a context c (a prompt prefix) the real drafter (:func:`specsim.real.parse_dr
 layer k, temperature T2, top-k) grows a draft tree level by level as a draft process of
 :mod:`specsim.drafts` prescribes (``chain``, ``iid:K``, ``swor:K``, ``delayed:d,K``,
 ``fixed:w1,...``, ``topk:...``, ``greedy:K``): every node u at depth d draws its children from
-q(.|c, path(u)), and the target row p(.|c, path(u)) is recorded at every node.  All prefixes of a
-level go through the model in one batched forward pass (they have the same length, so no
-padding), and rows are cached per prefix within a context.
+q(.|c, path(u)), and the target row p(.|c, path(u)) is recorded at every node.  The context goes
+through the model once; its key/value cache is repeated over the prefixes of a tree level, which
+go through in one batched pass of only the drafted tokens (equal lengths, so no padding), and
+rows are cached per prefix within a context.
 
 Format ``specsim-real-trees-v1``: ``manifest.json`` and ``trees.npz``.  Rows are stored as in
 ``specsim-real-v1`` (:mod:`specsim.real`: top-mass truncated, remainder recorded exactly) once per
@@ -20,8 +21,10 @@ drafted token lies in both rows' tails).
 
 Evaluation (:func:`evaluate_trees`) is Rao-Blackwellised: for each stored tree and verifier the
 exact E[tau | tree], the verifier's own randomness integrated out by its outcome law; averages
-over trees estimate E[tau] under the draft process with standard errors, and differences of
-two verifiers on the same trees are paired.
+over trees estimate E[tau] under the draft process with standard errors.  A :class:`Comparison`
+pairs two verifiers on the same trees, or two processes on the same contexts (each context's
+trees averaged first), with 95% paired t intervals overall and per depth
+(:func:`claim_comparisons` collects those the headline claims need).
 
 Example (needs nothing but the committed dataset)::
 
@@ -928,7 +931,8 @@ def oracle_delayed(ev: TreeEvaluation, draft: str, verifier: str, K: int):
 
     For each context (prompt, position) and d, the mean of E[tau|tree] over that context's
     samples; the oracle takes the best d per context (selection on the same samples: biased up
-    by the noise of the per-context means).  Root branching (``iid:K``) counts as d = 0.
+    by the noise of the per-context means; :meth:`TreeEvaluation.compare_oracle` cross-fits the
+    choice instead).  Root branching (``iid:K``) counts as d = 0.
 
     Parameters: ``ev``; ``draft``; ``verifier`` (a name present in the delayed groups); ``K``
     (branches: the groups ``delayed:d,K`` and ``iid:K``).

@@ -263,3 +263,47 @@ def test_comparisons_name_what_is_missing(evaluation, ds):
         evaluation.compare(draft, "chain", "block", "gbv")
     with pytest.raises(ValueError, match="K must"):
         evaluation.compare_oracle(draft, "specinfer", 1)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    """A randomly initialised 2-layer Llama (nothing downloaded) as a LoadedModel."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(config).eval()
+    weights = tmp_path_factory.mktemp("tiny") / "tiny.bin"
+    weights.write_bytes(b"tiny llama")
+    return real.LoadedModel(model, None, weights, 2, 40)
+
+
+def test_a_build_reuses_the_context_cache_and_matches_full_forward_passes(tmp_path, tiny_llama):
+    torch = pytest.importorskip("torch")
+    prompts = [[3, 1, 4, 1, 5, 9], [2, 7, 1, 8]]
+    path = real_trees.build_trees(tmp_path / "t", prompts=prompts, positions=(-1,), drafts=("early_exit:1", "temperature:0.5"),
+                                  processes=("chain", "iid:2", "swor:2", "delayed:1,2"), L=3, samples=2, tail=0.0,
+                                  model=tiny_llama, progress=False)
+    ds = real_trees.load_trees(path)
+    assert len(ds) == 2 * 2 * 4 * 2 and ds.manifest["L"] == 3
+    m = tiny_llama.model
+    for rec in ds:
+        context = prompts[rec.prompt][:rec.position]
+        t = rec.tree
+        for u in range(t.num_nodes):
+            path_ids, v = [], u
+            while v > 0:
+                path_ids.append(int(rec.vocab[t.tokens[v]]))
+                v = t.parent[v]
+            with torch.no_grad():
+                out = m(torch.tensor([context + path_ids[::-1]]), output_hidden_states=True)
+            p = torch.softmax(out.logits[0, -1].double(), -1).numpy()
+            np.testing.assert_allclose(t.p[u][np.searchsorted(rec.vocab, np.arange(40))], p, atol=1e-6)
+            if t.children[u]:
+                z = out.logits[0, -1] if rec.draft.startswith("temperature") else \
+                    m.lm_head(m.model.norm(out.hidden_states[1][0, -1]))
+                q = torch.softmax(z.double() / (0.5 if rec.draft.startswith("temperature") else 1.0), -1).detach().numpy()
+                np.testing.assert_allclose(t.q[u][np.searchsorted(rec.vocab, np.arange(40))], q, atol=1e-6)
+    ev = real_trees.evaluate_trees(ds, ["token", "specinfer", "sequoia"], progress=False)
+    assert ev.compare_oracle("temperature:0.5", "specinfer", 2).n == 2
