@@ -558,6 +558,11 @@ class TreeEvaluation:
 
         Returns: :class:`Comparison` with ``unit = "tree"``; ``ValueError`` naming a missing group
         or verifier, or one that was skipped.
+
+        >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
+        >>> c = ev.compare("temperature:0.7", "chain", "block", "token")
+        >>> c.unit, c.n == len(ev.contexts[("temperature:0.7", "chain")]), c.lo <= c.diff <= c.hi, c.tail_diff.size
+        ('tree', True, True, 4)
         """
         sa, sb = self._summary(draft, process, a), self._summary(draft, process, b)
         return Comparison.paired(f"{a} on {process}", f"{b} on {process}", "tree", sa.per_tree, sb.per_tree,
@@ -613,6 +618,11 @@ class TreeEvaluation:
 
         Returns: :class:`Comparison` (``a`` the cross-fitted oracle, ``b`` root branching,
         ``unit = "context"``); ``ValueError`` when fewer than two candidates or samples exist.
+
+        >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["specinfer", "sequoia"])
+        >>> c = ev.compare_oracle("temperature:0.7", "specinfer", 2)
+        >>> c.b, c.unit, c.n == len(ev.manifest["prompts"]) * len(ev.manifest["positions"])
+        ('specinfer on iid:2', 'context', True)
         """
         K = check_int(K, "K", 2)
         cands = [f"iid:{K}"] + [p for (dr, p) in self.groups if dr == draft and p.startswith("delayed:")
