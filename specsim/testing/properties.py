@@ -256,14 +256,22 @@ def _zero_residual(verify, rng, L, V, trials, **_):
     drafts = np.stack([[rng.choice(V, p=q[b, i]) for i in range(L)] for b in range(trials)]).astype(np.int64)
     for b in range(trials):
         p[b, 0, drafts[b, 0]] = 0.0
-    err, out = _raised(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
-    if out is None:
-        return True, ""
-    a, t = out
-    for b in range(trials):
-        if a[b] != 0 or not (0 <= t[b] < V) or not p[b, 0, t[b]] > 0:
-            return False, (f"forced rejection of x_1 = {drafts[b, 0]} with zero residual (p_0 = {p[b, 0].round(4).tolist()})"
-                           f" returned accepted = {a[b]}, token = {t[b]}")
+
+    def first_violation(drafts, p, q, describe):
+        # a forced rejection must emit a token of positive target probability (or the call raises)
+        _, out = _raised(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
+        if out is None:
+            return None
+        a, t = out
+        for b in range(trials):
+            if a[b] != 0 or not (0 <= t[b] < V) or not p[b, 0, t[b]] > 0:
+                return f"{describe(b)} returned accepted = {a[b]}, token = {t[b]}"
+        return None
+
+    witness = first_violation(drafts, p, q, lambda b: f"forced rejection of x_1 = {drafts[b, 0]} with zero residual "
+                                                      f"(p_0 = {p[b, 0].round(4).tolist()})")
+    if witness:
+        return False, witness
     # normalised rows, for engines that renormalise: p_0 one-hot on y, q_0 the same plus 1e-30 on
     # x_1, so p_0(x_1) = 0 forces the rejection and (p_0 - q_0)_+ is 0 in any float format (the
     # exact residual, 1e-30 on y, is lost to rounding); only y has target probability > 0
@@ -273,16 +281,9 @@ def _zero_residual(verify, rng, L, V, trials, **_):
         drafts[b, 0] = x1
         p[b, 0] = q[b, 0] = np.eye(V)[y]
         q[b, 0, x1] = 1e-30
-    err, out = _raised(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
-    if out is None:
-        return True, ""
-    a, t = out
-    for b in range(trials):
-        if a[b] != 0 or not (0 <= t[b] < V) or not p[b, 0, t[b]] > 0:
-            y = int(np.argmax(p[b, 0]))
-            return False, (f"forced rejection of x_1 = {drafts[b, 0]} (p_0 one-hot on {y}, q_0 the same plus 1e-30 on "
-                           f"x_1: zero residual after rounding) returned accepted = {a[b]}, token = {t[b]}")
-    return True, ""
+    witness = first_violation(drafts, p, q, lambda b: f"forced rejection of x_1 = {drafts[b, 0]} (p_0 one-hot on "
+                              f"{int(np.argmax(p[b, 0]))}, q_0 the same plus 1e-30 on x_1: zero residual after rounding)")
+    return (False, witness) if witness else (True, "")
 
 
 def _zero_target_draft(verify, rng, L, V, trials, inject=False, **_):
