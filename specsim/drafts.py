@@ -26,8 +26,8 @@ from typing import Iterator, Protocol
 import numpy as np
 
 from ._deprecation import renamed_keyword
-from ._validate import (_float_array, as_distribution, as_rows, check_int, check_model_pair, check_rng,
-                        check_tokens, sum_tolerance)
+from ._validate import (_float_array, as_distribution, as_rows, check_bool, check_int, check_model_pair,
+                        check_rng, check_tokens, sum_tolerance)
 from .models import Model
 
 __all__ = ["DraftTree", "DraftProcess", "Chain", "chain", "TreeProcess", "iid_paths", "swor_tree",
@@ -467,7 +467,9 @@ class TreeProcess:
     ``"greedy"`` or ``"topk"``), ``name`` (default ``f"{mode}{list(widths)}"``).  The factories
     below (:func:`iid_paths`, :func:`swor_tree`, :func:`fixed_shape`, ...) name the usual shapes.
 
-    Returns: a frozen :class:`DraftProcess`; ``ValueError`` for a bad mode or widths.
+    Returns: a frozen :class:`DraftProcess`; ``TypeError`` for a non-string mode or name, widths
+    that are not a sequence or a width that is not an integer, ``ValueError`` for an unknown mode,
+    empty widths or a width < 1 (the width named by its depth, ``widths[d]``).
 
     >>> from specsim.drafts import TreeProcess
     >>> from specsim.models import random_model
@@ -481,12 +483,18 @@ class TreeProcess:
     name: str = ""
 
     def __post_init__(self):
+        if not isinstance(self.mode, str):
+            raise TypeError(f"mode must be a string, one of {sorted(_ENUMERATE)}, got {type(self.mode).__name__}")
         if self.mode not in _ENUMERATE:
             raise ValueError(f"mode must be one of {sorted(_ENUMERATE)}, got {self.mode!r}")
-        w = tuple(self.widths)
-        if not w or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in w):
-            raise ValueError(f"widths must be a non-empty sequence of integers >= 1, got {self.widths!r}")
-        object.__setattr__(self, "widths", tuple(int(k) for k in w))
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {type(self.name).__name__}")
+        if isinstance(self.widths, (str, bytes)) or not hasattr(self.widths, "__iter__"):
+            raise TypeError(f"widths must be a sequence of integers >= 1, got {type(self.widths).__name__}")
+        w = tuple(check_int(k, f"widths[{d}]", 1) for d, k in enumerate(self.widths))
+        if not w:
+            raise ValueError("widths must be a non-empty sequence of integers >= 1, got an empty sequence")
+        object.__setattr__(self, "widths", w)
         if not self.name:
             object.__setattr__(self, "name", f"{self.mode}{list(self.widths)}")
 
@@ -633,7 +641,8 @@ def fixed_shape(widths, replacement: bool = True) -> TreeProcess:
     >>> fixed_shape((2, 2), replacement=False).name
     'swor[2, 2]'
     """
-    return TreeProcess(tuple(widths), "iid" if replacement else "swor")
+    check_bool(replacement, "replacement")
+    return TreeProcess(widths, "iid" if replacement else "swor")
 
 
 def iid_paths(K: int) -> TreeProcess:
@@ -681,7 +690,7 @@ def topk_tree(widths) -> TreeProcess:
     >>> [(Q, tree.draws) for Q, tree in topk_tree((2,)).enumerate(iid([0.2, 0.3, 0.5]), iid([0.5, 0.3, 0.2]), L=2)]
     [(1.0, ((0, 1), (0,), (0,), (), ()))]
     """
-    return TreeProcess(tuple(widths), "topk", f"topk{list(widths)}")
+    return TreeProcess(widths, "topk")  # the default name, topk[w1, ...]
 
 
 def delayed_expansion(d: int, K: int, replacement: bool = True) -> TreeProcess:
@@ -699,6 +708,7 @@ def delayed_expansion(d: int, K: int, replacement: bool = True) -> TreeProcess:
     """
     check_int(d, "d", 0)
     check_int(K, "K", 1)
+    check_bool(replacement, "replacement")
     return TreeProcess((1,) * d + (K,), "iid" if replacement else "swor",
                        f"delayed({d},{K}{'' if replacement else ',swor'})")
 
