@@ -330,11 +330,33 @@ def sglang_tree_sampler(tree_speculative_sampling_target_only, dtype="float32", 
     emitted tokens are ``predicts`` read at ``accept_index[b, 0..tau]``, tau =
     ``accept_token_num[b]``.
 
-    Parameters: ``tree_speculative_sampling_target_only``; ``dtype``; ``device``; ``name``.
+    Injected uniforms (``adapter(..., uniforms=u)``, u [B, L]): the engine takes its uniforms as
+    arguments, so they are passed through: ``uniform_samples[b, i] = u[b, i]``, the coin with
+    which the kernel tests node i's child x_{i+1}, rounded to float32 (exact for u = 0); the
+    unused coin of node L and ``uniform_samples_for_final_sampling`` still come from the seed.
 
-    Returns: an :class:`EngineAdapter`.
+    Parameters: ``tree_speculative_sampling_target_only`` (the function or a fake with its
+    signature); ``dtype`` of the probability tensors; ``device``; ``name``.
+
+    Returns: an :class:`EngineAdapter` (``takes_uniforms`` true).
+
+    >>> import numpy as np, torch
+    >>> from specsim.testing.layouts import sglang_tree_sampler
+    >>> def keep_first(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+    ...                retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+    ...                draft_probs, **kw):  # keeps x_1 iff its coin is 0, then emits token 0
+    ...     for b in range(len(candidates)):
+    ...         tau = int(uniform_samples[b, 0] == 0)
+    ...         accept_token_num[b] = tau
+    ...         accept_index[b, :tau + 1] = retrive_index[b, :tau + 1].to(torch.int32)
+    ...         predicts[retrive_index[b, :tau]] = candidates[b, 1:tau + 1].to(torch.int32)
+    ...         predicts[retrive_index[b, tau]] = 0
+    >>> engine = sglang_tree_sampler(keep_first)
+    >>> p, q = np.full((2, 3, 3), 1 / 3), np.full((2, 2, 3), 1 / 3)
+    >>> [x.tolist() for x in engine(np.array([[1, 2], [2, 1]]), p, q, np.array([0, 1]), uniforms=np.zeros((2, 2)))]
+    [[1, 1], [0, 0]]
     """
-    def fn(drafts, p, q, seeds):
+    def fn(drafts, p, q, seeds, uniforms=None):
         import torch
 
         dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
@@ -351,6 +373,10 @@ def sglang_tree_sampler(tree_speculative_sampling_target_only, dtype="float32", 
         for b in range(B):
             draws = np.random.default_rng(int(seeds[b])).random(n + 1).astype(np.float32)
             u[b], u_final[b] = draws[:n], draws[n]
+        if uniforms is not None:
+            if uniforms.shape != (B, L):
+                raise ValueError(f"uniforms must have shape (B, L) = {(B, L)}, got {uniforms.shape}")
+            u[:, :L] = uniforms  # node i's coin tests its child x_{i+1}
         as_int = lambda a: torch.as_tensor(a, dtype=torch.int64, device=device)  # noqa: E731
         predicts = torch.full((B * n,), -1, dtype=torch.int32, device=device)
         accept_index = torch.full((B, n), -1, dtype=torch.int32, device=device)
@@ -370,7 +396,7 @@ def sglang_tree_sampler(tree_speculative_sampling_target_only, dtype="float32", 
             rows[b, :tau[b] + 1] = pred[idx[b, :tau[b] + 1]]
         return _parse_rows(rows, drafts, adapter.name)
 
-    adapter = EngineAdapter(fn, name or "sglang:tree_speculative_sampling_target_only")
+    adapter = EngineAdapter(fn, name or "sglang:tree_speculative_sampling_target_only", takes_uniforms=True)
     return adapter
 
 

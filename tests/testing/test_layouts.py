@@ -1,6 +1,7 @@
 """Engine layout adapters: each is driven through a fake with the engine's exact signature built on
 reference_gpu.reference, through check_sampler (law) and check_engine_properties (properties);
 the real function runs instead when the engine is importable."""
+import dataclasses
 import importlib
 
 import numpy as np
@@ -111,6 +112,18 @@ def fake_tree_speculative_sampling_target_only(predicts, accept_index, accept_to
         predicts[retrive_index[b, :tau + 1].long()] = res.output_token_ids[b, :tau + 1]
 
 
+def fake_tree_accepting_at_equality(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                    retrive_next_token, retrive_next_sibling, uniform_samples,
+                                    uniform_samples_for_final_sampling, target_probs, draft_probs, **kw):
+    """The SGLang fake with the comparison of SGLang's kernel, ``coin <= prob_acc``: accepting iff
+    u <= p(x) is accepting iff u < p(x)+, p(x)+ the next float64 above p(x), so the fake's strict
+    rule runs on p+ (whose extra ulps the fixed-point residual draw does not see)."""
+    up = torch.nextafter(target_probs, torch.tensor(float("inf"), dtype=target_probs.dtype))
+    return fake_tree_speculative_sampling_target_only(
+        predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+        retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, up, draft_probs, **kw)
+
+
 def _real(module, attr):
     try:
         return getattr(importlib.import_module(module), attr)
@@ -188,6 +201,45 @@ def test_vllm_adapter_injects_uniforms_through_the_helper():
     assert globals()["generate_uniform_probs"].__name__ == "generate_uniform_probs"
     with pytest.raises(TypeError, match="cannot be injected"):
         ADAPTERS["vllm-mrv2"]()(np.array([[0, 1]]), p[:1], q[:1], np.array([1]), uniforms=np.zeros((1, 2)))
+
+
+def test_sglang_adapter_passes_injected_uniforms_to_the_engine():
+    """uniforms[b, i] arrive as uniform_samples[b, i] bit for bit (float32 values); node L's coin and
+    the final-sampling uniform are the seed's, as without injection."""
+    seen = []
+
+    def recording(*args, **kw):
+        seen.append((args[7].clone(), args[8].clone()))  # (uniform_samples, uniform_samples_for_final_sampling)
+        return fake_tree_speculative_sampling_target_only(*args, **kw)
+
+    adapter = sglang_tree_sampler(recording, dtype="float64")
+    assert adapter.takes_uniforms
+    drafts, seeds = np.array([[0, 1], [2, -1]]), np.array([3, 4])
+    p, q = np.full((2, 3, 3), 1 / 3), np.full((2, 2, 3), 1 / 3)
+    u = np.random.default_rng(0).random((2, 2)).astype(np.float32).astype(np.float64)
+    adapter(drafts, p, q, seeds)
+    adapter(drafts, p, q, seeds, uniforms=u)
+    (drawn, final_drawn), (passed, final_passed) = seen
+    assert passed[:, :2].double().numpy().tolist() == u.tolist()
+    assert passed[:, 2].tolist() == drawn[:, 2].tolist() and final_passed.tolist() == final_drawn.tolist()
+    acc, _ = adapter(drafts, p, q, seeds, uniforms=np.zeros((2, 2)))  # u = 0 < 1/3: every draft kept
+    assert acc.tolist() == [2, 1]
+    with pytest.raises(ValueError, match="uniforms must have shape"):
+        adapter(drafts, p, q, seeds, uniforms=np.zeros((2, 3)))
+
+
+def test_zero_target_draft_with_injected_uniforms_flags_the_sglang_kernel_comparison():
+    """At u = 0, ``coin <= p(x)`` keeps a draft of target probability 0; the strict fake does not.
+    Without injection the fault is out of reach (u = 0 has probability 2^-24 per coin)."""
+    faulty = sglang_tree_sampler(fake_tree_accepting_at_equality, dtype="float64")
+    report = check_engine_properties(faulty, trials=16, draft_rows=False, properties=("zero_target_draft",))
+    assert report.broken == ("zero_target_draft",) and "at u = 0" in report["zero_target_draft"].witness
+    drawn_only = dataclasses.replace(faulty, takes_uniforms=False)
+    report = check_engine_properties(drawn_only, trials=16, draft_rows=False, properties=("zero_target_draft",))
+    assert report.passed and "u = 0 not forced" in report["zero_target_draft"].note
+    correct = check_engine_properties(ADAPTERS["sglang"](), trials=16, draft_rows=False,
+                                      properties=("zero_target_draft",))
+    assert correct.passed and correct["zero_target_draft"].note == ""
 
 
 def test_mrv2_adapter_derives_seeds_and_positions_from_the_dense_seed():
