@@ -44,7 +44,7 @@ from typing import Sequence
 
 import torch
 
-from specsim._validate import check_int, sum_tolerance
+from specsim._validate import check_bool, check_int, sum_tolerance
 
 from . import reference as ref
 
@@ -181,6 +181,8 @@ def triton_usable(device: torch.device) -> bool:
 
 
 def _backend(backend: str, device: torch.device) -> str:
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be 'auto', 'triton' or 'torch', got {type(backend).__name__}")
     if backend not in ("auto", "triton", "torch"):
         raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
     if backend == "auto":
@@ -195,7 +197,7 @@ def _int_vector(x, name: str, device=None) -> torch.Tensor:
     if t.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
     if t.numel() and (t.dtype.is_floating_point or t.dtype == torch.bool or t.is_complex()):
-        raise ValueError(f"{name} must have an integer dtype, got {t.dtype}")
+        raise TypeError(f"{name} must have an integer dtype, got {t.dtype}")
     return t.to(torch.int64)
 
 
@@ -212,11 +214,15 @@ def _check_atol(atol) -> float | None:
     return atol
 
 
-def _check_rows(x: torch.Tensor, name: str, shape, atol, rows_to_check=None) -> None:
+def _check_tensor(x, name: str) -> None:
     if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+
+
+def _check_rows(x: torch.Tensor, name: str, shape, atol, rows_to_check=None) -> None:
+    _check_tensor(x, name)
     if x.dtype not in _FLOATS:
-        raise ValueError(f"{name} must be float16/bfloat16/float32/float64, got {x.dtype}")
+        raise TypeError(f"{name} must be float16/bfloat16/float32/float64, got {x.dtype}")
     if tuple(x.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
     if x.numel() == 0:
@@ -241,7 +247,8 @@ def _check_rows(x: torch.Tensor, name: str, shape, atol, rows_to_check=None) -> 
 
 def _check_unit(x, name: str, shape, device) -> torch.Tensor:
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float64:
-        raise ValueError(f"{name} must be a float64 tensor (24-bit float32 uniforms bias P(u < a))")
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"{name} must be a float64 tensor (24-bit float32 uniforms bias P(u < a)), got {got}")
     if tuple(x.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
     if x.numel() and not bool(((x >= 0) & (x < 1)).all()):
@@ -256,7 +263,8 @@ def _check_residual(noise, B, V, device):
     if noise.kind == "uniform":
         return _check_unit(r, "noise.residual (uniform)", (B,), device)
     if not isinstance(r, torch.Tensor) or r.dtype not in (torch.float32, torch.float64):
-        raise ValueError("noise.residual (exponential) must be a float32 or float64 tensor")
+        got = r.dtype if isinstance(r, torch.Tensor) else type(r).__name__
+        raise TypeError(f"noise.residual (exponential) must be a float32 or float64 tensor, got {got}")
     if tuple(r.shape) != (B, V):
         raise ValueError(f"noise.residual (exponential) must have shape {(B, V)}, got {tuple(r.shape)}")
     if r.numel() and not bool((torch.isfinite(r) & (r >= 0)).all()):
@@ -300,6 +308,8 @@ def draw_chain_noise(num_draft_tokens: Sequence[int], V: int, seeds: Sequence[in
     >>> alone.uniforms.tolist() == noise.uniforms[2:].tolist()
     True
     """
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be one of {ref.NOISE_KINDS}, got {type(kind).__name__}")
     if kind not in ref.NOISE_KINDS:
         raise ValueError(f"kind must be one of {ref.NOISE_KINDS}, got {kind!r}")
     V = check_int(V, "V", 2)
@@ -340,10 +350,13 @@ def draw_tree_noise(num_nodes: Sequence[int], V: int, seeds: Sequence[int] | Non
 # --------------------------------------------------------------------------- chain
 def _validate_chain(ids, cu, q, p, noise, mode, atol):
     atol = _check_atol(atol)
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be one of {ref.MODES}, got {type(mode).__name__}")
     if mode not in ref.MODES:
         raise ValueError(f"mode must be one of {ref.MODES}, got {mode!r}")
-    if not isinstance(p, torch.Tensor) or p.ndim != 2:
-        raise ValueError("target_probs must be a 2-D tensor [N + B, V]")
+    _check_tensor(p, "target_probs")
+    if p.ndim != 2:
+        raise ValueError(f"target_probs must be a 2-D tensor [N + B, V], got shape {tuple(p.shape)}")
     device, V = p.device, p.shape[1]
     if V < 2:
         raise ValueError(f"vocabulary size must be >= 2, got {V}")
@@ -372,7 +385,7 @@ def _validate_chain(ids, cu, q, p, noise, mode, atol):
             raise ValueError(f"draft_token_ids[{i}] = {int(ids[i])} has draft probability 0: "
                              "it cannot have been drawn from draft_probs")
     if not isinstance(noise, ChainNoise):
-        raise ValueError("noise must be a ChainNoise (see draw_chain_noise)")
+        raise TypeError(f"noise must be a ChainNoise (see draw_chain_noise), got {type(noise).__name__}")
     u = _check_unit(noise.uniforms, "noise.uniforms", (N,), device)
     e = _check_unit(noise.etas, "noise.etas", (N,), device)
     r = _check_residual(noise, B, V, device)
@@ -392,9 +405,10 @@ def verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs
     ``backend`` (``"triton"``: CUDA, or CPU with TRITON_INTERPRET=1; ``"torch"``: the
     reference; ``"auto"``), ``atol`` (tolerance on |row sum - 1|, a number in [0, 1); default
     :func:`default_atol` of the rows' dtype and V, so float32, float16 and bfloat16 rows that
-    sum to 1 to their precision are accepted), ``validate`` (check every argument first, as in docs/design.md "The input
-    contract": bad values raise ``ValueError``, a bad ``atol`` type ``TypeError``, naming the
-    argument).  Inputs are never modified.
+    sum to 1 to their precision are accepted), ``validate`` (check every argument first, as in
+    docs/design.md "The input contract": bad values raise ``ValueError`` and bad types
+    ``TypeError`` (not a tensor, a float dtype for ids, a non-float64 uniform, a non-number
+    ``atol``), naming the argument).  Inputs are never modified.
 
     Returns: a :class:`VerifyResult`.
 
@@ -415,7 +429,7 @@ def verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs
     ValueError: target_probs must have shape (5, 4), got (4, 4)
     """
     p = target_probs
-    if validate:
+    if check_bool(validate, "validate"):
         ids, cu, u, e, r, Lmax = _validate_chain(draft_token_ids, cu_num_draft_tokens, draft_probs,
                                                  p, noise, mode, atol)
     else:
@@ -522,8 +536,11 @@ def verify_chain_dense(draft_token_ids, draft_probs, target_probs, noise: ChainN
     if ids.ndim != 2:
         raise ValueError(f"draft_token_ids must be [B, L], got shape {tuple(ids.shape)}")
     B, L = ids.shape
-    if not isinstance(target_probs, torch.Tensor) or target_probs.ndim != 3 or tuple(target_probs.shape[:2]) != (B, L + 1):
-        raise ValueError(f"target_probs must be [B, L+1, V] = [{B}, {L + 1}, V]")
+    _check_tensor(target_probs, "target_probs")
+    if target_probs.ndim != 3 or tuple(target_probs.shape[:2]) != (B, L + 1):
+        raise ValueError(f"target_probs must be [B, L+1, V] = [{B}, {L + 1}, V], got shape {tuple(target_probs.shape)}")
+    if draft_probs is not None:
+        _check_tensor(draft_probs, "draft_probs")
     if draft_probs is not None and tuple(draft_probs.shape) != (B, L, target_probs.shape[2]):
         raise ValueError(f"draft_probs must be [B, L, V] = {(B, L, target_probs.shape[2])}, got {tuple(draft_probs.shape)}")
     lens = torch.full((B,), L, dtype=torch.int64) if num_draft_tokens is None else _int_vector(num_draft_tokens, "num_draft_tokens")
@@ -540,8 +557,9 @@ def verify_chain_dense(draft_token_ids, draft_probs, target_probs, noise: ChainN
 # --------------------------------------------------------------------------- tree
 def _validate_tree(tokens, parent, cu, p, q, noise, atol):
     atol = _check_atol(atol)
-    if not isinstance(p, torch.Tensor) or p.ndim != 2:
-        raise ValueError("target_probs must be a 2-D tensor [M, V]")
+    _check_tensor(p, "target_probs")
+    if p.ndim != 2:
+        raise ValueError(f"target_probs must be a 2-D tensor [M, V], got shape {tuple(p.shape)}")
     device, V = p.device, p.shape[1]
     if V < 2:
         raise ValueError(f"vocabulary size must be >= 2, got {V}")
@@ -579,7 +597,7 @@ def _validate_tree(tokens, parent, cu, p, q, noise, atol):
             if float(q[s + pl[s + c], tl[s + c]]) <= 0:
                 raise ValueError(f"tree {b}: node {c} (token {tl[s + c]}) has draft probability 0 at its parent")
     if not isinstance(noise, TreeNoise):
-        raise ValueError("noise must be a TreeNoise (see draw_tree_noise)")
+        raise TypeError(f"noise must be a TreeNoise (see draw_tree_noise), got {type(noise).__name__}")
     u = _check_unit(noise.uniforms, "noise.uniforms", (M,), device)
     r = _check_residual(noise, B, V, device)
     return tok, par, cu, u, r, max(depth) if depth else 0
@@ -596,7 +614,8 @@ def verify_tree(tokens, parent, cu_num_nodes, target_probs, draft_probs, noise: 
     ``target_probs``/``draft_probs`` [M, V] (q rows used at internal nodes only).
 
     Parameters: those above, ``noise`` (:class:`TreeNoise`), ``backend`` and ``atol`` as in
-    :func:`verify_chain`; every argument is checked (``ValueError`` naming it).
+    :func:`verify_chain`; every argument is checked (``ValueError`` for a bad value, ``TypeError``
+    for a bad type, naming it).
 
     Returns: a :class:`TreeResult`.
 

@@ -37,7 +37,6 @@ import functools
 import hashlib
 import importlib.util
 import json
-import math
 import os
 import re
 import sys
@@ -218,12 +217,14 @@ def parse_draft(spec: str, n_layers: int | None = None) -> tuple[str, float]:
     Parameters: ``spec``; ``n_layers`` (bounds k for early exit when given).
 
     Returns: ``(kind, parameter)``: an ``int`` k >= 1 for early exit and top-k, a ``float``
-    T2 > 0 for temperature; ``ValueError`` naming the bad spec.
+    T2 > 0 for temperature; ``ValueError`` naming the bad spec, ``TypeError`` when it is not a string.
 
     >>> parse_draft("early_exit:24"), parse_draft("temperature:0.7"), parse_draft("topk:20")
     (('early_exit', 24), ('temperature', 0.7), ('topk', 20))
     """
-    kind, sep, arg = str(spec).partition(":")
+    if not isinstance(spec, str):
+        raise TypeError(f"draft spec must be a string such as 'topk:20', got {type(spec).__name__}")
+    kind, sep, arg = spec.partition(":")
     if not sep or kind not in ("early_exit", "temperature", "topk"):
         raise ValueError(f"draft {spec!r}: expected 'early_exit:k', 'temperature:T2' or 'topk:k'")
     try:
@@ -312,9 +313,7 @@ def _check_drafts(drafts) -> tuple[str, ...]:
 
 
 def _check_common(T, drafts) -> tuple[float, tuple[str, ...]]:
-    if not (isinstance(T, (int, float, np.floating)) and np.isfinite(T) and T > 0):
-        raise ValueError(f"temperature T must be finite and > 0, got {T!r}")
-    return float(T), _check_drafts(drafts)
+    return check_real(T, "temperature T", 0.0, np.inf, lo_open=True, hi_open=True), _check_drafts(drafts)
 
 
 def _check_prompts(prompts) -> list:
@@ -325,7 +324,7 @@ def _check_prompts(prompts) -> list:
         raise ValueError("prompts: give at least one prompt")
     for i, s in enumerate(prompts):
         if not isinstance(s, (str, list, tuple)):
-            raise ValueError(f"prompt {i}: expected a string or a sequence of token ids, got {type(s).__name__}")
+            raise TypeError(f"prompt {i}: expected a string or a sequence of token ids, got {type(s).__name__}")
     return prompts
 
 
@@ -344,7 +343,7 @@ def next_token_pairs(prompts, positions: Sequence[int] | None = None, T: float =
     ``progress`` shows a tqdm bar (default: only on a terminal).
 
     Returns: ``list`` of :class:`Pair`, one per (prompt, context); ``ValueError`` for bad
-    arguments, checked before the model is loaded.
+    values, ``TypeError`` for bad types, both checked before the model is loaded.
 
     Example (needs the ``real`` extra and the wheel)::
 
@@ -551,15 +550,16 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _check_manifest(m, mpath: Path) -> None:
-    """Every manifest field of format ``specsim-real-v1``: ``ValueError`` naming the first bad one."""
+    """Every manifest field of format ``specsim-real-v1``: ``ValueError`` naming the first bad one
+    (``TypeError`` for a numeric field that is not a number, as :func:`check_int`/:func:`check_real`)."""
     def bad(key, expected):
         raise ValueError(f"{mpath}: manifest field {key!r} must be {expected}, got {m.get(key)!r}"[:400])
 
-    def integer(key, minimum):
-        v = m.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            bad(key, f"an integer >= {minimum}")
-        return v
+    def numeric(check, key, *bounds, **ends):
+        try:
+            return check(m[key], f"{mpath}: manifest field {key!r}", *bounds, **ends)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(str(exc)[:400]) from None   # the value may be a long JSON list
 
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise ValueError(f"{mpath}: format is {m.get('format') if isinstance(m, dict) else None!r}, expected {FORMAT!r}")
@@ -574,20 +574,17 @@ def _check_manifest(m, mpath: Path) -> None:
         bad("data_file", "a file name in the dataset folder")
     if not isinstance(m["data_sha256"], str) or not _SHA256.fullmatch(m["data_sha256"]):
         bad("data_sha256", "a sha256 digest (64 lowercase hex characters)")
-    V = integer("V", 2)
-    integer("n_positions", 1)
-    integer("whole_below", 0)
+    V = numeric(check_int, "V", 2)
+    numeric(check_int, "n_positions", 1)
+    numeric(check_int, "whole_below", 0)
     if not isinstance(m["drafts"], list) or not all(isinstance(d, str) for d in m["drafts"]):
         bad("drafts", "a list of draft specs")
     try:
         _check_drafts(m["drafts"])
     except ValueError as exc:
         raise ValueError(f"{mpath}: manifest field 'drafts': {exc}") from None
-    for key, hi_open in (("tail", True), ("max_remainder", False)):
-        v = m[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0 <= v <= 1) \
-                or (hi_open and v == 1):
-            bad(key, "a finite number in [0, 1)" if hi_open else "a finite number in [0, 1]")
+    numeric(check_real, "tail", 0.0, 1.0, hi_open=True)
+    numeric(check_real, "max_remainder", 0.0, 1.0)
     if m["max_remainder"] > m["tail"]:
         bad("max_remainder", f"at most tail = {m['tail']!r}")
     prompts = m["prompts"]
@@ -640,8 +637,9 @@ def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
 
     Parameters: ``path`` (folder or manifest), ``atol`` (a real number in [0, 1)).
 
-    Returns: :class:`RealDataset`; ``ValueError`` naming the first problem (``OSError`` when a
-    file cannot be read at all).
+    Returns: :class:`RealDataset`; ``ValueError`` naming the first problem, ``TypeError`` when a
+    numeric manifest field (``V``, ``n_positions``, ``whole_below``, ``tail``, ``max_remainder``)
+    is not a number of the right kind (``OSError`` when a file cannot be read at all).
 
     >>> ds = load_dataset(committed_dataset())
     >>> ds.V, ds.drafts

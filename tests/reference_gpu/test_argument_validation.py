@@ -1,7 +1,8 @@
-"""Bad input to reference_gpu.api: a ValueError naming the argument, raised before any kernel runs.
+"""Bad input to reference_gpu.api: a ValueError (bad value) or TypeError (bad type) naming the
+argument, raised before any kernel runs.
 
-One table per entry point, rows ``(id, change to the valid arguments, message pattern)``; a new
-case is one line.  The valid batch: V = 4, two requests with 2 and 1 draft tokens.
+One table per entry point, rows ``(id, change to the valid arguments, exception, message
+pattern)``; a new case is one line.  The valid batch: V = 4, two requests with 2 and 1 draft tokens.
 """
 from __future__ import annotations
 
@@ -53,39 +54,60 @@ def _q_zero_at_draft():
 
 
 CHAIN = [
-    ("negative-id", _set("draft_token_ids", 0, -1), "outside 0..3"),
-    ("id-equal-to-V", _set("draft_token_ids", 1, V), "outside 0..3"),
-    ("nan-target", _set("target_probs", (1, 0), float("nan")), "NaN"),
-    ("unnormalised-target", lambda: {"target_probs": P_ROWS * 1.5}, "sums to"),
-    ("target-shape", lambda: {"target_probs": P_ROWS[:-1]}, "shape"),
-    ("draft-shape", lambda: {"draft_probs": Q_ROWS[:, :3]}, "shape"),
-    ("integer-probs", lambda: {"target_probs": P_ROWS.to(torch.int32)}, "float"),
+    ("negative-id", _set("draft_token_ids", 0, -1), ValueError, "outside 0..3"),
+    ("id-equal-to-V", _set("draft_token_ids", 1, V), ValueError, "outside 0..3"),
+    ("nan-target", _set("target_probs", (1, 0), float("nan")), ValueError, "NaN"),
+    ("unnormalised-target", lambda: {"target_probs": P_ROWS * 1.5}, ValueError, "sums to"),
+    ("target-shape", lambda: {"target_probs": P_ROWS[:-1]}, ValueError, "shape"),
+    ("target-1-D", lambda: {"target_probs": P_ROWS[0]}, ValueError, "target_probs must be a 2-D tensor"),
+    ("draft-shape", lambda: {"draft_probs": Q_ROWS[:, :3]}, ValueError, "shape"),
     ("cu-does-not-end-at-N", lambda: {"cu_num_draft_tokens": torch.tensor([2, 4], dtype=torch.int32)},
-     "cu_num_draft_tokens ends"),
-    ("decreasing-cu", lambda: {"cu_num_draft_tokens": torch.tensor([3, 3, 2], dtype=torch.int32)}, "non-decreasing"),
-    ("q-zero-at-drafted-token", _q_zero_at_draft, "draft probability 0"),
-    ("float32-uniforms", _noise(uniforms=lambda u: u.float()), "float64"),
-    ("uniform-equal-to-1", _noise(uniforms=torch.ones_like), "[0, 1)"),
-    ("noise-shape", _noise(residual=lambda r: r[:1]), "shape"),
-    ("negative-exponential-noise", _noise(residual=lambda r: -r), ">= 0"),
-    ("mode", lambda: {"mode": "typical"}, "mode must be"),
+     ValueError, "cu_num_draft_tokens ends"),
+    ("decreasing-cu", lambda: {"cu_num_draft_tokens": torch.tensor([3, 3, 2], dtype=torch.int32)},
+     ValueError, "non-decreasing"),
+    ("q-zero-at-drafted-token", _q_zero_at_draft, ValueError, "draft probability 0"),
+    ("uniform-equal-to-1", _noise(uniforms=torch.ones_like), ValueError, "[0, 1)"),
+    ("noise-shape", _noise(residual=lambda r: r[:1]), ValueError, "shape"),
+    ("negative-exponential-noise", _noise(residual=lambda r: -r), ValueError, ">= 0"),
+    ("mode", lambda: {"mode": "typical"}, ValueError, "mode must be"),
+    ("backend", lambda: {"backend": "cuda"}, ValueError, "backend must be"),
     # issue 12: atol = NaN, negative or >= 1 passed rows summing to 2
-    ("atol-nan-with-rows-summing-to-2", lambda: {"target_probs": P_ROWS * 2, "atol": float("nan")}, "atol must be"),
-    ("atol-negative", lambda: {"atol": -1e-6}, "atol must be finite and in [0, 1)"),
-    ("atol-inf", lambda: {"atol": float("inf")}, "atol must be"),
-    ("atol-one-with-rows-summing-to-2", lambda: {"target_probs": P_ROWS * 2, "atol": 1.0}, "atol must be"),
+    ("atol-nan-with-rows-summing-to-2", lambda: {"target_probs": P_ROWS * 2, "atol": float("nan")},
+     ValueError, "atol must be"),
+    ("atol-negative", lambda: {"atol": -1e-6}, ValueError, "atol must be finite and in [0, 1)"),
+    ("atol-inf", lambda: {"atol": float("inf")}, ValueError, "atol must be"),
+    ("atol-one-with-rows-summing-to-2", lambda: {"target_probs": P_ROWS * 2, "atol": 1.0}, ValueError, "atol must be"),
+    # wrong types: TypeError naming the argument
+    ("integer-probs", lambda: {"target_probs": P_ROWS.to(torch.int32)}, TypeError,
+     "target_probs must be float16/bfloat16/float32/float64, got torch.int32"),
+    ("target-a-list", lambda: {"target_probs": P_ROWS.tolist()}, TypeError, "target_probs must be a torch.Tensor, got list"),
+    ("draft-an-array", lambda: {"draft_probs": Q_ROWS.numpy()}, TypeError, "draft_probs must be a torch.Tensor, got ndarray"),
+    ("float-ids", lambda: {"draft_token_ids": IDS.double()}, TypeError,
+     "draft_token_ids must have an integer dtype, got torch.float64"),
+    ("bool-cu", lambda: {"cu_num_draft_tokens": CU.bool()}, TypeError, "cu_num_draft_tokens must have an integer dtype"),
+    ("float32-uniforms", _noise(uniforms=lambda u: u.float()), TypeError,
+     "noise.uniforms must be a float64 tensor (24-bit float32 uniforms bias P(u < a)), got torch.float32"),
+    ("etas-a-list", _noise(etas=lambda e: e.tolist()), TypeError, "noise.etas must be a float64 tensor"),
+    ("float16-exponential-noise", _noise(residual=lambda r: r.half()), TypeError,
+     "noise.residual (exponential) must be a float32 or float64 tensor, got torch.float16"),
+    ("tree-noise-for-a-chain", lambda: {"noise": api.draw_tree_noise(LENS, V, seeds=[0, 1])}, TypeError,
+     "noise must be a ChainNoise (see draw_chain_noise), got TreeNoise"),
+    ("mode-not-a-string", lambda: {"mode": 0}, TypeError, "mode must be one of"),
+    ("backend-not-a-string", lambda: {"backend": None}, TypeError, "backend must be 'auto', 'triton' or 'torch', got NoneType"),
+    ("validate-a-string", lambda: {"validate": "False"}, TypeError, "validate must be True or False"),
+    ("atol-a-string", lambda: {"atol": "1e-6"}, TypeError, "atol must be None or a real number, got str"),
 ]
 
 
-@pytest.mark.parametrize("change,pattern", [pytest.param(c, m, id=i) for i, c, m in CHAIN])
-def test_verify_chain_rejects_bad_input_before_any_kernel_runs(change, pattern, monkeypatch):
+@pytest.mark.parametrize("change,exc,pattern", [pytest.param(c, e, m, id=i) for i, c, e, m in CHAIN])
+def test_verify_chain_rejects_bad_input_before_any_kernel_runs(change, exc, pattern, monkeypatch):
     from reference_gpu import kernels, reference
 
     def boom(*a, **k):
         raise AssertionError("a kernel ran before validation")
     monkeypatch.setattr(kernels, "launch_chain", boom)
     monkeypatch.setattr(reference, "chain_reference", boom)
-    with pytest.raises(ValueError, match=re.escape(pattern)):
+    with pytest.raises(exc, match=re.escape(pattern)):
         api.verify_chain(**{**valid_chain_args(), **change()})
 
 
@@ -146,11 +168,6 @@ def test_row_sum_tolerance_is_the_cores(dtype, V):
         as_rows(far[None], "row")
 
 
-def test_atol_type_is_a_type_error():
-    with pytest.raises(TypeError, match="atol must be None or a real number, got str"):
-        api.verify_chain(**valid_chain_args(), atol="1e-6")
-
-
 NOISE = [
     ("float-length", lambda: api.draw_chain_noise([1.7], V, seeds=[0]), TypeError, r"num_draft_tokens\[0\] must be an integer"),
     ("negative-length", lambda: api.draw_chain_noise([2, -1], V, seeds=[0, 1]), ValueError, r"num_draft_tokens\[1\] must be >= 0"),
@@ -163,6 +180,15 @@ NOISE = [
                                           torch.full((2, V), 0.5, dtype=F64), torch.full((2, V), 0.5, dtype=F64),
                                           api.draw_tree_noise([2], V, seeds=[0]), atol=float("nan")),
      ValueError, "atol must be"),
+    ("kind-not-a-string", lambda: api.draw_chain_noise([2], V, seeds=[0], kind=None), TypeError, "kind must be one of"),
+    ("kind", lambda: api.draw_chain_noise([2], V, seeds=[0], kind="gumbel"), ValueError, "kind must be one of"),
+    ("dense-target-a-list", lambda: api.verify_chain_dense(torch.tensor([[0]]), torch.full((1, 1, V), 0.25, dtype=F64),
+                                                           [[[0.25] * V] * 2], api.draw_chain_noise([1], V, seeds=[0])),
+     TypeError, "target_probs must be a torch.Tensor, got list"),
+    ("dense-draft-an-array", lambda: api.verify_chain_dense(torch.tensor([[0]]), torch.full((1, 1, V), 0.25).numpy(),
+                                                            torch.full((1, 2, V), 0.25, dtype=F64),
+                                                            api.draw_chain_noise([1], V, seeds=[0])),
+     TypeError, "draft_probs must be a torch.Tensor, got ndarray"),
     ("dense-atol", lambda: api.verify_chain_dense(torch.tensor([[0]]), torch.full((1, 1, V), 0.25, dtype=F64),
                                                   torch.full((1, 2, V), 0.5, dtype=F64),
                                                   api.draw_chain_noise([1], V, seeds=[0]), atol=-1.0),
@@ -177,18 +203,33 @@ def test_noise_and_tolerance_arguments(call, exc, pattern):
 
 
 TREE_P = torch.full((3, V), 1 / V, dtype=F64)
+TREE_TOKENS, TREE_PARENT = [-1, 0, 1], [-1, 0, 0]
 TREE = [
-    ("parent-after-child", dict(tokens=[-1, 0, 1], parent=[-1, 2, 0]), "parents must precede"),
-    ("no-root", dict(tokens=[0, 0, 1], parent=[-1, 0, 0]), "root"),
-    ("token-outside-V", dict(tokens=[-1, 0, 7], parent=[-1, 0, 0]), "outside"),
-    ("cu-does-not-end-at-M", dict(tokens=[-1, 0, 1], parent=[-1, 0, 0], cu=[2]), "cu_num_nodes must be"),
-    ("noise-type", dict(tokens=[-1, 0, 1], parent=[-1, 0, 0], noise=None), "noise must be a TreeNoise"),
+    ("parent-after-child", dict(tokens=[-1, 0, 1], parent=[-1, 2, 0]), ValueError, "parents must precede"),
+    ("no-root", dict(tokens=[0, 0, 1]), ValueError, "root"),
+    ("token-outside-V", dict(tokens=[-1, 0, 7]), ValueError, "outside"),
+    ("cu-does-not-end-at-M", dict(cu=torch.tensor([2])), ValueError, "cu_num_nodes must be"),
+    ("target-rows-summing-to-2", dict(p=TREE_P * 2), ValueError, "target_probs: row 0 sums to 2"),
+    ("noise-type", dict(noise=None), TypeError, "noise must be a TreeNoise (see draw_tree_noise), got NoneType"),
+    ("chain-noise-for-a-tree", dict(noise=api.draw_chain_noise([3], V, seeds=[0])), TypeError,
+     "noise must be a TreeNoise (see draw_tree_noise), got ChainNoise"),
+    ("float-tokens", dict(tokens=torch.tensor([-1.0, 0.0, 1.0])), TypeError, "tokens must have an integer dtype"),
+    ("float-cu", dict(cu=torch.tensor([3.0])), TypeError, "cu_num_nodes must have an integer dtype"),
+    ("target-a-list", dict(p=TREE_P.tolist()), TypeError, "target_probs must be a torch.Tensor, got list"),
+    ("integer-draft", dict(q=TREE_P.to(torch.int64)), TypeError,
+     "draft_probs must be float16/bfloat16/float32/float64, got torch.int64"),
+    ("float32-uniforms", dict(noise=api.TreeNoise(torch.rand(3), torch.rand(1, V).double(), "exponential")), TypeError,
+     "noise.uniforms must be a float64 tensor"),
+    ("backend-not-a-string", dict(backend=1), TypeError, "backend must be"),
 ]
 
 
-@pytest.mark.parametrize("case,pattern", [pytest.param(c, m, id=i) for i, c, m in TREE])
-def test_verify_tree_rejects_bad_input(case, pattern):
-    noise = case.get("noise", api.draw_tree_noise([3], V, seeds=[0]))
-    cu = torch.tensor(case.get("cu", [3]), dtype=torch.int32)
-    with pytest.raises(ValueError, match=re.escape(pattern)):
-        api.verify_tree(torch.tensor(case["tokens"]), torch.tensor(case["parent"]), cu, TREE_P, TREE_P, noise)
+@pytest.mark.parametrize("case,exc,pattern", [pytest.param(c, e, m, id=i) for i, c, e, m in TREE])
+def test_verify_tree_rejects_bad_input(case, exc, pattern):
+    args = dict(tokens=torch.as_tensor(case.get("tokens", TREE_TOKENS)),
+                parent=torch.as_tensor(case.get("parent", TREE_PARENT)),
+                cu_num_nodes=case.get("cu", torch.tensor([3], dtype=torch.int32)),
+                target_probs=case.get("p", TREE_P), draft_probs=case.get("q", TREE_P),
+                noise=case.get("noise", api.draw_tree_noise([3], V, seeds=[0])), backend=case.get("backend", "auto"))
+    with pytest.raises(exc, match=re.escape(pattern)):
+        api.verify_tree(**args)
