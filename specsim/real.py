@@ -550,8 +550,9 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _check_manifest(m, mpath: Path) -> None:
-    """Every manifest field of format ``specsim-real-v1``: ``ValueError`` naming the first bad one
-    (``TypeError`` for a numeric field that is not a number, as :func:`check_int`/:func:`check_real`)."""
+    """Every manifest field of format ``specsim-real-v1``: ``ValueError`` naming the first bad one.
+    A numeric field of the wrong kind is a bad file, not a bad argument, so it is a ``ValueError``
+    too (the checks of :func:`check_int`/:func:`check_real`, their type errors re-raised)."""
     def bad(key, expected):
         raise ValueError(f"{mpath}: manifest field {key!r} must be {expected}, got {m.get(key)!r}"[:400])
 
@@ -559,7 +560,7 @@ def _check_manifest(m, mpath: Path) -> None:
         try:
             return check(m[key], f"{mpath}: manifest field {key!r}", *bounds, **ends)
         except (TypeError, ValueError) as exc:
-            raise type(exc)(str(exc)[:400]) from None   # the value may be a long JSON list
+            raise ValueError(str(exc)[:400]) from None   # the value may be a long JSON list
 
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise ValueError(f"{mpath}: format is {m.get('format') if isinstance(m, dict) else None!r}, expected {FORMAT!r}")
@@ -637,9 +638,9 @@ def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
 
     Parameters: ``path`` (folder or manifest), ``atol`` (a real number in [0, 1)).
 
-    Returns: :class:`RealDataset`; ``ValueError`` naming the first problem, ``TypeError`` when a
-    numeric manifest field (``V``, ``n_positions``, ``whole_below``, ``tail``, ``max_remainder``)
-    is not a number of the right kind (``OSError`` when a file cannot be read at all).
+    Returns: :class:`RealDataset`; ``ValueError`` naming the first problem, a numeric manifest
+    field (``V``, ``n_positions``, ``whole_below``, ``tail``, ``max_remainder``) of the wrong kind
+    included (``OSError`` when a file cannot be read at all).
 
     >>> ds = load_dataset(committed_dataset())
     >>> ds.V, ds.drafts
