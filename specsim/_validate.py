@@ -139,7 +139,8 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
     Parameters: ``a`` (nested list, array or tensor), ``name``, ``shape`` (required
     ``(rows, V)`` or ``None``), ``atol`` (``None``: the dtype-aware default).
 
-    Returns: a fresh float64 2-D array; ``ValueError`` naming the row (``name[i]``) otherwise.
+    Returns: a fresh float64 2-D array; ``ValueError`` naming the row (``name[i]``) otherwise, and
+    naming ``name`` for rows of V = 0 entries.
 
     >>> import numpy as np
     >>> from specsim._validate import as_rows
@@ -149,10 +150,17 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
     Traceback (most recent call last):
     ...
     ValueError: q[1]: entries sum to 1.1, not 1 (tolerance 1e-08)
+    >>> as_rows(np.zeros((2, 0)), "p")
+    Traceback (most recent call last):
+    ...
+    ValueError: p: the rows are empty (shape (2, 0)): a probability row needs V >= 1 tokens (V >= 2 where a target and a draft are compared)
     """
     arr, eps = _float_array(a, name)
     if arr.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array of probability rows, got shape {arr.shape}")
+    if arr.shape[1] == 0:  # V = 0: say so, rather than "entries sum to 0.0" for each row
+        raise ValueError(f"{name}: the rows are empty (shape {arr.shape}): a probability row needs V >= 1 "
+                         f"tokens (V >= 2 where a target and a draft are compared)")
     if shape is not None and arr.shape != tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)}, got {arr.shape}")
     tol = _row_atol(atol, eps, arr.shape[1])
@@ -350,3 +358,62 @@ def check_rng(rng, name: str = "rng") -> np.random.Generator:
         raise TypeError(f"{name} must be a numpy.random.Generator (np.random.default_rng(seed)), "
                         f"got {type(rng).__name__}")
     return rng
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """A seed for ``numpy.random.default_rng``: a Python or numpy integer >= 0 (``bool`` refused).
+
+    Every public ``seed`` argument goes through here (and every integer ``rng``, via
+    :func:`as_rng`), so a bad seed is named before numpy sees it.
+
+    Parameters: ``seed``, ``name`` (used in the message).
+
+    Returns: ``seed`` as an ``int``; ``TypeError`` for a non-integer (``1.5``, ``'0'``, ``True``),
+    ``ValueError`` for a negative integer.
+
+    >>> from specsim._validate import check_seed
+    >>> check_seed(7)
+    7
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be >= 0, got -1
+    >>> check_seed(1.5, "trial_seed")
+    Traceback (most recent call last):
+    ...
+    TypeError: trial_seed must be an integer seed >= 0, got 1.5
+    """
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer seed >= 0, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"{name} must be >= 0, got {seed}")
+    return int(seed)
+
+
+def as_rng(rng, name: str = "rng") -> np.random.Generator:
+    """A ``numpy.random.Generator`` from an ``rng`` argument that may also be a seed or ``None``.
+
+    A Generator is returned as is (its stream continues); an integer seed (:func:`check_seed`)
+    or ``None`` (fresh entropy) goes to ``numpy.random.default_rng``.
+
+    Parameters: ``rng``, ``name`` (used in the message).
+
+    Returns: a Generator; ``TypeError`` for anything else, ``ValueError`` for a negative seed.
+
+    >>> import numpy as np
+    >>> from specsim._validate import as_rng
+    >>> as_rng(3).random() == np.random.default_rng(3).random()
+    True
+    >>> as_rng(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: rng must be >= 0, got -1
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None:
+        return np.random.default_rng()
+    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
+        raise TypeError(f"{name} must be a numpy.random.Generator, an integer seed >= 0 or None, "
+                        f"got {rng!r}")
+    return np.random.default_rng(check_seed(rng, name))

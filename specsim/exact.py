@@ -22,7 +22,7 @@ from ._deprecation import renamed_keyword
 from ._validate import check_bool, check_model_pair, check_real, check_tokens
 from .drafts import DraftProcess, DraftTree, chain
 from .models import Model, prefix_index
-from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, check_outcomes
+from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, check_applies, check_outcomes
 
 __all__ = ["OutputLaw", "Certificate", "output_law", "completed_law", "check_lossless",
            "expected_accepted", "outcomes_on_tree"]
@@ -205,7 +205,11 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     conditioned on), ``progress`` (tqdm bar; ``None``: only on a terminal for large problems),
     ``atol``.  ``draft=`` is a deprecated spelling of ``draft_model=``.
 
-    Returns: an :class:`OutputLaw`.
+    Returns: an :class:`OutputLaw`.  A process that guarantees none of the children laws the
+    verifier needs (``Verifier.needs``, :func:`specsim.drafts.draft_laws`) is refused with a
+    ``ValueError`` (:func:`specsim.verifiers.base.check_applies`), here and in
+    :func:`check_lossless` and :func:`expected_accepted`: off its contract a verifier's law
+    certifies nothing about it.
 
     >>> from specsim.exact import output_law
     >>> from specsim.models import iid, random_model
@@ -219,6 +223,7 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     L = check_model_pair(target, draft_model, L)
     verifier = as_verifier(verifier)
     drafting = _check_drafting(drafting)
+    check_applies(verifier, drafting)  # a law off the verifier's contract certifies nothing
     atol = check_real(atol, "atol", 0.0, 1.0)
     if progress is not None:
         check_bool(progress, "progress")

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._deprecation import renamed_keyword
-from ._validate import check_int, check_model_pair
+from ._validate import as_rng, check_int, check_model_pair
 from .drafts import DraftProcess, chain
-from .exact import _name
+from .exact import _check_drafting, _name
 from .models import Model
 from .testing.stats import SubTest, complete_with_target, goodness_of_fit
-from .verifiers.base import as_verifier, sample_outcome
+from .verifiers.base import as_verifier, check_applies, sample_outcome
 
 __all__ = ["MonteCarloEstimate", "estimate", "sample_iteration"]
 
@@ -120,8 +120,10 @@ def estimate(verifier, target: Model, draft_model: Model, L: int, n: int = 10_00
     with power 0.99).
 
     Parameters: ``verifier``, ``target``, ``draft_model`` (models over the same V; ``draft=`` is
-    deprecated), ``L`` (>= 1), ``n`` (>= 2), ``drafting`` (default the chain process), ``rng`` (a
-    ``numpy.random.Generator`` or a seed), ``context``, ``complete``, ``progress``, ``alpha``.
+    deprecated), ``L`` (>= 1), ``n`` (>= 2), ``drafting`` (default the chain process; one that
+    guarantees none of the children laws the verifier needs is refused with a ``ValueError``, as
+    in :func:`specsim.exact.output_law`), ``rng`` (a ``numpy.random.Generator``, an integer seed
+    >= 0 or ``None``), ``context``, ``complete``, ``progress``, ``alpha``.
 
     Returns: a :class:`MonteCarloEstimate`.
 
@@ -135,8 +137,9 @@ def estimate(verifier, target: Model, draft_model: Model, L: int, n: int = 10_00
     L = check_model_pair(target, draft_model, L)
     verifier = as_verifier(verifier)
     check_int(n, "n", 2)
-    drafting = drafting or chain()
-    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    drafting = _check_drafting(drafting)
+    check_applies(verifier, drafting)
+    rng = as_rng(rng)
     target, draft_model = target.shifted(context), draft_model.shifted(context)
     it = range(n)
     if progress or (progress is None and sys.stderr.isatty() and n >= 50_000):

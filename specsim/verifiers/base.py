@@ -26,7 +26,7 @@ from .._validate import as_rows, check_rng, check_tokens
 from ..drafts import DRAFT_LAWS, DraftTree, draft_laws
 
 __all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "NEED_TAGS", "meets_needs",
-           "as_verifier", "verifier_kind", "law_from_batch", "check_outcomes", "sample_outcome",
+           "check_applies", "as_verifier", "verifier_kind", "law_from_batch", "check_outcomes", "sample_outcome",
            "validate_chain_inputs"]
 
 #: Tolerance on ``|sum(prob) - 1|`` for an outcome list and on each ``next_dist``.
@@ -97,6 +97,39 @@ def meets_needs(drafting, needs) -> bool:
     """
     tags = _as_needs(needs)
     return "any" in tags or bool(tags & draft_laws(drafting))
+
+
+def check_applies(verifier: "Verifier", drafting) -> None:
+    """``ValueError`` unless ``drafting`` guarantees one of the children laws ``verifier`` needs.
+
+    A verifier's exact law is only the algorithm's law on drafts drawn as it assumes: run on
+    another process it can come out lossy (gbv, which needs i.i.d. full paths, on a
+    without-replacement tree) or lossless by luck, and neither says anything about the verifier.
+    The engine (:func:`specsim.exact.output_law` and what calls it, :func:`specsim.montecarlo.estimate`)
+    therefore refuses the pair instead of certifying it.
+
+    Parameters: ``verifier`` a :class:`Verifier`; ``drafting`` a draft process.
+
+    Returns: ``None``; the ``ValueError`` names the verifier, the process, the laws the verifier
+    needs and those the process guarantees.
+
+    >>> from specsim.drafts import iid_paths, swor_tree
+    >>> from specsim.verifiers import gbv
+    >>> check_applies(gbv, iid_paths(2))
+    >>> check_applies(gbv, swor_tree(2))
+    Traceback (most recent call last):
+    ...
+    ValueError: verifier 'gbv' does not apply to draft process 'swor_tree(2)': it needs one of the children laws ['paths'], which the process does not guarantee (it guarantees ['swor']); specsim.verifiers.verifiers_for(process) lists the verifiers that apply
+    """
+    if meets_needs(drafting, verifier.needs):
+        return
+    laws = draft_laws(drafting)
+    have = (f"it guarantees {sorted(laws)}" if laws else
+            "it guarantees none: a process declares the children laws it guarantees in a `laws` attribute")
+    name = getattr(drafting, "name", type(drafting).__name__)
+    raise ValueError(f"verifier {verifier.name!r} does not apply to draft process {name!r}: it needs one of the "
+                     f"children laws {sorted(verifier.needs)}, which the process does not guarantee ({have}); "
+                     f"specsim.verifiers.verifiers_for(process) lists the verifiers that apply")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -317,23 +350,63 @@ def tree_verifier(name: str, *, needs=frozenset({"any"}), lossless: bool = True,
     return wrap
 
 
+def _accepts_three_positional(fn) -> bool | None:
+    """Whether ``fn(draft, p, q)`` binds, from its signature; ``None`` when it has none to read
+    (some builtins), which is left to the call."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(None, None, None)
+    except TypeError:
+        return False
+    return True
+
+
+def _positional_count(fn) -> str:
+    import inspect
+
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return f"{len(params)} argument{'s' if len(params) != 1 else ''}"
+
+
 def as_verifier(obj) -> Verifier:
     """``obj`` as a :class:`Verifier`: itself, or a plain callable ``fn(draft, p, q)`` as the chain
     verifier it implements (plain callables are chain verifiers by protocol).
 
+    A plain callable whose signature cannot take ``(draft, p, q)`` (a tree law ``fn(tree)`` handed
+    over without :func:`tree_verifier`, for one) is refused here, before the engine calls it.
+
     Parameters: ``obj`` a :class:`Verifier` or a callable.
 
-    Returns: a :class:`Verifier`; ``TypeError`` for anything else.
+    Returns: a :class:`Verifier`; ``TypeError`` for anything else, naming the callable and how to
+    declare a tree verifier.
 
     >>> from specsim.verifiers.base import Outcome
     >>> as_verifier(lambda draft, p, q: [Outcome(1.0, 0, p[0])]).kind
     'chain'
+    >>> def root_only(tree):
+    ...     return [Outcome(1.0, 0, tree.p[0])]
+    >>> as_verifier(root_only)
+    Traceback (most recent call last):
+    ...
+    TypeError: verifier root_only is a plain callable of 1 argument, but a plain callable is taken as a chain verifier law fn(draft, p, q); declare a tree verifier law fn(tree) with the decorator @tree_verifier(name, needs={...}) (specsim.verifiers.tree_verifier), or a chain law with @chain_verifier(name)
     """
     if isinstance(obj, Verifier):
         return obj
     if not callable(obj):
         raise TypeError(f"verifier must be a Verifier or a callable law, got {type(obj).__name__}")
-    return chain_verifier(getattr(obj, "__name__", type(obj).__name__))(obj)
+    name = getattr(obj, "__name__", type(obj).__name__)
+    if _accepts_three_positional(obj) is False:
+        raise TypeError(f"verifier {name} is a plain callable of {_positional_count(obj)}, but a plain callable is "
+                        f"taken as a chain verifier law fn(draft, p, q); declare a tree verifier law fn(tree) with "
+                        f"the decorator @tree_verifier(name, needs={{...}}) (specsim.verifiers.tree_verifier), "
+                        f"or a chain law with @chain_verifier(name)")
+    return chain_verifier(name)(obj)
 
 
 def verifier_kind(verifier) -> Kind:

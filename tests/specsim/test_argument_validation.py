@@ -326,3 +326,131 @@ ENGINE = [
 def test_engine(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
+
+
+# ---------------------------------------------------------------------------- issue 26: fuzz findings in the core
+from specsim.drafts import iid_paths, swor_tree  # noqa: E402
+from specsim.verifiers import TREE_VERIFIERS, Outcome, as_verifier, chain_verifier, tree_verifier  # noqa: E402
+
+T3, D3 = models.random_model(3, 0), models.random_model(3, 1)
+
+
+def _root_law(tree):
+    """f(tree): a tree law handed over without the decorator."""
+    return [Outcome(1.0, 0, tree.p[0])]
+
+
+def _reject_law(draft, p, q):
+    """f(draft, p, q): a plain chain law (lossless: tau = 0, y ~ p_0)."""
+    return [Outcome(1.0, 0, p[0])]
+
+
+class _Unlabelled:
+    """A user-written process that declares no ``laws`` (so it guarantees none): chain drafts."""
+
+    name = "unlabelled"
+
+    def enumerate(self, target, draft_model, L):
+        return drafts.chain().enumerate(target, draft_model, L)
+
+    def sample(self, target, draft_model, L, rng):
+        return drafts.chain().sample(target, draft_model, L, rng)
+
+
+_NOT_APPLICABLE = "does not apply to draft process"
+#: gbv needs 'paths', khisti_optimal and traversal_repeats need 'iid': swor_tree(2) guarantees only 'swor'
+#: (these came back LOSSY with TV 0.37 instead of being refused)
+CORE_FUZZ = [
+    *[(f"{entry}-{name}-on-swor_tree", (lambda call=call, name=name: call(TREE_VERIFIERS[name])), ValueError,
+       rf"verifier '{name}' {_NOT_APPLICABLE} 'swor_tree\(2\)'.*needs .*'{need}'.*guarantees \['swor'\]")
+      for name, need in (("gbv", "paths"), ("khisti_optimal", "iid"), ("traversal_repeats", "iid"))
+      for entry, call in (("check_lossless", lambda v: exact.check_lossless(v, T3, D3, 2, swor_tree(2))),
+                          ("output_law", lambda v: exact.output_law(v, T3, D3, 2, swor_tree(2))),
+                          ("expected_accepted", lambda v: exact.expected_accepted(v, T3, D3, 2, swor_tree(2))),
+                          ("estimate", lambda v: montecarlo.estimate(v, T3, D3, 2, n=10, drafting=swor_tree(2), rng=0)))],
+    ("chain-verifier-on-iid_paths", lambda: exact.check_lossless(block, T3, D3, 1, iid_paths(2)), ValueError,
+     rf"verifier 'block' {_NOT_APPLICABLE} 'iid_paths\(2\)'.*needs .*'chain'"),
+    ("chain-verifier-on-a-process-without-laws", lambda: exact.check_lossless(block, T3, D3, 1, _Unlabelled()),
+     ValueError, rf"verifier 'block' {_NOT_APPLICABLE} 'unlabelled'.*guarantees none.*laws"),
+    # a plain callable f(tree) was called as f(draft, p, q) and failed inside with "takes 1 positional argument"
+    ("check_lossless-plain-f(tree)", lambda: exact.check_lossless(_root_law, T3, D3, 1, iid_paths(2)), TypeError,
+     r"verifier _root_law is a plain callable of 1 argument.*\(draft, p, q\).*@tree_verifier"),
+    ("as_verifier-plain-f(tree)", lambda: as_verifier(_root_law), TypeError, r"_root_law.*tree_verifier\(name"),
+    ("as_verifier-two-arguments", lambda: as_verifier(lambda draft, p: []), TypeError,
+     r"verifier <lambda> is a plain callable of 2 arguments"),
+    ("estimate-plain-f(tree)", lambda: montecarlo.estimate(_root_law, T3, D3, 1, n=10, rng=0), TypeError,
+     "tree_verifier"),
+    # V = 0 rows were reported as "entries sum to 0.0"
+    ("as_rows-V0", lambda: as_rows(np.zeros((2, 0)), "p"), ValueError, r"p: the rows are empty \(shape \(2, 0\)\)"),
+    ("as_rows-V0-no-rows", lambda: as_rows(np.zeros((0, 0)), "q"), ValueError, "q: the rows are empty"),
+    ("chain-verifier-V0", lambda: block((0,), np.zeros((2, 0)), np.zeros((1, 0))), ValueError,
+     "p: the rows are empty"),
+    ("DraftTree-V0", _tree((-1,), (-1,), np.zeros((1, 0)), np.zeros((1, 0))), ValueError, r"V>=2\], got \(1, 0\)"),
+    # seeds and rng reached numpy unchecked ("expected non-negative integer", "SeedSequence expects int")
+    ("estimate-rng-negative", lambda: montecarlo.estimate(token, HALF, HALF, 1, n=10, rng=-1), ValueError,
+     "rng must be >= 0"),
+    ("estimate-rng-float", lambda: montecarlo.estimate(token, HALF, HALF, 1, n=10, rng=1.5), TypeError,
+     r"rng must be a numpy.random.Generator, an integer seed >= 0 or None, got 1.5"),
+    ("estimate-rng-string", lambda: montecarlo.estimate(token, HALF, HALF, 1, n=10, rng="0"), TypeError, "rng must be"),
+    ("estimate-rng-bool", lambda: montecarlo.estimate(token, HALF, HALF, 1, n=10, rng=True), TypeError, "rng must be"),
+    ("random_model-seed-float", lambda: models.random_model(3, 1.5), TypeError, "seed must be an integer"),
+    ("random_model-seed-bool", lambda: models.random_model(3, True), TypeError, "seed must be an integer"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", cases(CORE_FUZZ))
+def test_core_fuzz_findings(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+@pytest.mark.parametrize("name", ["gbv", "khisti_optimal", "traversal_repeats", "sequoia", "traversal"])
+def test_applicable_pairs_still_run(name):
+    # negative control of the applicability check: each verifier on a process meeting its needs is certified
+    v = TREE_VERIFIERS[name]
+    proc = iid_paths(2) if v.applies_to(iid_paths(2)) else swor_tree(2)
+    assert v.applies_to(proc)
+    assert exact.check_lossless(v, T3, D3, 2, proc).lossless
+    assert montecarlo.estimate(v, T3, D3, 2, n=20, drafting=proc, rng=0).n == 20
+
+
+def test_chain_verifiers_run_on_every_process_guaranteeing_a_chain():
+    # TreeProcess((1, 1)) draws one child per node: a chain (laws include 'chain'), so block applies there
+    one_path = drafts.TreeProcess((1, 1))
+    assert "chain" in drafts.draft_laws(one_path)
+    a = exact.expected_accepted(block, T3, D3, 2, one_path)
+    assert a == pytest.approx(exact.expected_accepted(block, T3, D3, 2), abs=1e-12)
+
+
+def test_decorated_and_plain_verifiers_still_work():
+    # negative controls for the arity check: the decorated tree law, a plain chain law (a function, a lambda,
+    # a callable object) and a process without laws for a verifier that needs nothing ('any')
+    root = tree_verifier("root")(_root_law)
+    assert exact.check_lossless(root, T3, D3, 2, iid_paths(2)).lossless
+    assert exact.check_lossless(root, T3, D3, 1, _Unlabelled()).lossless
+    assert exact.check_lossless(_reject_law, T3, D3, 2).lossless
+    assert exact.check_lossless(lambda d, p, q: [Outcome(1.0, 0, p[0])], T3, D3, 1).lossless
+    assert as_verifier(chain_verifier("rej")(_reject_law)).kind == "chain"
+
+    class Law:
+        def __call__(self, draft, p, q, *extra):
+            return [Outcome(1.0, 0, p[0])]
+    assert exact.check_lossless(Law(), T3, D3, 1).lossless
+
+
+@pytest.mark.parametrize("rng", [0, np.int64(7), 2 ** 70, None, np.random.default_rng(3)])
+def test_estimate_accepts_every_valid_seed(rng):
+    # negative control of the seed check: integers >= 0 of any size, None and a Generator still run
+    assert montecarlo.estimate(token, HALF, HALF, 1, n=10, rng=rng).n == 10
+
+
+def test_check_seed_names_the_argument():
+    from specsim._validate import as_rng, check_seed
+    assert check_seed(np.uint8(5), "seeds[2]") == 5
+    with pytest.raises(ValueError, match=r"seeds\[2\] must be >= 0, got -3"):
+        check_seed(-3, "seeds[2]")
+    with pytest.raises(TypeError, match=r"seed must be an integer seed >= 0, got 2.0"):
+        check_seed(2.0)
+    g = np.random.default_rng(0)
+    assert as_rng(g) is g
+    assert as_rng(5).random() == np.random.default_rng(5).random()
