@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import entr
 
-from specsim._validate import as_distribution, check_int, check_real
+from specsim._validate import as_distribution, check_int, check_real, check_seed
 from specsim.divergences import check_kind, divergence
 
 from ._solvers import check_solvers, solve
@@ -376,7 +376,7 @@ def acceptance_radius_numeric(rule: AcceptanceRule, b, x: int, divergence: str =
     x = _token(x, b.size)
     kind = check_kind(divergence)
     solver = check_solvers(solver)
-    restarts, seed = check_int(restarts, "restarts", 1), check_int(seed, "seed", 0)
+    restarts, seed = check_int(restarts, "restarts", 1), check_seed(seed)
     others = [v for v in range(b.size) if v != x]
     if rule.kind == "entropy":
         return _entropy_numeric(rule, b, x, kind, restarts, seed)

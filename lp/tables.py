@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from specsim._deprecation import renamed_keyword
-from specsim._validate import as_pair, check_int, check_model_pair
+from specsim._validate import as_pair, check_int, check_model_pair, check_seed
 from specsim.models import Model, random_model
 
 from specsim.verifiers.tree import kseq_rho, multidraft_acceptance
@@ -242,6 +242,6 @@ def bounds_report(p=None, q=None, K=(1, 2, 4), V: int = 8, seed: int = 0) -> str
     if (p is None) != (q is None):
         raise ValueError("give both p and q, or neither (a random pair is drawn)")
     if p is None:
-        check_int(seed, "seed", 0)
+        check_seed(seed)
         return str(model_gap_table(random_model(V, seed), random_model(V, seed + 1), K))
     return str(gap_table(p, q, K, title=f"V={len(np.atleast_1d(p))}"))

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import models
 from .drafts import parse_drafting
-from ._validate import check_int, check_real
+from ._validate import check_int, check_real, check_seed
 from .exact import check_lossless
 from .verifiers.tree import verifiers_for
 
@@ -50,7 +50,7 @@ def model_pair(kind: str, V: int, seed: int) -> tuple[models.Model, models.Model
     """
     if kind not in MODEL_KINDS:
         raise ValueError(f"unknown model kind {kind!r}; choose one of {MODEL_KINDS}")
-    seed = check_int(seed, "seed", 0)
+    seed = check_seed(seed)
     if kind == "toy":
         return models.iid([1 / 3, 2 / 3], "toy-p"), models.iid([2 / 3, 1 / 3], "toy-q")
     V = check_int(V, "V", 2)

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._validate import as_distribution, as_rows, check_int, check_real, check_tokens
+from ._validate import as_distribution, as_rows, check_int, check_real, check_seed, check_tokens
 
 Prefix = tuple[int, ...]
 
@@ -240,7 +240,7 @@ def random_model(V: int, seed: int, concentration: float = 1.0, depth: int | Non
     (1.0, True)
     """
     check_int(V, "V", 2)
-    check_int(seed, "seed", 0)
+    check_seed(seed)
     concentration = check_real(concentration, "concentration", 0.0, np.inf, lo_open=True, hi_open=True)
     if depth is not None:
         check_int(depth, "depth", 0)

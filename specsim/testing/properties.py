@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 from scipy import stats
 
-from .._validate import check_int
+from .._validate import check_int, check_seed
 
 __all__ = ["PropertyResult", "EngineReport", "check_engine_properties", "PROPERTIES", "PROPERTY_MUTANTS",
            "reference_verify"]
@@ -422,6 +422,7 @@ def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int
     check_int(V, "V", 3)
     check_int(L, "L", 2)
     check_int(trials, "trials", 2)
+    check_seed(seed)
     unknown = [p for p in properties if p not in _CHECKS]
     if unknown:
         raise ValueError(f"unknown properties {unknown}; expected a subset of {PROPERTIES}")

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._deprecation import renamed_keyword
 from .._sampling import draw_rows
-from .._validate import check_int, check_model_pair, check_real
+from .._validate import check_int, check_model_pair, check_real, check_seed
 from ..drafts import Chain, chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, completed_law as _exact_completed_law, output_law
 from ..models import Model
@@ -244,7 +244,7 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     alpha = check_real(alpha, "alpha", 0.0, 1.0, lo_open=True, hi_open=True)
     power = check_real(power, "power", 0.0, 1.0, lo_open=True, hi_open=True)
     min_expected = check_real(min_expected, "min_expected", 0.0, np.inf, lo_open=True, hi_open=True)
-    check_int(seed, "seed", 0)
+    check_seed(seed)
     check_int(report, "report", 0)
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str or None, got {type(name).__name__}")

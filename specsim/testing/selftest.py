@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import check_seed
 from ..drafts import chain
 from ..models import random_model
 from . import mutants, tree_mutants
@@ -112,6 +113,7 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
     >>> [(r.name, r.exact_flagged, r.correct) for r in mutation_table(one, max_examples=10, run_sampler=False, shrink=False)]
     [('bonus_wrong_row', True, True)]
     """
+    check_seed(seed)
     suites = mutation_suites() if suites is None else suites
     rows = []
     for suite, members in suites.items():

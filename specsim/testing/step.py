@@ -33,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from .._sampling import draw_token
-from .._validate import check_int, check_real
+from .._validate import check_int, check_real, check_seed
 from ..models import Model
 from ..verifiers.base import as_verifier
 from .sampler import MAX_JOINT_CELLS, SamplerError, _integrate
@@ -181,6 +181,7 @@ def check_step(step, target: Model | None = None, draft_model: Model | None = No
     (True, 0.075, 'joint law of the completed strings (V^3)')
     """
     check_int(n, "n", 1)
+    check_seed(seed)
     m = check_int(max_tokens, "max_tokens", 1)
     target, draft_model = _models(target, draft_model, m)
     check_int(report, "report", 0)
@@ -231,8 +232,8 @@ def step_from_verifier(verifier, L: int):
     draft LM (one call per token), read the target rows p(.|c, x^{1:k}), k = 0..L, in one batched
     call, run the verifier's sampler and emit x^{1:tau} y.
 
-    Parameters: ``verifier`` (a chain :class:`~specsim.verifiers.base.Verifier` or its law);
-    ``L`` (>= 1) draft tokens.
+    Parameters: ``verifier`` (a chain :class:`~specsim.verifiers.base.Verifier` or its law; a
+    tree verifier is a ``TypeError``); ``L`` (>= 1) draft tokens.
 
     Returns: ``step(context, target_lm, draft_lm, rng) -> tuple of ids`` for :func:`check_step`
     (also usable by :func:`check_step_exact`: it uses only ``rng.random``).
@@ -246,6 +247,10 @@ def step_from_verifier(verifier, L: int):
     (1, 0, 1)
     """
     verifier = as_verifier(verifier)
+    if verifier.kind != "chain":  # the step drafts one chain and calls verifier.sample(draft, p, q)
+        raise TypeError(f"step_from_verifier runs a chain verifier on one drafted chain; {verifier.name!r} is a "
+                        f"tree verifier (check it on its draft processes with specsim.check_lossless or "
+                        f"specsim.testing.check_sampler(..., drafting=...))")
     L = check_int(L, "L", 1)
 
     def step(context, target_lm, draft_lm, rng):

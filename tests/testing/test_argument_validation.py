@@ -216,3 +216,58 @@ def test_assert_lossless_reports_one_failure_when_a_verifier_both_raises_and_is_
     with pytest.raises(LossyVerifierError) as info:
         assert_lossless(two_faults, max_examples=60, derandomize=True)
     assert info.value.case is not None
+
+
+# ---------------------------------------------------------------------------- issue 26: fuzz findings
+from specsim.testing import check_step, mutation_table, step_from_verifier  # noqa: E402
+from specsim.testing.properties import check_engine_properties, reference_verify  # noqa: E402
+from specsim.verifiers import sequoia, tree_verifier  # noqa: E402
+
+_ROOT = tree_verifier("root_only")(lambda tree: [Outcome(1.0, 0, tree.p[0])])
+_BLOCK_STEP = step_from_verifier(block, L=2)
+
+CORE_FUZZ = [
+    # step_from_verifier accepted a tree verifier and failed at the first step
+    ("step_from_verifier-tree-verifier", lambda: step_from_verifier(sequoia, L=2), TypeError,
+     r"step_from_verifier runs a chain verifier.*'sequoia' is a tree verifier"),
+    ("step_from_verifier-decorated-tree-law", lambda: step_from_verifier(_ROOT, L=1), TypeError,
+     "'root_only' is a tree verifier"),
+    ("step_from_verifier-plain-f(tree)", lambda: step_from_verifier(lambda tree: [], L=1), TypeError,
+     "tree_verifier"),
+    ("step_from_verifier-not-callable", lambda: step_from_verifier("block", L=1), TypeError,
+     "verifier must be a Verifier or a callable law, got str"),
+    # seeds reached numpy unchecked ("expected non-negative integer", "SeedSequence expects int or sequence")
+    ("check_step-seed-negative", lambda: check_step(_BLOCK_STEP, n=10, seed=-1), ValueError, "seed must be >= 0, got -1"),
+    ("check_step-seed-float", lambda: check_step(_BLOCK_STEP, n=10, seed=1.5), TypeError,
+     "seed must be an integer seed >= 0, got 1.5"),
+    ("check_step-seed-bool", lambda: check_step(_BLOCK_STEP, n=10, seed=True), TypeError, "seed must be an integer"),
+    ("check_engine_properties-seed-negative", lambda: check_engine_properties(reference_verify, trials=2, seed=-1),
+     ValueError, "seed must be >= 0"),
+    ("check_engine_properties-seed-float", lambda: check_engine_properties(reference_verify, trials=2, seed=1.5),
+     TypeError, "seed must be an integer"),
+    ("mutation_table-seed-negative", lambda: mutation_table({}, seed=-1), ValueError, "seed must be >= 0"),
+    ("mutation_table-seed-string", lambda: mutation_table({}, seed="0"), TypeError, "seed must be an integer"),
+    ("check_sampler-seed-float", lambda: check_sampler(SAMPLE, T3, D3, 1, n=10, seed=1.5), TypeError,
+     "seed must be an integer"),
+    ("check_sampler-seed-bool", lambda: check_sampler(SAMPLE, T3, D3, 1, n=10, seed=False), TypeError,
+     "seed must be an integer"),
+]
+
+
+@pytest.mark.parametrize("call,exc,pattern", [pytest.param(c, e, m, id=i) for i, c, e, m in CORE_FUZZ])
+def test_core_fuzz_findings(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+def test_valid_seeds_and_chain_verifiers_still_run():
+    # negative controls: numpy integer and large seeds are seeds; a chain verifier (decorated or a plain law)
+    # still makes a step; the same seed gives the same run
+    assert check_step(_BLOCK_STEP, n=50, seed=np.int64(3)).n == 50
+    a, b = (check_step(_BLOCK_STEP, n=50, seed=2 ** 40) for _ in range(2))
+    assert a.subtests[0].statistic == b.subtests[0].statistic
+    assert check_engine_properties(reference_verify, trials=4, seed=np.uint32(5)).passed
+    assert mutation_table({}, seed=np.int32(1)) == []
+    step = step_from_verifier(lambda d, p, q: [Outcome(1.0, 0, p[0])], L=1)
+    assert len(step((0,), lambda ctxs: [[0.5, 0.5, 0.0]] * len(ctxs), lambda ctxs: [[0.5, 0.5, 0.0]] * len(ctxs),
+                    np.random.default_rng(0))) == 1
