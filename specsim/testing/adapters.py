@@ -73,13 +73,13 @@ def _torch_float_dtype(dtype, name: str = "dtype"):
 
 
 def _torch_device(device, name: str = "device"):
-    """A ``torch.device`` from itself or a string, parsed when the adapter is made."""
+    """A ``torch.device`` from itself, a string or a CUDA ordinal, parsed when the adapter is made."""
     import torch
 
     if isinstance(device, torch.device):
         return device
-    if not isinstance(device, str):
-        raise TypeError(f"{name} must be a str or a torch.device, got {type(device).__name__}")
+    if isinstance(device, bool) or not isinstance(device, (str, int, np.integer)):
+        raise TypeError(f"{name} must be a str, an int or a torch.device, got {type(device).__name__}")
     try:
         return torch.device(device)
     except RuntimeError as exc:
