@@ -224,7 +224,8 @@ class EngineAdapter:
         B = len(args[0])
         for what, x in (("accepted", acc), ("tokens", tok)):
             if x.dtype.kind not in "iu" or x.shape != (B,):
-                raise EngineOutputError(f"{self.name} returned {what} {x.dtype}{list(x.shape)}; expected integers [{B}]")
+                raise EngineOutputError(f"{self.name} returned {what} {x.dtype}{list(x.shape)}; "
+                                        f"expected integers [{B}]")
         return acc.astype(np.int64), tok.astype(np.int64)
 
     def check_batch(self, drafts, p, q, seeds, uniforms=None):

@@ -300,7 +300,8 @@ def _flashinfer_keeping(refuse=False):
         if refuse and bool((draft_token_ids < 0).any()):
             raise ValueError("draft_token_ids holds -1 placeholders")
         B, n = draft_token_ids.shape
-        out = torch.cat([draft_token_ids.to(torch.int32), target_probs[:, n].argmax(-1, keepdim=True).to(torch.int32)], 1)
+        bonus = target_probs[:, n].argmax(-1, keepdim=True)
+        out = torch.cat([draft_token_ids, bonus], 1).to(torch.int32)
         return out, torch.full((B,), n, dtype=torch.int32), torch.full((B,), n, dtype=torch.int32)
     return chain_speculative_sampling
 
