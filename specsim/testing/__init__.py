@@ -37,8 +37,9 @@ _EXPORTS = {
              "UniformSource"),
     "language_models": ("toy_lm", "ToyLM", "transformers_lm", "from_transformers"),
     "properties": ("check_engine_properties", "EngineReport", "PropertyResult", "PROPERTIES", "PROPERTY_MUTANTS"),
-    "layouts": ("EngineAdapter", "vllm_rejection_sampler", "flashinfer_chain_sampler", "sglang_tree_sampler",
-                "transformers_chain_sampler", "vllm_mrv2_rejection_sampler"),
+    "layouts": ("EngineAdapter", "EngineOutputError", "check_batch", "vllm_rejection_sampler",
+                "flashinfer_chain_sampler", "sglang_tree_sampler", "transformers_chain_sampler",
+                "vllm_mrv2_rejection_sampler"),
     "power": ("power_report", "PowerReport", "MutantPower", "default_instance", "DEFAULT_INSTANCE",
               "DEFAULT_STEP_INSTANCE", "STEP_CONTEXT"),
 }

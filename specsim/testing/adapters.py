@@ -3,12 +3,13 @@
 Chain sampling layout: ``sample_fn(draft_tokens, p, q, rng) -> (accepted, token)`` with ``p``
 [L+1, V] (row k = target(.|x^{1:k}), row L = bonus row), ``q`` [L, V] and ``rng`` a
 ``numpy.random.Generator`` (docs/theory.md §1).  torch and transformers are imported only when an
-adapter is called.
+adapter is made (its ``dtype`` and ``device`` are checked then, not at the first call).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .._validate import check_real
 from ..verifiers.base import as_verifier
 from .sampler import BatchSampler
 
@@ -41,10 +42,48 @@ def from_verifier(verifier):
     return sample_fn
 
 
-def _torch_dtype(dtype):
+def _check_callable(fn, name: str):
+    if not callable(fn):
+        raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
+    return fn
+
+
+def _check_name(name, arg: str = "name", optional: bool = False):
+    if not (isinstance(name, str) or (optional and name is None)):
+        raise TypeError(f"{arg} must be a str{' or None' if optional else ''}, got {type(name).__name__}")
+    return name
+
+
+def _torch_float_dtype(dtype, name: str = "dtype"):
+    """A floating ``torch.dtype`` from itself or its name ('float32', 'bfloat16', ...), checked when
+    the adapter is made (not at its first call)."""
     import torch
 
-    return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if isinstance(dtype, str):
+        dt = getattr(torch, dtype, None)
+        if not isinstance(dt, torch.dtype):
+            raise ValueError(f"{name}: {dtype!r} is not a torch dtype name (e.g. 'float32', 'bfloat16', 'float64')")
+    elif isinstance(dtype, torch.dtype):
+        dt = dtype
+    else:
+        raise TypeError(f"{name} must be a torch floating dtype or its name, got {type(dtype).__name__}")
+    if not dt.is_floating_point:
+        raise ValueError(f"{name} must be a floating-point dtype (probabilities / logits), got {dt}")
+    return dt
+
+
+def _torch_device(device, name: str = "device"):
+    """A ``torch.device`` from itself, a string or a CUDA ordinal, parsed when the adapter is made."""
+    import torch
+
+    if isinstance(device, torch.device):
+        return device
+    if isinstance(device, bool) or not isinstance(device, (str, int, np.integer)):
+        raise TypeError(f"{name} must be a str, an int or a torch.device, got {type(device).__name__}")
+    try:
+        return torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"{name}: {device!r} is not a torch device ({exc})") from None
 
 
 def torch_batch_sampler(fn, dtype="float32", device="cpu", chunk: int = 4096, name: str | None = None) -> BatchSampler:
@@ -70,10 +109,13 @@ def torch_batch_sampler(fn, dtype="float32", device="cpu", chunk: int = 4096, na
     >>> check_sampler(sampler, random_model(3, 0), random_model(3, 1), L=2, n=3000).passed
     True
     """
+    _check_callable(fn, "fn")
+    dt, device = _torch_float_dtype(dtype), _torch_device(device)
+    _check_name(name, optional=True)
+
     def run(drafts, p, q, rng):
         import torch
 
-        dt = _torch_dtype(dtype)
         g = torch.Generator(device=device)
         g.manual_seed(int(rng.integers(2 ** 62)))
         a, t = fn(torch.as_tensor(drafts, device=device),
@@ -132,10 +174,12 @@ def transformers_sampler(dtype="float32", assistant_ensemble_weight: float | Non
     import torch
 
     params = inspect.signature(fn).parameters
+    dt = _torch_float_dtype(dtype)
+    if assistant_ensemble_weight is not None:
+        check_real(assistant_ensemble_weight, "assistant_ensemble_weight")
+        if "assistant_ensemble_weight" not in params:
+            raise ValueError("this transformers version has no assistant_ensemble_weight argument")
     torch.set_num_threads(1)
-    if assistant_ensemble_weight is not None and "assistant_ensemble_weight" not in params:
-        raise ValueError("this transformers version has no assistant_ensemble_weight argument")
-    dt = _torch_dtype(dtype)
     seeded = []
 
     def sample_fn(draft, p, q, rng):

@@ -52,18 +52,140 @@ torch is imported inside the adapters only.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
 
+from .._validate import _float_array, check_bool, sum_tolerance
+from .adapters import _check_callable, _check_name, _torch_device, _torch_float_dtype
 from .properties import _num_drafts
 from .sampler import BatchSampler
 from .step import SamplerError
 
-__all__ = ["EngineAdapter", "vllm_rejection_sampler", "vllm_mrv2_rejection_sampler", "flashinfer_chain_sampler",
-           "sglang_tree_sampler", "transformers_chain_sampler"]
+__all__ = ["EngineAdapter", "EngineOutputError", "check_batch", "vllm_rejection_sampler", "vllm_mrv2_rejection_sampler",
+           "flashinfer_chain_sampler", "sglang_tree_sampler", "transformers_chain_sampler"]
+
+
+class EngineOutputError(SamplerError):
+    """The engine returned, and what it returned is not in its own output format (a row that is not
+    kept drafts, one token, then -1; a count that disagrees with the row; something that is not
+    a tensor): raised by the adapters, never by an engine.
+
+    :func:`specsim.testing.check_engine_properties` tells it from the engine's own exception: an
+    engine may refuse a degenerate batch by raising, but output it cannot have meant is a broken
+    property, with the output as the witness.
+    """
+
+
+@contextmanager
+def _reading_output(name: str):
+    """Any failure while reading the engine's output (an ``AttributeError`` on a list where a tensor
+    was due, a short array) is the engine's malformed output, not the engine raising."""
+    try:
+        yield
+    except EngineOutputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever reading the output tripped on
+        raise EngineOutputError(f"{name}: the engine's output could not be read: {type(exc).__name__}: {exc}") from exc
+
+
+def _int_array(a, name: str, ndim: int) -> np.ndarray:
+    """An integer array of ``ndim`` dimensions (bools and floats refused: an id is never rounded)."""
+    arr = np.asarray(a.detach().cpu() if type(a).__module__.split(".")[0] == "torch" else a)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, got shape {arr.shape}")
+    return arr.astype(np.int64)
+
+
+def _check_rows(a: np.ndarray, name: str, eps: float) -> None:
+    """Rows [..., V] of the dense layout: entries finite and >= 0 summing to at most 1 + tol, or
+    the whole row NaN.  Rows summing to less than 1 (zero rows, rows whose mass rounding or
+    masking removed) and all-NaN rows (a softmax of -inf logits) are passed on to the engine on
+    purpose: they are the degenerate rows of check_engine_properties."""
+    tol = sum_tolerance(eps, a.shape[-1])
+    nan = np.isnan(a)
+    masked = nan.all(axis=-1)
+    where = lambda mask: tuple(int(i) for i in np.argwhere(mask)[0])  # noqa: E731
+    if (nan.any(axis=-1) & ~masked).any():
+        i = where(nan & ~masked[..., None])
+        raise ValueError(f"{name}{list(i[:-1])}: NaN at token {i[-1]} in a row that is not all NaN (a fully "
+                         f"masked row is all NaN)")
+    if np.isinf(a).any():
+        i = where(np.isinf(a))
+        raise ValueError(f"{name}{list(i[:-1])}: non-finite entry {float(a[i])!r} at token {i[-1]}")
+    if (a < 0).any():
+        i = where(a < 0)
+        raise ValueError(f"{name}{list(i[:-1])}: negative entry {float(a[i])!r} at token {i[-1]}")
+    sums = np.where(masked, 0.0, np.nan_to_num(a).sum(axis=-1))
+    if (sums > 1.0 + tol).any():
+        i = where(sums > 1.0 + tol)
+        raise ValueError(f"{name}{list(i)}: entries sum to {float(sums[i])!r}, more than 1 (tolerance {tol:g})")
+
+
+def check_batch(drafts, p, q, seeds, uniforms=None):
+    """The arguments of one call in the seeded dense layout, validated and converted.
+
+    ``drafts`` integer [B, L] (B, L >= 1) with ids in 0..V-1 and -1 only after a request's real
+    drafts; ``p`` [B, L+1, V] and ``q`` [B, L, V] (V >= 2) of real numbers, each row finite and
+    >= 0 with sum <= 1 + :func:`specsim._validate.sum_tolerance` (dtype, V), or all NaN (rows
+    summing to less than 1 and all-NaN rows are the degenerate rows that
+    :func:`~specsim.testing.check_engine_properties` passes on purpose); ``seeds`` integer [B],
+    >= 0; ``uniforms`` (optional) real [B, L] in [0, 1).
+
+    Returns: ``(drafts int64, p float64, q float64, seeds int64, uniforms float64 or None)``,
+    rows not renormalised; ``TypeError`` / ``ValueError`` naming the argument and the entry.
+
+    >>> import numpy as np
+    >>> from specsim.testing.layouts import check_batch
+    >>> p, q = np.full((1, 3, 3), 1 / 3), np.full((1, 2, 3), 1 / 3)
+    >>> check_batch(np.array([[1, -1]]), p, q, np.array([7]))[0].tolist()
+    [[1, -1]]
+    >>> check_batch(np.array([[1, -1]]), 2 * p, q, np.array([7]))
+    Traceback (most recent call last):
+    ...
+    ValueError: p[0, 0]: entries sum to 2.0, more than 1 (tolerance 1e-08)
+    """
+    drafts = _int_array(drafts, "drafts", 2)
+    B, L = drafts.shape
+    if B < 1 or L < 1:
+        raise ValueError(f"drafts must have at least one request and one slot, got shape {drafts.shape}")
+    (p, p_eps), (q, q_eps) = _float_array(p, "p"), _float_array(q, "q")
+    if p.ndim != 3 or p.shape[:2] != (B, L + 1) or p.shape[2] < 2:
+        raise ValueError(f"p must have shape (B, L + 1, V) = ({B}, {L + 1}, V) with V >= 2 for drafts of shape "
+                         f"{drafts.shape}, got {p.shape}")
+    V = p.shape[2]
+    if q.shape != (B, L, V):
+        raise ValueError(f"q must have shape (B, L, V) = {(B, L, V)}, got {q.shape}")
+    bad = (drafts < -1) | (drafts >= V)
+    if bad.any():
+        b, i = (int(x) for x in np.argwhere(bad)[0])
+        raise ValueError(f"drafts[{b}, {i}] = {drafts[b, i]} is outside 0..{V - 1} (or -1, a placeholder)")
+    after = np.maximum.accumulate(drafts < 0, axis=1) & (drafts >= 0)  # a real id after a placeholder
+    if after.any():
+        b, i = (int(x) for x in np.argwhere(after)[0])
+        raise ValueError(f"drafts[{b}] = {drafts[b].tolist()}: id {drafts[b, i]} after a -1 placeholder "
+                         f"(placeholders come only after a request's real drafts)")
+    _check_rows(p, "p", p_eps)
+    _check_rows(q, "q", q_eps)
+    seeds = _int_array(seeds, "seeds", 1)
+    if seeds.shape != (B,):
+        raise ValueError(f"seeds must hold one seed per request, B = {B}, got {seeds.size}")
+    if (seeds < 0).any():
+        raise ValueError(f"seeds must be >= 0, got {int(seeds[seeds < 0][0])} at request "
+                         f"{int(np.flatnonzero(seeds < 0)[0])}")
+    if uniforms is not None:
+        u, _ = _float_array(uniforms, "uniforms")
+        if u.shape != (B, L):
+            raise ValueError(f"uniforms must have shape (B, L) = {(B, L)}, got {u.shape}")
+        if not ((u >= 0) & (u < 1)).all():  # NaN fails both
+            raise ValueError(f"uniforms must lie in [0, 1), got {float(u[~((u >= 0) & (u < 1))][0])!r}")
+        uniforms = u
+    return drafts, p.astype(np.float64), q.astype(np.float64), seeds, uniforms
 
 
 @dataclass(frozen=True)
@@ -73,8 +195,13 @@ class EngineAdapter:
     ``adapter(drafts, p, q, seeds) -> (accepted int64 [B], tokens int64 [B])``;
     :meth:`batch_sampler` gives the :class:`~specsim.testing.BatchSampler` for
     :func:`~specsim.testing.check_sampler`.  Outputs are checked: an engine row whose kept
-    prefix differs from the draft, or which has no emitted token, raises :class:`SamplerError`
-    naming the request and the row.
+    prefix differs from the draft, or which has no emitted token, raises :class:`EngineOutputError`
+    (a :class:`SamplerError`) naming the request and the row, and so does ``fn`` returning
+    anything but two integer arrays of length B.  The batch is checked first
+    (:func:`check_batch`: ``TypeError`` / ``ValueError`` naming the argument).
+
+    ``fn`` may itself be a function in the dense layout (``EngineAdapter(fn, name)``), which then
+    gets the checked batch (drafts int64, rows float64).
     """
 
     fn: Callable
@@ -82,13 +209,28 @@ class EngineAdapter:
     #: whether ``uniforms`` can be injected (the engine takes or draws them through a hook)
     takes_uniforms: bool = False
 
+    def __post_init__(self):
+        _check_callable(self.fn, "fn")
+        _check_name(self.name, "name")
+        check_bool(self.takes_uniforms, "takes_uniforms")
+
     def __call__(self, drafts, p, q, seeds, uniforms=None):
-        args = (np.asarray(drafts), np.asarray(p), np.asarray(q), np.asarray(seeds))
-        if uniforms is None:
-            return self.fn(*args)
-        if not self.takes_uniforms:
+        if uniforms is not None and not self.takes_uniforms:
             raise TypeError(f"{self.name} draws its own uniforms: uniforms cannot be injected")
-        return self.fn(*args, uniforms=np.asarray(uniforms, dtype=np.float64))
+        *args, uniforms = check_batch(drafts, p, q, seeds, uniforms)
+        out = self.fn(*args) if uniforms is None else self.fn(*args, uniforms=uniforms)
+        with _reading_output(self.name):
+            acc, tok = (np.asarray(x.detach().cpu() if hasattr(x, "detach") else x) for x in out)
+        B = len(args[0])
+        for what, x in (("accepted", acc), ("tokens", tok)):
+            if x.dtype.kind not in "iu" or x.shape != (B,):
+                raise EngineOutputError(f"{self.name} returned {what} {x.dtype}{list(x.shape)}; "
+                                        f"expected integers [{B}]")
+        return acc.astype(np.int64), tok.astype(np.int64)
+
+    def check_batch(self, drafts, p, q, seeds, uniforms=None):
+        """:func:`check_batch` (what a call checks before the engine runs)."""
+        return check_batch(drafts, p, q, seeds, uniforms)
 
     def batch_sampler(self, chunk: int = 4096) -> BatchSampler:
         """The :class:`~specsim.testing.BatchSampler` calling the engine on whole chunks, one fresh
@@ -101,18 +243,22 @@ class EngineAdapter:
 
 def _parse_rows(out, drafts, name):
     """(tau, token) per row of an engine output [B, >= L+1] laid out as kept drafts, one token, -1."""
-    out = np.asarray(out)
+    with _reading_output(name):
+        out = np.asarray(out)
+        if out.ndim != 2 or out.shape[0] != len(drafts) or out.dtype.kind not in "iu":
+            raise EngineOutputError(f"{name}: returned {out.dtype}{list(out.shape)}; expected integer rows "
+                                    f"[{len(drafts)}, >= {drafts.shape[1] + 1}]")
     acc, tok = np.empty(len(drafts), dtype=np.int64), np.empty(len(drafts), dtype=np.int64)
     for b, row in enumerate(out):
         valid = np.flatnonzero(row >= 0)
         n = int(valid.size)
         if n == 0 or not np.array_equal(valid, np.arange(n)):
-            raise SamplerError(f"{name}: request {b} returned the row {row.tolist()} (expected kept drafts, "
-                               f"one token, then -1)")
+            raise EngineOutputError(f"{name}: request {b} with draft {drafts[b].tolist()} returned the row "
+                                    f"{row.tolist()} (expected kept drafts, one token, then -1)")
         k = _num_drafts(drafts[b])
         if n - 1 > k or not np.array_equal(row[:n - 1], drafts[b, :n - 1]):
-            raise SamplerError(f"{name}: request {b} with draft {drafts[b].tolist()} returned {row.tolist()}: "
-                               f"the kept prefix is not the draft's")
+            raise EngineOutputError(f"{name}: request {b} with draft {drafts[b].tolist()} returned {row.tolist()}: "
+                                    f"the kept prefix is not the draft's")
         acc[b], tok[b] = n - 1, int(row[n - 1])
     return acc, tok
 
@@ -164,7 +310,15 @@ def vllm_rejection_sampler(rejection_sample, dtype="float32", device="cpu", pad_
     """
     import inspect
 
-    params = list(inspect.signature(rejection_sample).parameters)
+    _check_callable(rejection_sample, "rejection_sample")
+    dt, device = _torch_float_dtype(dtype), _torch_device(device)
+    check_bool(pad_drafts, "pad_drafts")
+    _check_name(uniform_helper, "uniform_helper", optional=True)
+    _check_name(name, optional=True)
+    try:
+        params = list(inspect.signature(rejection_sample).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature: read as taking probabilities
+        params = []
     takes_logits = len(params) > 5 and params[5] == "target_logits"
     helpers = getattr(rejection_sample, "__globals__", {})
     injectable = uniform_helper is not None and uniform_helper in helpers
@@ -172,7 +326,6 @@ def vllm_rejection_sampler(rejection_sample, dtype="float32", device="cpu", pad_
     def fn(drafts, p, q, seeds, uniforms=None):
         import torch
 
-        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         B, L = drafts.shape
         ks = [_num_drafts(d) for d in drafts]
         slots = [L] * B if pad_drafts else ks
@@ -203,7 +356,9 @@ def vllm_rejection_sampler(rejection_sample, dtype="float32", device="cpu", pad_
                 out = rejection_sample(*args)
             finally:
                 helpers[uniform_helper] = original
-        return _parse_rows(out.cpu().numpy(), drafts, adapter.name)
+        with _reading_output(adapter.name):
+            out = out.cpu().numpy()
+        return _parse_rows(out, drafts, adapter.name)
 
     adapter = EngineAdapter(fn, name or f"vllm:{getattr(rejection_sample, '__name__', 'rejection_sample')}",
                             takes_uniforms=injectable)
@@ -246,10 +401,15 @@ def vllm_mrv2_rejection_sampler(rejection_sample, dtype="float32", device="cpu",
     >>> [x.tolist() for x in vllm_mrv2_rejection_sampler(accept_all)(np.array([[1, 2]]), p, q, np.array([0]))]
     [[2], [0]]
     """
+    _check_callable(rejection_sample, "rejection_sample")
+    dt, device = _torch_float_dtype(dtype), _torch_device(device)
+    check_bool(block_verification, "block_verification")
+    check_bool(pad_drafts, "pad_drafts")
+    _check_name(name, optional=True)
+
     def fn(drafts, p, q, seeds):
         import torch
 
-        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         B, L = drafts.shape
         slots = [L] * B if pad_drafts else [_num_drafts(d) for d in drafts]
         starts = np.concatenate([[0], np.cumsum([k + 1 for k in slots])])
@@ -270,13 +430,14 @@ def vllm_mrv2_rejection_sampler(rejection_sample, dtype="float32", device="cpu",
             as_t(np.arange(B), torch.int32), as_t(owner, torch.int32), as_t(local, torch.int32),
             torch.ones(B, dtype=torch.float32, device=device), as_t(engine_seed), L,
             use_block_verification=block_verification)
-        n = num_sampled.cpu().numpy().astype(np.int64)
-        out = np.full((B, L + 1), -1, dtype=np.int64)
-        sampled = sampled.cpu().numpy()
-        for b in range(B):
-            if not 1 <= n[b] <= L + 1:
-                raise SamplerError(f"{adapter.name}: request {b} returned num_sampled = {n[b]}")
-            out[b, :n[b]] = sampled[b, :n[b]]
+        with _reading_output(adapter.name):
+            n = num_sampled.cpu().numpy().astype(np.int64)
+            out = np.full((B, L + 1), -1, dtype=np.int64)
+            sampled = sampled.cpu().numpy()
+            for b in range(B):
+                if not 1 <= n[b] <= L + 1:
+                    raise EngineOutputError(f"{adapter.name}: request {b} returned num_sampled = {n[b]}")
+                out[b, :n[b]] = sampled[b, :n[b]]
         return _parse_rows(out, drafts, adapter.name)
 
     adapter = EngineAdapter(fn, name or ("vllm-mrv2:block" if block_verification else "vllm-mrv2:token"))
@@ -296,17 +457,24 @@ def flashinfer_chain_sampler(chain_speculative_sampling, dtype="float32", device
 
     Returns: an :class:`EngineAdapter`.
     """
+    _check_callable(chain_speculative_sampling, "chain_speculative_sampling")
+    dt, device = _torch_float_dtype(dtype), _torch_device(device)
+    check_bool(per_request, "per_request")
+    _check_name(name, optional=True)
+
     def call(drafts, p, q, seed):
         import torch
 
-        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-        out, _, emitted = chain_speculative_sampling(
+        result = chain_speculative_sampling(
             torch.as_tensor(q, dtype=dt, device=device), torch.as_tensor(drafts, device=device),
             torch.as_tensor(p, dtype=dt, device=device), deterministic=True, seed=int(seed), offset=0)
-        acc, tok = _parse_rows(out.cpu().numpy(), drafts, adapter.name)
-        if not np.array_equal(acc, emitted.cpu().numpy()):
-            raise SamplerError(f"{adapter.name}: emitted_draft_num {emitted.tolist()} disagrees with the output "
-                               f"rows {out.tolist()}")
+        with _reading_output(adapter.name):
+            out, _, emitted = result
+            out, emitted = out.cpu().numpy(), emitted.cpu().numpy()
+        acc, tok = _parse_rows(out, drafts, adapter.name)
+        if not np.array_equal(acc, emitted.reshape(-1)):
+            raise EngineOutputError(f"{adapter.name}: emitted_draft_num {emitted.tolist()} disagrees with the "
+                                    f"output rows {out.tolist()}")
         return acc, tok
 
     def fn(drafts, p, q, seeds):
@@ -356,10 +524,13 @@ def sglang_tree_sampler(tree_speculative_sampling_target_only, dtype="float32", 
     >>> [x.tolist() for x in engine(np.array([[1, 2], [2, 1]]), p, q, np.array([0, 1]), uniforms=np.zeros((2, 2)))]
     [[1, 1], [0, 0]]
     """
+    _check_callable(tree_speculative_sampling_target_only, "tree_speculative_sampling_target_only")
+    dt, device = _torch_float_dtype(dtype), _torch_device(device)
+    _check_name(name, optional=True)
+
     def fn(drafts, p, q, seeds, uniforms=None):
         import torch
 
-        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         B, L = drafts.shape
         n, V = L + 1, p.shape[-1]
         ks = [_num_drafts(d) for d in drafts]
@@ -373,9 +544,7 @@ def sglang_tree_sampler(tree_speculative_sampling_target_only, dtype="float32", 
         for b in range(B):
             draws = np.random.default_rng(int(seeds[b])).random(n + 1).astype(np.float32)
             u[b], u_final[b] = draws[:n], draws[n]
-        if uniforms is not None:
-            if uniforms.shape != (B, L):
-                raise ValueError(f"uniforms must have shape (B, L) = {(B, L)}, got {uniforms.shape}")
+        if uniforms is not None:  # shape and range checked by EngineAdapter
             u[:, :L] = uniforms  # node i's coin tests its child x_{i+1}
         as_int = lambda a: torch.as_tensor(a, dtype=torch.int64, device=device)  # noqa: E731
         predicts = torch.full((B * n,), -1, dtype=torch.int32, device=device)
@@ -386,14 +555,15 @@ def sglang_tree_sampler(tree_speculative_sampling_target_only, dtype="float32", 
             as_int(np.full((B, n), -1)), torch.as_tensor(u, device=device), torch.as_tensor(u_final, device=device),
             torch.as_tensor(np.ascontiguousarray(p[:, :n]), dtype=dt, device=device),
             torch.zeros((B, n, V), dtype=dt, device=device))
-        tau = accept_num.cpu().numpy().astype(np.int64)
-        idx, pred = accept_index.cpu().numpy(), predicts.cpu().numpy()
-        rows = np.full((B, n), -1, dtype=np.int64)
-        for b in range(B):
-            if not 0 <= tau[b] <= ks[b] or (idx[b, :tau[b] + 1] < 0).any():
-                raise SamplerError(f"{adapter.name}: request {b} returned accept_token_num = {tau[b]}, "
-                                   f"accept_index = {idx[b].tolist()}")
-            rows[b, :tau[b] + 1] = pred[idx[b, :tau[b] + 1]]
+        with _reading_output(adapter.name):
+            tau = accept_num.cpu().numpy().astype(np.int64)
+            idx, pred = accept_index.cpu().numpy(), predicts.cpu().numpy()
+            rows = np.full((B, n), -1, dtype=np.int64)
+            for b in range(B):
+                if not 0 <= tau[b] <= ks[b] or (idx[b, :tau[b] + 1] < 0).any():
+                    raise EngineOutputError(f"{adapter.name}: request {b} returned accept_token_num = {tau[b]}, "
+                                            f"accept_index = {idx[b].tolist()}")
+                rows[b, :tau[b] + 1] = pred[idx[b, :tau[b] + 1]]
         return _parse_rows(rows, drafts, adapter.name)
 
     adapter = EngineAdapter(fn, name or "sglang:tree_speculative_sampling_target_only", takes_uniforms=True)
@@ -413,10 +583,13 @@ def transformers_chain_sampler(speculative_sampling, dtype="float32", name: str 
 
     Returns: an :class:`EngineAdapter`.
     """
+    _check_callable(speculative_sampling, "speculative_sampling")
+    dt = _torch_float_dtype(dtype)
+    _check_name(name, optional=True)
+
     def fn(drafts, p, q, seeds):
         import torch
 
-        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         rows = []
         L = drafts.shape[1]
         for b in range(len(drafts)):
@@ -425,13 +598,16 @@ def transformers_chain_sampler(speculative_sampling, dtype="float32", name: str 
             with np.errstate(divide="ignore", invalid="ignore"):
                 lp, lq = np.log(p[b, :k + 1]), np.log(q[b, :k])
             ids = torch.tensor([[0] + drafts[b, :k].tolist()], dtype=torch.long)
-            valid, n = speculative_sampling(candidate_input_ids=ids, candidate_logits=torch.as_tensor(lq[None], dtype=dt),
-                                            candidate_length=k, new_logits=torch.as_tensor(lp[None], dtype=dt))
-            row = np.full(L + 1, -1, dtype=np.int64)
-            v = valid[0].tolist()
-            if len(v) != int(n) + 1:
-                raise SamplerError(f"{adapter.name}: request {b} returned {v} with n_matches = {int(n)}")
-            row[:len(v)] = v
+            result = speculative_sampling(candidate_input_ids=ids,
+                                          candidate_logits=torch.as_tensor(lq[None], dtype=dt),
+                                          candidate_length=k, new_logits=torch.as_tensor(lp[None], dtype=dt))
+            with _reading_output(adapter.name):
+                valid, n = result
+                row = np.full(L + 1, -1, dtype=np.int64)
+                v = valid[0].tolist()
+                if len(v) != int(n) + 1 or len(v) > L + 1:
+                    raise EngineOutputError(f"{adapter.name}: request {b} returned {v} with n_matches = {int(n)}")
+                row[:len(v)] = v
             rows.append(row)
         return _parse_rows(np.stack(rows), drafts, adapter.name)
 

@@ -22,8 +22,12 @@ of :mod:`specsim.testing.layouts` put vLLM's, FlashInfer's, SGLang's and transfo
 lists in this layout.
 
 Documented fallbacks accepted: on a NaN, all-zero or all-masked row (and on target rows that do
-not sum to 1) the engine may raise any exception; if it returns instead, it must not accept a
-draft whose draft row is degenerate and must emit a token of positive target probability.
+not sum to 1), and on placeholder ids, the engine may raise any exception; if it returns instead,
+it must not accept a draft whose draft row is degenerate and must emit a token of positive target
+probability.  Only the engine's own exception is such a refusal: when an adapter of
+:mod:`specsim.testing.layouts` cannot read what the engine returned (a -1 slot kept, no token
+emitted) it raises :class:`~specsim.testing.layouts.EngineOutputError`, and the property is broken
+with that output as the witness.
 """
 from __future__ import annotations
 
@@ -176,10 +180,42 @@ def _call(verify, drafts, p, q, seeds, copy=True, uniforms=None):
 
 
 def _raised(verify, *args, **kw):
+    """``(refusal, None)`` when the engine raised on a degenerate batch (any exception of its own
+    is an allowed answer), ``(None, output)`` when it returned.
+
+    Only the engine's own exception is a refusal: an adapter's
+    :class:`~specsim.testing.layouts.EngineOutputError` (the engine returned output outside its
+    own format) propagates to :func:`_malformed_is_broken`, and the batch is checked against an
+    adapter's contract before the call, so a batch the adapter refuses is an error of the probe,
+    never counted as the engine's refusal."""
+    from .layouts import EngineAdapter, EngineOutputError
+
+    if isinstance(verify, EngineAdapter):
+        verify.check_batch(*args[:4], kw.get("uniforms"))
     try:
         return None, _call(verify, *args, **kw)
-    except Exception as exc:  # any exception is an allowed answer to degenerate input
+    except EngineOutputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the engine's refusal, whatever its type
         return f"{type(exc).__name__}: {exc}", None
+
+
+def _malformed_is_broken(probe):
+    """The probe, with an adapter's :class:`~specsim.testing.layouts.EngineOutputError` reported as a
+    broken property whose witness is the engine's output (not as a refusal, not as the probe
+    raising)."""
+    import functools
+
+    @functools.wraps(probe)
+    def run(verify, *args, **kw):
+        from .layouts import EngineOutputError
+
+        try:
+            return probe(verify, *args, **kw)
+        except EngineOutputError as exc:
+            return False, f"the engine returned malformed output: {exc}"
+
+    return run
 
 
 def _placeholder(verify, rng, L, V, trials, **_):
@@ -191,11 +227,9 @@ def _placeholder(verify, rng, L, V, trials, **_):
     p /= p.sum(axis=-1, keepdims=True)
     q[:, :, V - 1] += 1.0
     q /= q.sum(axis=-1, keepdims=True)
-    err, out = _raised(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
-    if out is None:
-        return True, ""
-    a, t = out
-    for b in range(trials):
+    _, out = _raised(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
+    for b in range(trials if out is not None else 0):  # a refusal here still leaves the second batch
+        a, t = out
         if not (0 <= a[b] <= k[b] and 0 <= t[b] < V):
             return False, (f"request with {k[b]} real drafts {drafts[b].tolist()} returned accepted = {a[b]}, "
                            f"token = {t[b]}")
@@ -208,7 +242,7 @@ def _placeholder(verify, rng, L, V, trials, **_):
         drafts[b, k[b]:] = -1
         p[b, :k[b]] = np.eye(V)[drafts[b, :k[b]]]
         p[b, k[b]] = q[b, k[b]] = np.eye(V)[j[b]]
-    err, out = _raised(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
+    _, out = _raised(verify, drafts, p, q, rng.integers(2 ** 31, size=trials))
     if out is None:
         return True, ""
     a, t = out
@@ -372,11 +406,10 @@ def _bonus(verify, rng, L, V, trials, **_):
     return True, ""
 
 
-_CHECKS: dict[str, Callable] = {"placeholder": _placeholder, "degenerate_rows": _degenerate,
-                                "zero_residual": _zero_residual, "zero_target_draft": _zero_target_draft,
-                                "inputs_unchanged": _inputs_unchanged,
-                                "batch_invariance": _batch_invariance, "consecutive_calls": _consecutive,
-                                "bonus_row": _bonus}
+_CHECKS: dict[str, Callable] = {name: _malformed_is_broken(probe) for name, probe in (
+    ("placeholder", _placeholder), ("degenerate_rows", _degenerate), ("zero_residual", _zero_residual),
+    ("zero_target_draft", _zero_target_draft), ("inputs_unchanged", _inputs_unchanged),
+    ("batch_invariance", _batch_invariance), ("consecutive_calls", _consecutive), ("bonus_row", _bonus))}
 
 
 def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int = 3, trials: int = 32,

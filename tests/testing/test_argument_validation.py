@@ -260,6 +260,142 @@ def test_core_fuzz_findings(call, exc, pattern):
         call()
 
 
+# ---------------------------------------------------------------------------- specsim.testing.layouts / adapters
+# Issue 26: the engine-layout adapters checked neither their arguments (dtype='foo' an AttributeError
+# and device='foo' a RuntimeError at the first call, pad_drafts='no' and a None engine accepted) nor
+# the batch (a short seeds array an IndexError; float draft ids, p with spare rows and rows summing
+# to 2 accepted).  torch is needed to make an adapter, so these run only where it is installed.
+def _layout_cases():
+    import torch
+
+    from specsim.testing import find_transformers_speculative_sampling, torch_batch_sampler, transformers_sampler
+    from specsim.testing.layouts import (EngineAdapter, flashinfer_chain_sampler, sglang_tree_sampler,
+                                         transformers_chain_sampler, vllm_mrv2_rejection_sampler,
+                                         vllm_rejection_sampler)
+    from specsim.testing.properties import reference_verify
+
+    def accept_none(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
+                    target_logits, bonus_token_ids, sampling_metadata):  # vLLM v1's signature: rejects x_1, emits 0
+        out = torch.full((len(num_draft_tokens), max_spec_len + 1), -1, dtype=torch.int32)
+        out[:, 0] = 0
+        return out
+
+    def engine(*args, **kw):
+        raise AssertionError("the engine must not be reached")
+
+    vllm = vllm_rejection_sampler(accept_none)
+    dense = EngineAdapter(reference_verify, "reference")
+    sglang = sglang_tree_sampler(engine)  # takes injected uniforms
+    d, p, q, s = np.array([[1, 2], [0, -1]]), np.full((2, 3, 3), 1 / 3), np.full((2, 2, 3), 1 / 3), np.array([4, 5])
+    nan_row = q.copy()
+    nan_row[0, 1, 2] = np.nan
+    cases = [
+        # construction
+        ("vllm-engine-None", lambda: vllm_rejection_sampler(None), TypeError,
+         "rejection_sample must be callable, got NoneType"),
+        ("vllm-dtype-foo", lambda: vllm_rejection_sampler(engine, dtype="foo"), ValueError,
+         "dtype: 'foo' is not a torch dtype name"),
+        ("vllm-dtype-int32", lambda: vllm_rejection_sampler(engine, dtype="int32"), ValueError,
+         "dtype must be a floating-point dtype"),
+        ("vllm-dtype-number", lambda: vllm_rejection_sampler(engine, dtype=32), TypeError,
+         "dtype must be a torch floating dtype or its name, got int"),
+        ("vllm-device-foo", lambda: vllm_rejection_sampler(engine, device="foo"), ValueError,
+         "device: 'foo' is not a torch device"),
+        ("vllm-device-list", lambda: vllm_rejection_sampler(engine, device=["cpu"]), TypeError,
+         "device must be a str, an int or a torch.device, got list"),
+        ("vllm-pad_drafts-str", lambda: vllm_rejection_sampler(engine, pad_drafts="no"), TypeError,
+         "pad_drafts must be True or False, got 'no'"),
+        ("vllm-uniform_helper", lambda: vllm_rejection_sampler(engine, uniform_helper=1), TypeError,
+         "uniform_helper must be a str or None, got int"),
+        ("vllm-name", lambda: vllm_rejection_sampler(engine, name=1), TypeError, "name must be a str or None"),
+        ("mrv2-engine-None", lambda: vllm_mrv2_rejection_sampler(None), TypeError, "rejection_sample must be callable"),
+        ("mrv2-block_verification", lambda: vllm_mrv2_rejection_sampler(engine, block_verification=1), TypeError,
+         "block_verification must be True or False"),
+        ("mrv2-pad_drafts", lambda: vllm_mrv2_rejection_sampler(engine, pad_drafts="True"), TypeError,
+         "pad_drafts must be True or False"),
+        ("mrv2-dtype", lambda: vllm_mrv2_rejection_sampler(engine, dtype="foo"), ValueError, "dtype: 'foo'"),
+        ("flashinfer-engine-None", lambda: flashinfer_chain_sampler(None), TypeError,
+         "chain_speculative_sampling must be callable"),
+        ("flashinfer-per_request", lambda: flashinfer_chain_sampler(engine, per_request="no"), TypeError,
+         "per_request must be True or False"),
+        ("flashinfer-device", lambda: flashinfer_chain_sampler(engine, device="gpu0"), ValueError,
+         "device: 'gpu0' is not a torch device"),
+        ("sglang-engine-None", lambda: sglang_tree_sampler(None), TypeError,
+         "tree_speculative_sampling_target_only must be callable"),
+        ("sglang-dtype", lambda: sglang_tree_sampler(engine, dtype=torch.int64), ValueError,
+         r"dtype must be a floating-point dtype \(probabilities / logits\), got torch.int64"),
+        ("transformers-engine-None", lambda: transformers_chain_sampler(None), TypeError,
+         "speculative_sampling must be callable"),
+        ("transformers-dtype", lambda: transformers_chain_sampler(engine, dtype="foo"), ValueError, "dtype: 'foo'"),
+        ("EngineAdapter-fn-None", lambda: EngineAdapter(None, "x"), TypeError, "fn must be callable, got NoneType"),
+        ("EngineAdapter-name", lambda: EngineAdapter(engine, None), TypeError, "name must be a str, got NoneType"),
+        ("EngineAdapter-takes_uniforms", lambda: EngineAdapter(engine, "x", takes_uniforms="yes"), TypeError,
+         "takes_uniforms must be True or False"),
+        ("torch_batch_sampler-fn", lambda: torch_batch_sampler(None), TypeError, "fn must be callable"),
+        ("torch_batch_sampler-dtype", lambda: torch_batch_sampler(engine, dtype="foo"), ValueError, "dtype: 'foo'"),
+        ("torch_batch_sampler-device", lambda: torch_batch_sampler(engine, device="foo"), ValueError,
+         "device: 'foo' is not a torch device"),
+        ("torch_batch_sampler-name", lambda: torch_batch_sampler(engine, name=2), TypeError, "name must be a str"),
+        # the batch of one call (the vLLM adapter and the dense EngineAdapter share the check)
+        ("call-seeds-short", lambda: vllm(d, p, q, s[:1]), ValueError,
+         "seeds must hold one seed per request, B = 2, got 1"),
+        ("call-seeds-float", lambda: vllm(d, p, q, s.astype(float)), TypeError,
+         "seeds must be an integer array, got dtype float64"),
+        ("call-seeds-negative", lambda: dense(d, p, q, np.array([4, -1])), ValueError,
+         "seeds must be >= 0, got -1 at request 1"),
+        ("call-drafts-float", lambda: vllm(d.astype(float), p, q, s), TypeError,
+         "drafts must be an integer array, got dtype float64"),
+        ("call-drafts-bool", lambda: dense(d > 0, p, q, s), TypeError,
+         "drafts must be an integer array, got dtype bool"),
+        ("call-drafts-1d", lambda: dense(d[0], p[0], q[0], s[:1]), ValueError,
+         r"drafts must have 2 dimensions, got shape \(2,\)"),
+        ("call-draft-id-V", lambda: vllm(np.array([[1, 3], [0, -1]]), p, q, s), ValueError,
+         r"drafts\[0, 1\] = 3 is outside 0..2"),
+        ("call-draft-id--2", lambda: vllm(np.array([[1, -2], [0, -1]]), p, q, s), ValueError, r"drafts\[0, 1\] = -2"),
+        ("call-draft-after-placeholder", lambda: dense(np.array([[-1, 2], [0, -1]]), p, q, s), ValueError,
+         r"drafts\[0\] = \[-1, 2\]: id 2 after a -1 placeholder"),
+        ("call-p-spare-rows", lambda: vllm(d, np.full((2, 4, 3), 1 / 3), q, s), ValueError,
+         r"p must have shape \(B, L \+ 1, V\) = \(2, 3, V\)"),
+        ("call-q-shape", lambda: vllm(d, p, q[:, :1], s), ValueError, r"q must have shape \(B, L, V\) = \(2, 2, 3\)"),
+        ("call-V1", lambda: dense(np.zeros((1, 1), int), np.ones((1, 2, 1)), np.ones((1, 1, 1)), s[:1]), ValueError,
+         "with V >= 2"),
+        ("call-row-sums-to-2", lambda: vllm(d, 2 * p, q, s), ValueError,
+         r"p\[0, 0\]: entries sum to 2.0, more than 1 \(tolerance 1e-08\)"),
+        ("call-row-negative", lambda: dense(d, p, q - np.eye(3)[0] / 2, s), ValueError,
+         r"q\[0, 0\]: negative entry -0.16"),
+        ("call-row-inf", lambda: vllm(d, np.where(p > 0, np.inf, p), q, s), ValueError,
+         r"p\[0, 0\]: non-finite entry inf"),
+        ("call-row-partial-nan", lambda: vllm(d, p, nan_row, s), ValueError,
+         r"q\[0, 1\]: NaN at token 2 in a row that is not all NaN"),
+        ("call-rows-strings", lambda: vllm(d, np.full((2, 3, 3), "a"), q, s), TypeError, "p: expected real numbers"),
+        ("call-uniforms-shape", lambda: sglang(d, p, q, s, uniforms=np.zeros((2, 3))), ValueError,
+         r"uniforms must have shape \(B, L\) = \(2, 2\), got \(2, 3\)"),
+        ("call-uniforms-1", lambda: sglang(d, p, q, s, uniforms=np.ones((2, 2))), ValueError,
+         r"uniforms must lie in \[0, 1\), got 1.0"),
+        ("call-uniforms-not-injectable", lambda: dense(d, p, q, s, uniforms=np.zeros((2, 2))), TypeError,
+         "uniforms cannot be injected"),
+    ]
+    if find_transformers_speculative_sampling() is not None:
+        cases += [("transformers_sampler-dtype", lambda: transformers_sampler(dtype="foo"), ValueError, "dtype: 'foo'"),
+                  ("transformers_sampler-weight", lambda: transformers_sampler(assistant_ensemble_weight="0.5"),
+                   TypeError, "assistant_ensemble_weight must be a real number")]
+    return cases
+
+
+try:
+    import torch as _torch  # noqa: F401
+    LAYOUTS = _layout_cases()
+except ImportError:
+    LAYOUTS = []
+
+
+@pytest.mark.skipif(not LAYOUTS, reason="torch is not installed")
+@pytest.mark.parametrize("call,exc,pattern", [pytest.param(c, e, m, id=f"layouts/{i}") for i, c, e, m in LAYOUTS])
+def test_layout_bad_input(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
 def test_valid_seeds_and_chain_verifiers_still_run():
     # negative controls: numpy integer and large seeds are seeds; a chain verifier (decorated or a plain law)
     # still makes a step; the same seed gives the same run
@@ -271,3 +407,46 @@ def test_valid_seeds_and_chain_verifiers_still_run():
     step = step_from_verifier(lambda d, p, q: [Outcome(1.0, 0, p[0])], L=1)
     assert len(step((0,), lambda ctxs: [[0.5, 0.5, 0.0]] * len(ctxs), lambda ctxs: [[0.5, 0.5, 0.0]] * len(ctxs),
                     np.random.default_rng(0))) == 1
+
+
+def test_layout_batch_check_keeps_low_precision_and_degenerate_rows():
+    """Positive controls of the batch check: float32 and bfloat16 rows off 1 by their own rounding
+    pass (the float64 tolerance would refuse them), and so do the degenerate rows
+    check_engine_properties sends on purpose (all NaN, all zero, mass removed)."""
+    torch = pytest.importorskip("torch")
+    from specsim.testing.layouts import check_batch
+
+    V = 7
+    w = np.random.default_rng(0).random((1, 3, V))
+    rows = (w / w.sum(-1, keepdims=True)).astype(np.float32)
+    assert np.abs(rows.astype(np.float64).sum(-1) - 1).max() > 1e-8  # off by more than the float64 tolerance
+    drafts, seeds = np.array([[1, 2]]), np.array([0])
+    assert check_batch(drafts, rows, rows[:, :2], seeds)[1].dtype == np.float64
+    bf = torch.as_tensor(rows).to(torch.bfloat16)
+    assert float((bf.double().sum(-1) - 1).abs().max()) > 1e-8
+    check_batch(drafts, bf, bf[:, :2], seeds)
+    with pytest.raises(ValueError, match="more than 1"):  # but a bfloat16 row summing to 1.1 is refused
+        check_batch(drafts, bf * 1.1, bf[:, :2], seeds)
+    degenerate = rows.astype(np.float64)
+    degenerate[0, 0] = np.nan
+    degenerate[0, 1] = 0.0
+    degenerate[0, 2, 3] = 0.0
+    check_batch(drafts, degenerate, degenerate[:, :2], seeds)
+
+
+def test_dense_engine_adapter_output_is_checked():
+    """A dense function returning floats or the wrong length is malformed output (EngineOutputError, a
+    SamplerError), never silently cast."""
+    pytest.importorskip("torch")
+    from specsim.testing.layouts import EngineAdapter, EngineOutputError
+
+    d, p, q, s = np.array([[1, 2]]), np.full((1, 3, 3), 1 / 3), np.full((1, 2, 3), 1 / 3), np.array([0])
+    floats = EngineAdapter(lambda drafts, p, q, seeds: (np.zeros(1), np.zeros(1)), "floats")
+    with pytest.raises(EngineOutputError, match=r"floats returned accepted float64\[1\]; expected integers \[1\]"):
+        floats(d, p, q, s)
+    short = EngineAdapter(lambda drafts, p, q, seeds: (np.zeros(2, int), np.zeros(2, int)), "short")
+    with pytest.raises(SamplerError, match=r"short returned accepted int64\[2\]"):
+        short(d, p, q, s)
+    one = EngineAdapter(lambda drafts, p, q, seeds: np.zeros(1, int), "one")
+    with pytest.raises(EngineOutputError, match="the engine's output could not be read"):
+        one(d, p, q, s)

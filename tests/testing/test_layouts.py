@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from reference_gpu.api import ChainNoise, verify_chain  # noqa: E402
 from specsim.testing import SamplerError, check_sampler, find_transformers_speculative_sampling  # noqa: E402
-from specsim.testing.layouts import (flashinfer_chain_sampler, sglang_tree_sampler,  # noqa: E402
+from specsim.testing.layouts import (EngineAdapter, flashinfer_chain_sampler, sglang_tree_sampler,  # noqa: E402
                                      transformers_chain_sampler, vllm_mrv2_rejection_sampler, vllm_rejection_sampler)
 from specsim.testing.power import default_instance  # noqa: E402
 from specsim.testing.properties import check_engine_properties  # noqa: E402
@@ -263,10 +263,122 @@ def test_mrv2_adapter_derives_seeds_and_positions_from_the_dense_seed():
 
 @pytest.mark.parametrize("engine", sorted(REAL))
 def test_real_engine(engine, instance):
-    adapter = REAL[engine]()
     if _real({"vllm": "vllm.v1.sample.rejection_sampler", "flashinfer": "flashinfer.sampling",
               "sglang": "sgl_kernel"}[engine], "__name__") is None:
-        pytest.skip(f"{engine} is not installed")
+        pytest.skip(f"{engine} is not installed")  # before the adapter, which refuses a None engine
+    adapter = REAL[engine]()
     res = check_sampler(adapter.batch_sampler(), *instance)
     assert res.passed, str(res)
     print(check_engine_properties(adapter))
+
+
+# ---------------------------------------------------------------------------- the engine's refusal vs malformed output
+# Issue 26: an engine that keeps its -1 slots returns rows the adapter cannot read; the adapter's
+# output check raised SamplerError, and the probes counted that as the engine's allowed refusal.
+def _vllm_keeping(refuse=False):
+    def rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
+                         target_logits, bonus_token_ids, sampling_metadata):
+        """Keeps every slot it is given, -1 placeholders included, then the bonus token (or, with
+        ``refuse``, raises on a -1 slot as an engine that checks its input would)."""
+        if refuse and bool((draft_token_ids < 0).any()):
+            raise ValueError("draft_token_ids holds -1 placeholders")
+        out = torch.full((len(num_draft_tokens), max_spec_len + 1), -1, dtype=torch.int32)
+        start = 0
+        for b, n in enumerate(num_draft_tokens):
+            out[b, :n] = draft_token_ids[start:start + n]
+            out[b, n] = bonus_token_ids[b, 0]
+            start += n
+        return out
+    return rejection_sample
+
+
+def _flashinfer_keeping(refuse=False):
+    def chain_speculative_sampling(draft_probs, draft_token_ids, target_probs, maybe_output_accepted_token_num=None,
+                                   maybe_output_emitted_draft_token_num=None, deterministic=True, generator=None,
+                                   seed=None, offset=None):
+        """Keeps all n slots (-1 included) and emits the argmax of the last target row."""
+        if refuse and bool((draft_token_ids < 0).any()):
+            raise ValueError("draft_token_ids holds -1 placeholders")
+        B, n = draft_token_ids.shape
+        bonus = target_probs[:, n].argmax(-1, keepdim=True)
+        out = torch.cat([draft_token_ids, bonus], 1).to(torch.int32)
+        return out, torch.full((B,), n, dtype=torch.int32), torch.full((B,), n, dtype=torch.int32)
+    return chain_speculative_sampling
+
+
+def _dense_keeping(refuse=False):
+    def verify(drafts, p, q, seeds):
+        """Dense layout: counts the -1 slots as kept drafts (accepted = L) and emits argmax p[b, L]."""
+        if refuse and (drafts < 0).any():
+            raise ValueError("drafts holds -1 placeholders")
+        return np.full(len(drafts), drafts.shape[1]), np.argmax(p[:, -1], axis=-1)
+    return verify
+
+
+KEEPING = {
+    "vllm-pad_drafts": lambda refuse: vllm_rejection_sampler(_vllm_keeping(refuse), dtype="float64", pad_drafts=True),
+    "flashinfer": lambda refuse: flashinfer_chain_sampler(_flashinfer_keeping(refuse), dtype="float64"),
+    "dense": lambda refuse: EngineAdapter(_dense_keeping(refuse), "dense"),
+}
+
+
+@pytest.mark.parametrize("adapter", sorted(KEEPING))
+def test_engine_keeping_its_placeholders_is_flagged(adapter):
+    report = check_engine_properties(KEEPING[adapter](False), trials=8, properties=("placeholder",))
+    assert report.broken == ("placeholder",), str(report)
+    if adapter != "dense":  # the adapter could not read the rows: the witness is the engine's output
+        assert "malformed output" in report["placeholder"].witness and "-1" in report["placeholder"].witness
+
+
+@pytest.mark.parametrize("adapter", sorted(KEEPING))
+def test_engine_refusing_placeholders_itself_passes(adapter):
+    report = check_engine_properties(KEEPING[adapter](True), trials=8, properties=("placeholder",))
+    assert report.passed, str(report)
+
+
+def _vllm_token_rule(fallback):
+    """vLLM v1's signature on the unvalidated token rule of specsim.testing.properties (acceptance
+    u q < p, seeds from the generators); a rejection with no residual mass, or a request with a
+    NaN or all-zero row, calls ``fallback()`` for the emitted id (-1: "no token", an id outside the
+    engine's own output format)."""
+    from specsim.testing.properties import _unvalidated_token_rule
+
+    def rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
+                         target_logits, bonus_token_ids, sampling_metadata):
+        B, V = len(num_draft_tokens), target_logits.shape[-1]
+        out = torch.full((B, max_spec_len + 1), -1, dtype=torch.int32)
+        start = 0
+        for b, n in enumerate(num_draft_tokens):
+            ids = draft_token_ids[start:start + n].numpy()[None]
+            p = np.concatenate([target_logits[start:start + n].double().softmax(-1).numpy(),
+                                np.eye(V)[[int(bonus_token_ids[b, 0])]]])[None]
+            q = draft_probs[start:start + n].double().numpy()[None]
+            seed = int(torch.randint(2 ** 31, (1,), generator=sampling_metadata.generators[b]))
+            if not (np.isfinite(p).all() and np.isfinite(q).all() and (q.sum(-1) > 0).all()):
+                out[b, 0] = fallback()  # a row it cannot use: no token
+            else:
+                a, t = _unvalidated_token_rule(ids, p, q, [seed], None, lambda u, px, qx: u * qx < px)
+                r = p[0, a[0]] - (q[0, a[0]] if a[0] < n else 0)
+                out[b, :a[0]] = draft_token_ids[start:start + a[0]]
+                out[b, a[0]] = int(t[0]) if np.maximum(r, 0).sum() > 0 else fallback()
+            start += n
+        return out
+    return rejection_sample
+
+
+def test_emitting_no_token_on_a_degenerate_row_is_flagged_not_counted_as_a_refusal():
+    """The other probes that allow a refusal (degenerate_rows, zero_residual): an engine that writes
+    -1 ("no token") when the residual has no mass returns a row the adapter cannot read; that is a
+    broken property, not the engine raising; the same rule raising there passes."""
+    props = ("degenerate_rows", "zero_residual")
+    no_token = check_engine_properties(vllm_rejection_sampler(_vllm_token_rule(lambda: -1), dtype="float64"),
+                                       trials=8, properties=props)
+    assert set(no_token.broken) == set(props), str(no_token)
+    assert all("malformed output" in no_token[p].witness for p in props), str(no_token)
+
+    def refuse():
+        raise ValueError("no residual mass")
+
+    refusing = check_engine_properties(vllm_rejection_sampler(_vllm_token_rule(refuse), dtype="float64"),
+                                       trials=8, properties=props)
+    assert refusing.passed, str(refusing)
