@@ -216,3 +216,19 @@ def test_assert_lossless_reports_one_failure_when_a_verifier_both_raises_and_is_
     with pytest.raises(LossyVerifierError) as info:
         assert_lossless(two_faults, max_examples=60, derandomize=True)
     assert info.value.case is not None
+
+
+def test_check_engine_properties_refuses_an_empty_property_list():
+    # issue 26: properties=[] reported PASS for an engine that emits token 0 everywhere
+    from specsim.testing.properties import check_engine_properties, reference_verify
+
+    def zeros(drafts, draft_probs, target_probs, seeds):
+        return np.zeros(len(drafts), dtype=np.int64), np.zeros(len(drafts), dtype=np.int64)
+
+    for empty in ([], ()):
+        with pytest.raises(ValueError, match="properties"):
+            check_engine_properties(zeros, properties=empty)
+    with pytest.raises(TypeError, match="properties"):
+        check_engine_properties(zeros, properties="placeholder")
+    # negative control: a named property still runs, and the reference engine passes it
+    assert check_engine_properties(reference_verify, trials=8, properties=["bonus_row"]).passed

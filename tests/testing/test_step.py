@@ -276,3 +276,15 @@ def test_bad_models():
         check_step(step_from_verifier(token, 1), "p", random_model(3, 0))
     with pytest.raises(ValueError, match="share V"):
         check_step(step_from_verifier(token, 1), random_model(3, 0), random_model(4, 0))
+
+
+def test_check_step_with_too_little_data_is_inconclusive_never_a_pass():
+    # issue 26: check_step(n=1) used to PASS a step that always emits token 0
+    def zero(context, target_lm, draft_lm, rng):
+        return [0]
+
+    for kw in (dict(n=1), dict(n=3000, min_expected=1e9)):
+        res = check_step(zero, **kw)
+        assert not res.passed and res.verdict == "INCONCLUSIVE" and "more data needed" in str(res)
+    assert check_step(zero, n=3000).verdict == "FAIL"  # negative control: enough data flags it
+    assert check_step(step_from_verifier(token, L=2), n=3000).verdict == "PASS"
