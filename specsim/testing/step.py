@@ -227,20 +227,29 @@ def check_step(step, target: Model | None = None, draft_model: Model | None = No
 
     shifted = target.shifted(ctx)
     z, code = complete_with_target(emitted, lengths, shifted.table(m - 1), rng)
-    level = alpha / m
     joint = shifted.joint(m)
     counts = np.bincount(code, minlength=V ** m)
-    tests = [goodness_of_fit(counts, joint, level, power, min_expected,
-                             f"joint law of the completed strings (V^{m})", rng)]
-    for k in range(1, m):
-        tests.append(goodness_of_fit(np.bincount(code // V ** (m - k), minlength=V ** k), shifted.joint(k),
-                                     level, power, min_expected, f"law of the first {k} completed tokens", rng))
+    tests = _subtests(counts, shifted, V, m, alpha, power, min_expected, rng)
     over, under = largest_residuals(counts, joint, V, m, report)
     # too little data is never a pass: INCONCLUSIVE when the joint test could detect nothing
     passed = not any(t.rejected for t in tests) and not tests[0].inconclusive
     return StepCheck(passed, n, V, m, alpha, power, tests[0].detectable_tv, tests[0].impossible, tuple(tests),
                      over, under, tuple(np.bincount(lengths - 1, minlength=m).tolist()),
                      float(lengths.sum() / calls) if calls else float("nan"), name)
+
+
+def _subtests(counts, shifted: Model, V: int, m: int, alpha: float, power: float, min_expected: float,
+              rng) -> list:
+    """check_step's sub-tests of the completed-string counts (flat over V^m): the joint law, then the
+    law of each completed prefix of length k = 1..m-1, each at level alpha / m (Bonferroni)."""
+    level = alpha / m
+    counts = np.asarray(counts)
+    tests = [goodness_of_fit(counts, shifted.joint(m), level, power, min_expected,
+                             f"joint law of the completed strings (V^{m})", rng)]
+    for k in range(1, m):
+        tests.append(goodness_of_fit(counts.reshape(V ** k, -1).sum(axis=1), shifted.joint(k), level, power,
+                                     min_expected, f"law of the first {k} completed tokens", rng))
+    return tests
 
 
 # ----------------------------------------------------------------------------- reference steps
