@@ -16,6 +16,7 @@ failures, the rate and its Clopper-Pearson 95 % interval:
     python scripts/false_alarm_check_step.py null 0 100000 3000
     python scripts/false_alarm_check_step.py step 0 1000 3000
     python scripts/false_alarm_check_step.py tally OUT1 OUT2 ...     # adds up step-mode outputs
+    python scripts/false_alarm_check_step.py tally-null OUT1 OUT2 ... # adds up null-mode running totals
 """
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ def null_mode(first: int, last: int, n: int, quiet: bool = False) -> tuple[int, 
         after, before, joint_before = after + rej, before + any(old), joint_before + old[0]
         if (rej or any(old)) and not quiet:
             print(s, int(not rej), *(f"{t.p_value:.3g}/{t.decision_p:.3g}" for t in tests), flush=True)
+        if not quiet and (s + 1 - first) % 1000 == 0:  # running totals, so a partial run can be tallied
+            print(f"# seeds {first}..{s}: calibrated {after}, before {before}, joint before {joint_before}",
+                  flush=True)
     return after, before, joint_before
 
 
@@ -80,6 +84,16 @@ def step_mode(first: int, last: int, n: int) -> int:
 
 def main(argv) -> None:
     mode = argv[1]
+    if mode == "tally-null":  # the last running totals of each null-mode output
+        tot = np.zeros(4, dtype=np.int64)
+        for path in argv[2:]:
+            last = [ln for ln in open(path) if ln.startswith("# seeds ")][-1].split()
+            a, b = map(int, last[2].rstrip(":").split(".."))
+            tot += [b - a + 1, int(last[4].rstrip(",")), int(last[6].rstrip(",")), int(last[9])]
+        print(summary("calibrated test (issue 26 fix)", int(tot[1]), int(tot[0])))
+        print(summary("chi-square rule before the fix", int(tot[2]), int(tot[0])))
+        print(f"  joint test alone before the fix: {tot[3]} in {tot[0]} (per-test level {ALPHA / 3:.3g})")
+        return
     if mode == "tally":
         seen = {}
         for path in argv[2:]:

@@ -291,7 +291,7 @@ def assert_sampler_lossless(sample_fn, *, L: int = 2, pairs=None, n: int = 4000,
     ``model_pairs(V=3, depth=st.integers(1, 2))``: prefix-dependent rows with exact zeros,
     one-hot and disjoint draft rows) is checked with ``n`` samples at level ``alpha`` /
     ``max_examples``, so by the union bound a lossless sampler fails the call with probability
-    at most ``alpha`` (chi-square approximation); each check states its own detectable TV.  A
+    at most ``alpha`` (exact calibration of small p-values, :func:`~specsim.testing.stats.goodness_of_fit`); each check states its own detectable TV.  A
     failing pair is shrunk (each check is deterministic given its seed) and reported with the
     check's report (the strings with the largest standardised residuals) and the target / draft
     rows along the most over-represented string.

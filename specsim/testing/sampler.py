@@ -5,8 +5,10 @@ Statistical mode (criterion of docs/theory.md §2).  Draw n drafts x ~ Q, run th
 draft, complete every emitted string x^{1:tau} y with exact target samples to length L+1 and test
 the completed strings against the target law P(z) on V^{L+1}, plus one test per position on the
 marginal of z_k, with the completion chi-square of :mod:`specsim.testing.stats`.  Under
-losslessness the completed strings are i.i.d. draws from P exactly, so the false-alarm rate is the
-chi-square level: ``alpha`` per call, split by Bonferroni over the L + 2 sub-tests.  Power: every
+losslessness the completed strings are i.i.d. draws from P exactly, so the false-alarm rate is at
+most the level (chi-square p-values below it are recomputed on the exact multinomial null law):
+``alpha`` per call, split by Bonferroni over the L + 2 sub-tests.  Too few samples for the joint
+test to detect anything give an INCONCLUSIVE verdict, never a pass.  Power: every
 completed law with TV(C, P) >= sqrt(lambda* / 4n) (+ the target mass of pooled small cells) is
 detected with probability ``power`` (non-central chi-square, see :mod:`specsim.testing.stats`).
 An emitted string with P = 0 is a certain failure.
@@ -225,7 +227,10 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     Pearson chi-square on the completed strings (V^{L+1} cells, cells with expected count <
     ``min_expected`` pooled) and one per position on the marginal of z_k (k = 1..L+1), each at
     level ``alpha`` / (L + 2) (Bonferroni), so the false-alarm rate of the call is at most
-    ``alpha`` (chi-square approximation).  Any emitted string with P = 0 fails outright.  Power:
+    ``alpha`` (a chi-square p-value below the level is recomputed on the exact multinomial null
+    law, :func:`~specsim.testing.stats.goodness_of_fit`).  Any emitted string with P = 0 fails
+    outright; with too little data (the joint test detects no completed law at this n) the verdict
+    is INCONCLUSIVE and ``passed`` is False.  Power:
     a completed law at TV(C, P) >= ``detectable_tv`` is flagged with probability >= ``power``
     (non-central chi-square).  The output format (tau, then one token) is that of Leviathan et
     al., arXiv 2211.17192.

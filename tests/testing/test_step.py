@@ -288,3 +288,29 @@ def test_check_step_with_too_little_data_is_inconclusive_never_a_pass():
         assert not res.passed and res.verdict == "INCONCLUSIVE" and "more data needed" in str(res)
     assert check_step(zero, n=3000).verdict == "FAIL"  # negative control: enough data flags it
     assert check_step(step_from_verifier(token, L=2), n=3000).verdict == "PASS"
+
+
+@pytest.mark.slow
+def test_false_alarm_rate_of_check_step_on_a_lossless_step_is_at_most_alpha():
+    # issue 26.  check_step's completed-string counts from a lossless step are Multinomial(n, P)
+    # (n i.i.d. completed strings, each of law P; check_step_exact certifies the block step below),
+    # so its false-alarm rate is that of its sub-tests on Multinomial(n, P) counts: measured here on
+    # 2000 seeds (the full measurement, 10^5 seeds and the real step on seeds 0.., is
+    # scripts/false_alarm_check_step.py).  At a rate of 1e-3 the count is Binomial(2000, 1e-3):
+    # P(count >= 10) = 5e-5.
+    from scipy import stats as sps
+    from specsim.testing.power import STEP_CONTEXT, default_instance
+    from specsim.testing.step import _subtests
+
+    target, _, m = default_instance("step", max_tokens=3)
+    shifted = target.shifted(STEP_CONTEXT)
+    P, seeds, alpha = shifted.joint(m), 2000, 1e-3
+    fails = 0
+    for s in range(seeds):
+        rng = np.random.default_rng(s)
+        fails += any(t.rejected for t in _subtests(rng.multinomial(3000, P), shifted, 4, m, alpha, 0.99, 5.0, rng))
+    assert fails < 10, fails
+    assert sps.beta.ppf(0.025, fails, seeds - fails + 1) < alpha if fails else True  # Clopper-Pearson lower end
+    # power is kept: a lossy mutant step (99% power predicted from n = 1573) is still flagged at this n
+    lossy = check_step(step_from_verifier(CHAIN_MUTANTS["wrong_draft_temperature"], L=2), n=3000)
+    assert lossy.verdict == "FAIL"
