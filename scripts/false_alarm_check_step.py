@@ -14,6 +14,7 @@ failures, the rate and its Clopper-Pearson 95 % interval:
   (reject when a chi-square p-value is below the level, ``SubTest.p_value``), on the same counts.
 
     python scripts/false_alarm_check_step.py null 0 100000 3000
+    python scripts/false_alarm_check_step.py tail 0 1000000 3000     # the joint sub-test's old rule, vectorised
     python scripts/false_alarm_check_step.py step 0 1000 3000
     python scripts/false_alarm_check_step.py tally OUT1 OUT2 ...     # adds up step-mode outputs
     python scripts/false_alarm_check_step.py tally-null OUT1 OUT2 ... # adds up null-mode running totals
@@ -69,6 +70,30 @@ def null_mode(first: int, last: int, n: int, quiet: bool = False) -> tuple[int, 
     return after, before, joint_before
 
 
+def tail_mode(draws: int, n: int, seed: int = 1) -> str:
+    """The uncalibrated chi-square rule of the joint sub-test alone, vectorised: the fraction of
+    ``draws`` Multinomial(n, P) tables whose pooled X^2 exceeds the chi-square critical value at
+    the per-test level alpha / 3 (the grouping is pool_small_cells's, read off cell by cell)."""
+    from specsim.testing.power import STEP_CONTEXT, default_instance
+    from specsim.testing.stats import pool_small_cells
+
+    target, _, m = default_instance("step", max_tokens=3)
+    P = target.shifted(STEP_CONTEXT).joint(m)
+    G = np.stack([pool_small_cells(np.eye(P.size)[c], P, n)[0] for c in range(P.size)])  # cell -> group
+    eg = n * (P @ G)
+    level, df = ALPHA / 3, G.shape[1] - 1
+    crit = stats.chi2.isf(level, df)
+    rng, hits, done = np.random.default_rng(seed), 0, 0
+    while done < draws:
+        b = min(50000, draws - done)
+        x = rng.multinomial(n, P, size=b) @ G
+        hits += int(((((x - eg) ** 2) / eg).sum(axis=1) > crit).sum())
+        done += b
+    lo, hi = clopper_pearson(hits, draws)
+    return (f"joint sub-test, chi-square rule, exact null: {hits} of {draws} tables rejected = {hits / draws:.3g} "
+            f"(Clopper-Pearson 95%: [{lo:.3g}, {hi:.3g}]) at per-test level {level:.3g}, df = {df}")
+
+
 def step_mode(first: int, last: int, n: int) -> int:
     from specsim.testing import check_step, step_from_verifier
     from specsim.verifiers import block
@@ -113,10 +138,12 @@ def main(argv) -> None:
         print(f"  joint test alone before the fix: {joint} in {last - first} "
               f"(per-test level {ALPHA / 3:.3g}, Clopper-Pearson 95%: "
               f"[{clopper_pearson(joint, last - first)[0]:.3g}, {clopper_pearson(joint, last - first)[1]:.3g}])")
+    elif mode == "tail":  # FIRST..LAST is read as the number of tables, LAST - FIRST
+        print(tail_mode(last - first, n))
     elif mode == "step":
         print(summary("check_step (step mode)", step_mode(first, last, n), last - first))
     else:
-        raise SystemExit(f"mode must be null, step or tally, got {mode!r}")
+        raise SystemExit(f"mode must be null, tail, step, tally or tally-null, got {mode!r}")
     print(f"mode {mode}, n = {n}, seeds {first}..{last - 1}, {time.time() - t0:.0f} s wall")
 
 
