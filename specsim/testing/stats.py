@@ -42,7 +42,7 @@ from scipy import optimize, special, stats
 from .._sampling import draw_rows
 from .._validate import check_int, check_real, check_rng
 
-__all__ = ["SubTest", "MIN_EXPECTED", "MC_EXCEEDANCES", "MC_MAX_DRAWS", "TYPE_BOUND_SHARE", "goodness_of_fit", "pool_small_cells", "detection_threshold",
+__all__ = ["SubTest", "MIN_EXPECTED", "goodness_of_fit", "pool_small_cells", "detection_threshold",
            "chi_square_power", "detectable_tv", "chi_square_distance", "predicted_power",
            "samples_for_power", "complete_with_target", "StringCount", "largest_residuals",
            "position_marginals"]
