@@ -292,9 +292,9 @@ def test_check_step_with_too_little_data_is_inconclusive_never_a_pass():
 
 @pytest.mark.slow
 def test_false_alarm_rate_of_check_step_on_a_lossless_step_is_at_most_alpha():
-    # issue 26.  check_step's completed-string counts from a lossless step are Multinomial(n, P)
-    # (n i.i.d. completed strings, each of law P; check_step_exact certifies the block step below),
-    # so its false-alarm rate is that of its sub-tests on Multinomial(n, P) counts: measured here on
+    # issue 26.  For a lossless step whose n completed strings are i.i.d. of law P, check_step's
+    # counts are Multinomial(n, P), so its false-alarm rate is that of its sub-tests
+    # (step._subtests, the code check_step runs) on Multinomial(n, P) counts: measured here on
     # 2000 seeds (the full measurement, 10^5 seeds and the real step on seeds 0.., is
     # scripts/false_alarm_check_step.py).  At a rate of 1e-3 the count is Binomial(2000, 1e-3):
     # P(count >= 10) = 5e-5.
