@@ -20,7 +20,8 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "assertions": ("assert_lossless", "assert_sampler_lossless", "LossyVerifierError", "Case", "certify_case",
+    "assertions": ("assert_lossless", "assert_sampler_lossless", "LossyVerifierError", "InconclusiveCheckError",
+                   "Case", "certify_case",
                    "describe_failure", "tree_needs"),
     "sampler": ("check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerCertificate", "BoundaryPoint",
                 "SamplerError", "BatchSampler", "completed_and_target_laws", "completed_law", "samples_to_detect",

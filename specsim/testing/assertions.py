@@ -20,7 +20,7 @@ from ..exact import LOSSLESS_ATOL, Certificate, check_lossless
 from ..verifiers.base import OUTCOME_ATOL, Verifier, as_verifier, chain_verifier, check_outcomes, tree_verifier
 from .strategies import ModelPair, _as_strategy, draft_processes, model_pairs
 
-__all__ = ["assert_lossless", "assert_sampler_lossless", "LossyVerifierError", "Case", "certify_case",
+__all__ = ["assert_lossless", "assert_sampler_lossless", "LossyVerifierError", "InconclusiveCheckError", "Case", "certify_case",
            "describe_failure", "tree_needs"]
 
 
@@ -65,6 +65,15 @@ class LossyVerifierError(AssertionError):
         super().__init__(message)
         self.case = case
         self.certificate = certificate
+        self.check = check
+
+
+class InconclusiveCheckError(AssertionError):
+    """Raised by :func:`assert_sampler_lossless` when a check was INCONCLUSIVE (too few samples for
+    the stated power; never a pass); ``check`` is the :class:`~specsim.testing.SamplerCheck`."""
+
+    def __init__(self, message: str, check=None):
+        super().__init__(message)
         self.check = check
 
 
@@ -282,7 +291,7 @@ def assert_sampler_lossless(sample_fn, *, L: int = 2, pairs=None, n: int = 4000,
     ``model_pairs(V=3, depth=st.integers(1, 2))``: prefix-dependent rows with exact zeros,
     one-hot and disjoint draft rows) is checked with ``n`` samples at level ``alpha`` /
     ``max_examples``, so by the union bound a lossless sampler fails the call with probability
-    at most ``alpha`` (chi-square approximation); each check states its own detectable TV.  A
+    at most ``alpha`` (exact calibration of small p-values, :func:`~specsim.testing.stats.goodness_of_fit`); each check states its own detectable TV.  A
     failing pair is shrunk (each check is deterministic given its seed) and reported with the
     check's report (the strings with the largest standardised residuals) and the target / draft
     rows along the most over-represented string.
@@ -293,7 +302,9 @@ def assert_sampler_lossless(sample_fn, *, L: int = 2, pairs=None, n: int = 4000,
     ``derandomize``, ``shrink`` as in :func:`assert_lossless`; ``check_kw`` passed to
     ``check_sampler`` (``power``, ``seed``, ``drafting``, ...).
 
-    Returns: ``None`` when every pair passes; raises :class:`LossyVerifierError` (``case`` the
+    Returns: ``None`` when every pair passes; raises :class:`InconclusiveCheckError` (an
+    ``AssertionError`` saying more data are needed) when a check is INCONCLUSIVE, and
+    :class:`LossyVerifierError` (``case`` the
     shrunk :class:`Case`, ``certificate`` ``None``, ``check`` the failing
     :class:`~specsim.testing.SamplerCheck`).  A sampler that raises, or returns malformed
     output, gives :class:`~specsim.testing.SamplerError` naming its input.
@@ -320,6 +331,9 @@ def assert_sampler_lossless(sample_fn, *, L: int = 2, pairs=None, n: int = 4000,
     @given(cases)
     def run(case):
         res = check_sampler(sample_fn, case.pair.target, case.pair.draft, case.L, n=n, alpha=level, **check_kw)
+        if res.inconclusive:
+            raise InconclusiveCheckError(f"{res}\n  more data needed: n = {n} is too small for this check to detect "
+                                         f"anything (INCONCLUSIVE is not a pass); increase n\n  instance: {case!r}", res)
         if not res.passed:
             where = res.over[0].string if res.over else (res.under[0].string if res.under else ())
             rows = f"\n  rows along {where}:\n{_rows_along(case.pair, where, case.L)}" if where else ""

@@ -66,6 +66,7 @@ def sampler_check(request):
     docstring.
     """
     from specsim.testing import LossyVerifierError, assert_sampler_lossless, check_sampler
+    from specsim.testing.assertions import InconclusiveCheckError
 
     examples = request.config.getoption("--specsim-examples", default=None)
 
@@ -75,7 +76,7 @@ def sampler_check(request):
                 kw.setdefault("max_examples", examples)
             try:
                 assert_sampler_lossless(sample_fn, L=L, **kw)
-            except LossyVerifierError as err:
+            except (LossyVerifierError, InconclusiveCheckError) as err:
                 pytest.fail(str(err), pytrace=False)
             return None
         if target is None or draft_model is None:

@@ -456,6 +456,11 @@ def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int
     check_int(L, "L", 2)
     check_int(trials, "trials", 2)
     check_seed(seed)
+    if isinstance(properties, str) or not hasattr(properties, "__iter__"):
+        raise TypeError(f"properties must be a sequence of property names, got {type(properties).__name__}")
+    properties = tuple(properties)
+    if not properties:  # an empty check would report PASS for any engine
+        raise ValueError(f"properties must name at least one property of {PROPERTIES}, got an empty sequence")
     unknown = [p for p in properties if p not in _CHECKS]
     if unknown:
         raise ValueError(f"unknown properties {unknown}; expected a subset of {PROPERTIES}")

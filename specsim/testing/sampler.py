@@ -5,8 +5,10 @@ Statistical mode (criterion of docs/theory.md §2).  Draw n drafts x ~ Q, run th
 draft, complete every emitted string x^{1:tau} y with exact target samples to length L+1 and test
 the completed strings against the target law P(z) on V^{L+1}, plus one test per position on the
 marginal of z_k, with the completion chi-square of :mod:`specsim.testing.stats`.  Under
-losslessness the completed strings are i.i.d. draws from P exactly, so the false-alarm rate is the
-chi-square level: ``alpha`` per call, split by Bonferroni over the L + 2 sub-tests.  Power: every
+losslessness the completed strings are i.i.d. draws from P exactly, so the false-alarm rate is at
+most the level (chi-square p-values below it are recomputed on the exact multinomial null law):
+``alpha`` per call, split by Bonferroni over the L + 2 sub-tests.  Too few samples for the joint
+test to detect anything give an INCONCLUSIVE verdict, never a pass.  Power: every
 completed law with TV(C, P) >= sqrt(lambda* / 4n) (+ the target mass of pooled small cells) is
 detected with probability ``power`` (non-central chi-square, see :mod:`specsim.testing.stats`).
 An emitted string with P = 0 is a certain failure.
@@ -131,7 +133,9 @@ def _raised(name: str, exc: Exception, draft, p=None, q=None) -> SamplerError:
 @dataclass(frozen=True)
 class SamplerCheck:
     """Verdict of :func:`check_sampler`: ``passed`` unless a sub-test rejects, an emitted string has
-    target probability 0 (``impossible`` > 0).  Malformed output of the implementation is never
+    target probability 0 (``impossible`` > 0), or the data are too few (``inconclusive``: the joint
+    test detects no completed law with probability ``power`` at this n, e.g. n = 1 or a huge
+    ``min_expected`` pooling every cell; ``verdict`` is then ``"INCONCLUSIVE"``).  Malformed output of the implementation is never
     a verdict: :func:`check_sampler` raises :class:`SamplerError` instead.
 
     ``alpha`` is the false-alarm rate of the whole call; ``detectable_tv`` is the smallest TV between
@@ -166,8 +170,20 @@ class SamplerCheck:
     over: tuple = field(default=(), repr=False)
     under: tuple = field(default=(), repr=False)
 
+    @property
+    def inconclusive(self) -> bool:
+        """No sub-test rejected, but the joint test detects no completed law with the stated power
+        at this n (:attr:`~specsim.testing.stats.SubTest.inconclusive`): ``passed`` is False and
+        the report says INCONCLUSIVE (more data are needed)."""
+        return not any(t.rejected for t in self.subtests) and self.subtests[0].inconclusive
+
+    @property
+    def verdict(self) -> str:
+        """``"PASS"``, ``"FAIL"`` or ``"INCONCLUSIVE"``."""
+        return "PASS" if self.passed else ("INCONCLUSIVE" if self.inconclusive else "FAIL")
+
     def __str__(self) -> str:
-        verdict = "PASS" if self.passed else "FAIL"
+        verdict = self.verdict
         head = f"{self.name} [V={self.V}, L={self.L}, n={self.n}]: {verdict}"
         joint = self.subtests[0]
         if joint.deterministic:  # greedy target: no chi-square, the check is exact
@@ -179,6 +195,9 @@ class SamplerCheck:
                      f"tests); detects TV >= {self.detectable_tv:.3g} with power {self.power:g} "
                      f"(joint test, df = {joint.df}, non-central chi-square)")
         lines = [head]
+        if self.inconclusive:
+            lines.append(f"  INCONCLUSIVE: more data needed: at n = {self.n} the joint test detects no departure "
+                         f"with power {self.power:g} (cells pooled to df = {joint.df}); increase n")
         if self.impossible:
             lines.append(f"  {self.impossible} emitted strings have target probability 0")
         for t in self.subtests:
@@ -186,7 +205,8 @@ class SamplerCheck:
                 lines.append(f"  {t.name}: {t.impossible} outputs off the argmax chain"
                              f"{'  REJECTED' if t.rejected else ''}")
             else:
-                lines.append(f"  {t.name}: chi2 = {t.statistic:.4g}, df = {t.df}, p = {t.p_value:.3g} "
+                cal = "" if t.calibrated_p is None else f", exact-null p = {t.calibrated_p:.3g}"
+                lines.append(f"  {t.name}: chi2 = {t.statistic:.4g}, df = {t.df}, p = {t.p_value:.3g}{cal} "
                              f"(level {t.level:.2g}){'  REJECTED' if t.rejected else ''}")
         if not self.passed:
             if self.over:
@@ -207,7 +227,10 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     Pearson chi-square on the completed strings (V^{L+1} cells, cells with expected count <
     ``min_expected`` pooled) and one per position on the marginal of z_k (k = 1..L+1), each at
     level ``alpha`` / (L + 2) (Bonferroni), so the false-alarm rate of the call is at most
-    ``alpha`` (chi-square approximation).  Any emitted string with P = 0 fails outright.  Power:
+    ``alpha`` (a chi-square p-value below the level is recomputed on the exact multinomial null
+    law, :func:`~specsim.testing.stats.goodness_of_fit`).  Any emitted string with P = 0 fails
+    outright; with too little data (the joint test detects no completed law at this n) the verdict
+    is INCONCLUSIVE and ``passed`` is False.  Power:
     a completed law at TV(C, P) >= ``detectable_tv`` is flagged with probability >= ``power``
     (non-central chi-square).  The output format (tau, then one token) is that of Leviathan et
     al., arXiv 2211.17192.
@@ -334,11 +357,12 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
 
     joint = target.joint(L + 1)
     counts = np.bincount(code, minlength=V ** (L + 1))
-    tests = [goodness_of_fit(counts, joint, level, power, min_expected, "joint law of the completed block")]
+    tests = [goodness_of_fit(counts, joint, level, power, min_expected, "joint law of the completed block", rng)]
     for k, marg in enumerate(position_marginals(joint, V, L)):
         tests.append(goodness_of_fit(np.bincount(z[:, k], minlength=V), marg, level, power, min_expected,
-                                     f"marginal of token {k + 1}"))
-    passed = not any(t.rejected for t in tests)
+                                     f"marginal of token {k + 1}", rng))
+    # too little data is never a pass: INCONCLUSIVE when the joint test could detect nothing
+    passed = not any(t.rejected for t in tests) and not tests[0].inconclusive
     over, under = largest_residuals(counts, joint, V, L + 1, report)
     return SamplerCheck(passed, n, V, L, alpha, power, tests[0].detectable_tv, tests[0].impossible,
                         tuple(tests), name, over, under)

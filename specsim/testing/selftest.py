@@ -135,7 +135,9 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
             if wanted and v.kind == "chain" and (lossless or needed <= sampler_cap):
                 s_n = sampler_cap if not np.isfinite(needed) else int(min(max(2 * needed, 2000), sampler_cap))
                 res = check_sampler(from_verifier(v), *inst[:3], n=s_n, alpha=alpha, seed=seed)
-                s_flag = not res.passed
+                # an INCONCLUSIVE run counts as a success for neither side: it neither passes a
+                # lossless control nor flags a mutant
+                s_flag = not res.passed if lossless else res.verdict == "FAIL"
             first = str(err).splitlines()[0] if err is not None else ""
             rows.append(MutationRow(name, suite, lossless, fault, err is not None, needed, s_flag, s_n, first))
     return rows

@@ -450,3 +450,19 @@ def test_dense_engine_adapter_output_is_checked():
     one = EngineAdapter(lambda drafts, p, q, seeds: np.zeros(1, int), "one")
     with pytest.raises(EngineOutputError, match="the engine's output could not be read"):
         one(d, p, q, s)
+
+
+def test_check_engine_properties_refuses_an_empty_property_list():
+    # issue 26: properties=[] reported PASS for an engine that emits token 0 everywhere
+    from specsim.testing.properties import check_engine_properties, reference_verify
+
+    def zeros(drafts, draft_probs, target_probs, seeds):
+        return np.zeros(len(drafts), dtype=np.int64), np.zeros(len(drafts), dtype=np.int64)
+
+    for empty in ([], ()):
+        with pytest.raises(ValueError, match="properties"):
+            check_engine_properties(zeros, properties=empty)
+    with pytest.raises(TypeError, match="properties"):
+        check_engine_properties(zeros, properties="placeholder")
+    # negative control: a named property still runs, and the reference engine passes it
+    assert check_engine_properties(reference_verify, trials=8, properties=["bonus_row"]).passed

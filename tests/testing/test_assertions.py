@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from specsim.testing import LossyVerifierError, assert_lossless
+from specsim.testing import LossyVerifierError, assert_lossless, assert_sampler_lossless
 from specsim.verifiers import block, hsd_capped, hsd_released, onehot, token
 from specsim.verifiers.base import Outcome, chain_verifier
 
@@ -109,3 +109,10 @@ def test_two_distinct_failures_give_one_shrunk_lossy_verifier_error():
         assert err.certificate is None and err.case.L == 1 and "kernel fault at V = 4" in str(err)
     else:  # the lossy law, shrunk to the shortest draft where it is lossy
         assert err.case.pair.V == 3 and not err.certificate.lossless and err.case.L == 2
+
+
+def test_assert_sampler_lossless_treats_inconclusive_as_failure_asking_for_more_data():
+    # issue 26: too little data is never a pass
+    from specsim.testing import InconclusiveCheckError
+    with pytest.raises(InconclusiveCheckError, match="more data needed"):
+        assert_sampler_lossless(lambda d, p, q, rng: (0, 0), L=1, n=1, max_examples=2, derandomize=True)

@@ -415,3 +415,23 @@ def test_user_code_errors_name_their_input_in_every_mode():
             run()
         assert where in str(info.value) and isinstance(info.value.__cause__, IndexError)
         assert info.value.draft is not None
+
+
+def _always_token_0(draft, p, q, rng):
+    return 0, 0
+
+
+@pytest.mark.parametrize("kw", [dict(n=1), dict(n=2000, min_expected=1e9)], ids=["n=1", "min_expected=1e9"])
+def test_too_little_data_is_inconclusive_never_a_pass(kw):
+    # issue 26: n = 1 (or pooling every cell) used to PASS a sampler that always emits token 0
+    from specsim.models import random_model
+    t, d = random_model(3, 0), random_model(3, 1)
+    res = check_sampler(_always_token_0, t, d, 2, **kw)
+    assert not res.passed and res.inconclusive and res.verdict == "INCONCLUSIVE"
+    assert "INCONCLUSIVE" in str(res) and "more data needed" in str(res)
+    # negative controls: with enough data the broken sampler FAILs and a lossless one PASSes
+    bad = check_sampler(_always_token_0, t, d, 2, n=2000)
+    assert bad.verdict == "FAIL" and not bad.inconclusive
+    from specsim.verifiers import token
+    good = check_sampler(lambda dr, p, q, rng: token.sample(dr, p, q, rng=rng), t, d, 2, n=2000)
+    assert good.passed and good.verdict == "PASS"

@@ -177,3 +177,20 @@ def test_a_deterministic_law_is_tested_exactly_off_its_one_cell():
     # negative control: a two-cell law is not deterministic and keeps the chi-square bound
     two = goodness_of_fit([150, 150], [0.5, 0.5], level=1e-3, power=power)
     assert not two.deterministic and two.detectable_tv == pytest.approx(detectable_tv(1, 1e-3, n, power))
+
+
+def test_false_alarm_rate_is_at_most_the_level_where_the_chi_square_tail_is_too_light():
+    # issue 26: a cell expecting 5 counts has a far heavier upper tail than chi-square(1) at small
+    # levels.  Two cells (0.05, 0.95), n = 100: the null law of the counts is Binomial(100, 0.05), so
+    # the false-alarm rate of the test is sum_N P(N) [rejected at N], computed exactly here.
+    n, probs, level = 100, np.array([0.05, 0.95]), 1e-3
+    pmf = stats.binom.pmf(np.arange(n + 1), n, probs[0])
+    stat = np.array([(((np.array([k, n - k]) - n * probs) ** 2) / (n * probs)).sum() for k in range(n + 1)])
+    chi2_rate = pmf[stats.chi2.sf(stat, 1) < level].sum()
+    assert chi2_rate > 1.4 * level  # the uncalibrated rule: 1.46e-3 at level 1e-3
+    rng = np.random.default_rng(0)
+    rejected = np.array([goodness_of_fit([k, n - k], probs, level, rng=rng).rejected for k in range(n + 1)])
+    assert pmf[rejected].sum() <= level
+    # negative control: the calibrated test still rejects the counts of a shifted law (0.15, 0.85)
+    assert goodness_of_fit([15, 85], probs, level, rng=rng).rejected
+    assert goodness_of_fit([25, 75], probs, level, rng=rng).calibrated_p < level / 100
