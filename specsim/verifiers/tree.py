@@ -679,8 +679,11 @@ def _greedy_multidraft_rule(tree, u):
     hub, x = draws[:-1], draws[-1]
     rest = q.copy()
     rest[list(hub)] = 0.0
-    rest = normalize(rest, q)
-    a = _accept_prob(p[x], rest[x])
+    if rest.any():
+        rest = normalize(rest, q)
+        a = _accept_prob(p[x], rest[x])
+    else:  # the hub ends in q = 0 tokens and holds all of q: no last draw (drafts._greedy_hub)
+        hub, a = draws, 0.0
     R = normalize(np.maximum(p - rest, 0.0), p)
     descend: dict[int, float] = defaultdict(float)
     descend[x] += a
