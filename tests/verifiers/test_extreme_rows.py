@@ -186,6 +186,7 @@ def _rows(draw, V=3):
 @given(p=_rows(), q=_rows(), q2=_rows())
 # khisti_optimal's positions: q = 1e-17 after q = 1 has an empty position set (nan before; issue 26)
 @example(p=np.array([0.5, 0.5, 0.0]), q=np.array([0.0, 1.0, 0.0]), q2=np.array([0.0, 1.0, 1e-17]))
+@example(p=np.array([0.5, 0.5, 0.0]), q=np.array([0.0, 1.0, 1e-16]), q2=np.array([0.0, 0.0, 1.0]))
 def test_float32_rows_are_certified_lossless(p, q, q2):
     """float32-rounded rows (sums off by ~1e-7, above the float64 tolerance) are accepted,
     renormalised once, and every lossless verifier is certified lossless on them."""
