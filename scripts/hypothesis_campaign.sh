@@ -45,7 +45,7 @@ for seed in "${seeds[@]}"; do
     log="$logs/${prof}_${seed}.log"
     start=$(date +%s)
     SPECSIM_HYPOTHESIS_PROFILE="$prof" python -m pytest -q -m hypothesis -p no:cacheprovider \
-      --hypothesis-seed="$seed" --tb=short "${tests[@]}" > "$log" 2>&1
+      --hypothesis-seed="$seed" --tb=short --durations=10 "${tests[@]}" > "$log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     runs=$((runs + 1))
