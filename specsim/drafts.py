@@ -346,8 +346,9 @@ def chain() -> Chain:
 #:          sampling without replacement from q(.|node); ``paths`` the tree is K i.i.d. full
 #:          paths of length L merged into a trie; ``chain`` a single path drawn from q;
 #:          ``deterministic`` the tree is a fixed function of the rows (no draft randomness);
-#:          ``greedy`` the draws are the widths[d] - 1 most likely tokens of q and then one token
-#:          drawn from q outside them, in that order (Hu et al.'s greedy draft law).
+#:          ``greedy`` the draws are the widths[d] - 1 most likely tokens of q (ties and q = 0
+#:          tokens to the lowest id) and then one token drawn from q outside them, in that order,
+#:          that last draw void when q has no mass outside them (Hu et al.'s greedy draft law).
 DRAFT_LAWS = ("iid", "swor", "paths", "chain", "deterministic", "greedy")
 
 
@@ -395,10 +396,12 @@ def _options_topk(row: np.ndarray, n: int) -> list[tuple[tuple[int, ...], float]
 
 
 def _greedy_hub(row: np.ndarray, n: int) -> tuple[tuple[int, ...], float]:
-    # the n - 1 most likely tokens of q (ties to the lowest id) and the mass outside them, summed
-    # directly: 1 - q(hub) cancels to rounding noise when the hub holds almost all the mass
+    # the n - 1 most likely tokens of q, ties to the lowest id, tokens with q = 0 included (a
+    # top-k of the draft's row; docs/theory.md §6.6: this keeps the law the limit of rows with
+    # q > 0 on those tokens), and the mass outside them, summed directly: 1 - q(hub) cancels to
+    # rounding noise when the hub holds almost all the mass
     order = np.lexsort((np.arange(row.size), -row))
-    hub = tuple(int(t) for t in order[: n - 1] if row[t] > 0)
+    hub = tuple(int(t) for t in order[: n - 1])
     outside = np.ones(row.size, dtype=bool)
     outside[list(hub)] = False
     return hub, float(row[outside].sum())
@@ -456,7 +459,9 @@ class TreeProcess:
     - ``"swor"``: min(widths[d], |supp q|) distinct children by successive sampling
       (Sequoia, arXiv 2402.12374): P(x_1..x_k) = prod_j q(x_j) / (1 - sum_{i<j} q(x_i)).
     - ``"greedy"``: the widths[d] - 1 most likely tokens of q, then one draw from q outside them
-      (Hu et al., arXiv 2502.18779); with width 1 it is a single draw from q.
+      (Hu et al., arXiv 2502.18779); with width 1 it is a single draw from q.  Ties go to the
+      lowest id and the hub is filled with q = 0 tokens when q has fewer positive ones; the last
+      draw is void (omitted) when q has no mass outside the hub (docs/theory.md §6.6).
     - ``"topk"``: the widths[d] most likely tokens of q (ties to the lowest id), probability 1
       (EAGLE-style static trees).
 
@@ -570,7 +575,8 @@ class TreeProcess:
         n = ``widths_for(L)[depth]`` draws (times ``multiplicity``, the number of draws that
         reached the node, in i.i.d. mode): i.i.d. tuples have probability prod_j q(x_j),
         successive sampling prod_j q(x_j) / (1 - sum_{i<j} q(x_i)); greedy and top-k as in the
-        class docstring.  Only tokens with q > 0 are drawn.
+        class docstring.  Only tokens with q > 0 are drawn, except in a greedy hub (filled with q = 0
+        tokens, lowest id first, when q has fewer than widths[d] - 1 positive tokens).
 
         Parameters: ``q_row`` (the node's draft row [V]), ``multiplicity``, ``depth``, ``L``.
 
@@ -719,6 +725,9 @@ def greedy_drafts(K: int) -> TreeProcess:
     likely tokens of q (deterministic) plus one token drawn from q restricted to the rest; every
     child continues as a chain drawn from q.  ``draws[root]`` lists the K - 1 greedy tokens first
     and the sampled one last.  Q(all drafts in H) = 1[G in H] q(H minus G) / (1 - q(G)) (docs/theory.md §6.6).
+    Ties in q go to the lowest id, and when q has fewer than K - 1 positive tokens the hub is
+    filled with q = 0 tokens the same way (the law stays the limit of rows with q > 0 there); the
+    last draw is then void, so ``draws[root]`` is the hub alone.
 
     Parameters: ``K`` (>= 1; K = 1 is a single draw from q).
 
@@ -728,6 +737,8 @@ def greedy_drafts(K: int) -> TreeProcess:
     >>> from specsim.models import iid
     >>> [(Q, tree.draws[0]) for Q, tree in greedy_drafts(2).enumerate(iid([0.2, 0.3, 0.5]), iid([0.5, 0.3, 0.2]), L=1)]
     [(0.6, (0, 1)), (0.4, (0, 2))]
+    >>> [tree.draws[0] for _, tree in greedy_drafts(3).enumerate(iid([0.25] * 4), iid([0, 0, 0, 1]), L=1)]
+    [(3, 0)]
     """
     check_int(K, "K", 1)
     return TreeProcess((K,), "greedy", f"greedy_drafts({K})")

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ._validate import as_distribution, check_int
-from .drafts import Chain, DraftTree, TreeProcess, parse_drafting
+from .drafts import Chain, DraftTree, TreeProcess, _sample_greedy, parse_drafting
 from .models import iid, top_k
 from .real import (DEFAULT_PROMPTS, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_prompts, _resolve_positions,
                    _softmax64, _truncate, file_sha256, load_model, parse_draft)
@@ -144,11 +144,8 @@ def _draw(row: np.ndarray, n: int, mode: str, rng: np.random.Generator) -> tuple
     order = np.lexsort((np.arange(row.size), -row))
     if mode == "topk":
         return tuple(int(t) for t in order[:n] if row[t] > 0)
-    if mode == "greedy":
-        hub = [int(t) for t in order[:n - 1] if row[t] > 0]
-        rest = row.copy()
-        rest[hub] = 0.0
-        return tuple(hub) + ((int(rng.choice(row.size, p=rest / rest.sum())),) if rest.sum() > 0 else ())
+    if mode == "greedy":  # the one greedy draft law (hub filled with q = 0 tokens, docs/theory.md §6.6)
+        return _sample_greedy(row, n, rng)[0][0]
     rest, xs = row.copy(), []
     for _ in range(min(n, int(np.count_nonzero(row)))):
         x = int(rng.choice(row.size, p=rest / rest.sum()))

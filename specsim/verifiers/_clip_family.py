@@ -67,8 +67,11 @@ class ClipFamily:
                              "ratio is not representable; set such p entries to 0 or floor them")
         self.Pc, self.Qc = _cumsum0(self.ps), _cumsum0(self.qs)
         self.Ptot = self.Pc[-1]
-        #: suffix sums of p in ratio order (a * p-mass above a must not come from 1 - prefix)
+        #: suffix sums of p and q in ratio order (a * p-mass above a must not come from 1 - prefix)
         self.Psuf = _cumsum0(self.ps[::-1])[::-1]
+        self.Qsuf = _cumsum0(self.qs[::-1])[::-1]
+        #: draft mass where p = 0, summed directly (clip puts nothing there)
+        self.q0 = float(q[~pos].sum()) if m < p.size else 0.0
         # G_j = r_j P_j - Q_j is nondecreasing in j: sum clip at b = r_j, minus its a-part
         self.G = np.multiply(self.r, self.Pc[:-1])
         self.G -= self.Qc[:-1]
@@ -110,9 +113,24 @@ class ClipFamily:
         return int(np.searchsorted(self.r, b, "left")), int(np.searchsorted(self.r, a, "right"))
 
     def b(self, a: float, mass: float = 1.0) -> float:
-        """The lower clip level b(a) in [0, 1] for a >= 1: sum_v clip(q_v, b p_v, a p_v) = ``mass``."""
+        """The lower clip level b(a) in [0, 1] for a >= 1: sum_v clip(q_v, b p_v, a p_v) = ``mass``.
+
+        The mass b p must add below q is c = mass - sum_v min(q_v, a p_v) = (mass - 1) + the
+        excess sum_v (q_v - a p_v)_+ (q normalised), and the excess is summed from its own terms
+        (the tokens with r > a and those with p = 0): 1 - sum min(q, a p) would leave the ~1e-16
+        rounding of sum q as a fake excess, and a b > 0 with support where the law has none (q = 0
+        < p) when every draft is accepted (a >= max r, pi = q).
+
+        >>> q = np.array([0.35, 0.35, 0.3, 0.0])
+        >>> fam = ClipFamily(np.full(4, 0.25), q)   # sum q = 1 - 2^-54; q/p <= 1.4 < a = 2.5
+        >>> fam.b(2.5), bool(np.array_equal(fam.pi(2.5), q))
+        (0.0, True)
+        """
         hi = int(np.searchsorted(self.r, a, "right"))
-        c = mass - self.Qc[hi] - a * self.Psuf[hi]
+        excess = self.q0
+        if hi < self.r.size:  # r > a on some tokens: true excess > 0, at least the top token's
+            excess += max(self.Qsuf[hi] - a * self.Psuf[hi], self.qs[-1] - a * self.ps[-1], 0.0)
+        c = (mass - 1.0) + excess
         if c <= 0.0:  # sum min(q, a p) = 1: pi = q, any b <= min r works
             return float(min(1.0, self.r[0])) if self.r.size else 1.0
         j = min(int(np.searchsorted(self.G, c, "left")), hi)

@@ -495,6 +495,8 @@ class OptimalSelection:
 
         def cdf(x):
             a, b = np.array(self.pieces[x]).T
+            if not (b - a).sum() > 0:  # q(x) below the float spacing at its place: a point at a
+                return (s >= a[0]).astype(float)
             return np.clip(s[..., None] - a, 0.0, b - a).sum(axis=-1) / (b - a).sum()
 
         def inside(x):
@@ -505,7 +507,8 @@ class OptimalSelection:
         survive = {x: 1.0 - cdf(x) for x in counts}
         out = {}
         for y, m in counts.items():
-            share = inside(y) * (hi - lo) / sum(b - a for a, b in self.pieces[y])   # finite for subnormal q
+            width = sum(b - a for a, b in self.pieces[y])   # > 0 for subnormal q; 0: y is never selected
+            share = inside(y) * (hi - lo) / width if width > 0 else np.zeros(lo.size)
             term = np.prod([survive[x] ** (c - (x == y)) for x, c in counts.items()], axis=0)
             out[y] = m * float(share @ (0.5 * term @ gauss))
         # positions are absolute floats: a token of tiny q(y) inside [0, 1) has relative resolution
@@ -516,8 +519,8 @@ class OptimalSelection:
 
 def _phi_mass(a, b, k):
     # integral_a^b k (1 - s)^(k-1) ds, without cancellation near s = 0 where (1 - s)^k ~ 1
-    with np.errstate(divide="ignore"):  # b = 1: log1p(-1) = -inf, expm1(-inf) = -1 as wanted
-        return np.exp(k * np.log1p(-a)) * -np.expm1(k * (np.log1p(-b) - np.log1p(-a)))
+    with np.errstate(divide="ignore", invalid="ignore"):  # b = 1: log1p(-1) = -inf, expm1(-inf) = -1
+        return np.where(b > a, np.exp(k * np.log1p(-a)) * -np.expm1(k * (np.log1p(-b) - np.log1p(-a))), 0.0)
 
 
 def _optimal_targets(p, q, k, order):
@@ -679,8 +682,11 @@ def _greedy_multidraft_rule(tree, u):
     hub, x = draws[:-1], draws[-1]
     rest = q.copy()
     rest[list(hub)] = 0.0
-    rest = normalize(rest, q)
-    a = _accept_prob(p[x], rest[x])
+    if rest.any():
+        rest = normalize(rest, q)
+        a = _accept_prob(p[x], rest[x])
+    else:  # the hub ends in q = 0 tokens and holds all of q: no last draw (drafts._greedy_hub)
+        hub, a = draws, 0.0
     R = normalize(np.maximum(p - rest, 0.0), p)
     descend: dict[int, float] = defaultdict(float)
     descend[x] += a

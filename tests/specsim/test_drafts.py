@@ -110,11 +110,25 @@ def test_delayed_expansion_branches_at_depth_d(pair):
 
 @given(pair=model_pairs(V=3, relations=("zeros", "onehot", "disjoint")))
 def test_degenerate_draft_rows_never_draft_unsupported_tokens(pair):
+    """Only tokens with q > 0 are drafted, except in a greedy hub: it is the top widths[d] - 1 of
+    q with ties and q = 0 tokens to the lowest id (docs/theory.md §6.6), so it may hold q = 0
+    tokens, and then the last draw is void exactly when q has no mass outside the hub."""
     for proc in (iid_paths(2), swor_tree(3), fixed_shape((2, 2), replacement=False), parse_drafting("greedy:3")):
         items = list(proc.enumerate(*pair, 2))
         assert abs(sum(Q for Q, _ in items) - 1) < 1e-12, proc.name
+        widths = proc.widths_for(2)
         for _, t in items:
-            assert all(t.q[t.parent[u], t.tokens[u]] > 0 for u in range(1, t.num_nodes)), proc.name
+            for u in range(t.num_nodes):
+                if not t.draws[u]:
+                    continue
+                hub = ()
+                if proc.mode == "greedy":
+                    w = widths[t.depth[u]]
+                    hub = tuple(int(v) for v in np.argsort(-t.q[u], kind="stable")[:w - 1])  # zeros too
+                    assert t.draws[u][:len(hub)] == hub, proc.name
+                    void = t.q[u][[v for v in range(t.q[u].size) if v not in hub]].sum() == 0
+                    assert len(t.draws[u]) == len(hub) + (not void), proc.name
+                assert all(t.q[u][x] > 0 for x in t.draws[u][len(hub):]), proc.name
 
 
 # Prefix-dependent rows over V = 3, written out so a failure names them.

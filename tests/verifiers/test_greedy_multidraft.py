@@ -1,7 +1,9 @@
 """Hu et al.'s greedy draft law and its verifier: lossless, and optimal for that law at one position."""
+from fractions import Fraction
+
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import specsim as s
 from specsim.drafts import greedy_drafts, parse_drafting
@@ -43,6 +45,10 @@ def _dual_bound(p, q, K):
 @settings(max_examples=8)
 @given(pq=st.integers(4, 6).flatmap(lambda V: st.tuples(distributions(V), distributions(V))),
        K=st.integers(2, 4))
+# fewer than K - 1 tokens with q > 0: the hub is filled with q = 0 tokens, lowest id first
+# (found by fresh seeds: the old hub dropped them and gave 0.25 here, issue 26)
+@example(pq=(np.full(4, 0.25), np.array([0.0, 0.0, 0.0, 1.0])), K=3)
+@example(pq=(np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.0, 0.0, 0.0, 1.0])), K=4)
 def test_acceptance_equals_closed_form_lp_and_dual(pq, K):
     p, q = pq
     _check_closed_form(p, q, K)
@@ -51,6 +57,31 @@ def test_acceptance_equals_closed_form_lp_and_dual(pq, K):
 def test_closed_form_when_q_lives_on_the_hub():
     # K - 1 = 2 hub tokens carry all of q: the draw outside them is void (Hypothesis found the 0/0)
     _check_closed_form(np.full(4, 0.25), np.array([0.5, 0.5, 0.0, 0.0]), 3)
+    # K - 1 >= V: the hub is the whole vocabulary and everything is accepted
+    _check_closed_form(np.array([0.3, 0.7]), np.array([0.0, 1.0]), 4)
+
+
+def _rational_acceptance(p, q, K):
+    """p(G) + sum_{x not in G} min(p_x, q_x / q(V minus G)) in exact rationals of the float rows,
+    G the top K - 1 of q by (q descending, id ascending), q = 0 tokens included (docs/theory.md §6.6)."""
+    pe, qe = [Fraction(float(v)) for v in p], [Fraction(float(v)) for v in q]
+    G = sorted(range(len(q)), key=lambda t: (-qe[t], t))[: K - 1]
+    rest = sum(qe[t] for t in range(len(q)) if t not in G)
+    tail = sum(min(pe[x], qe[x] / rest) for x in range(len(q)) if x not in G) if rest else 0
+    return sum(pe[g] for g in G) + tail
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-300, 1e-12, 1e-3])
+def test_acceptance_is_the_limit_along_the_tie_break(eps):
+    """q = (eps, 0, 0, 1 - eps), K = 3: the hub is {3, 0} for every eps >= 0, so the acceptance
+    p(3) + p(0) does not jump at eps = 0 (it did when q = 0 tokens were dropped from the hub);
+    moving eps to token 2 instead changes the hub to {3, 2} -- the documented tie jump."""
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    for q, hub in ((np.array([eps, 0.0, 0.0, 1.0 - eps]), (3, 0)), (np.array([0.0, 0.0, eps, 1.0 - eps]), (3, 2 if eps else 0))):
+        got = s.expected_accepted(greedy_multidraft, s.iid(p), s.iid(q), 1, greedy_drafts(3))
+        assert abs(Fraction(got) - _rational_acceptance(p, q, 3)) <= Fraction(1, 10**15)
+        assert abs(got - p[list(hub)].sum()) <= 1e-15
+        assert s.check_lossless(greedy_multidraft, s.iid(p), s.iid(q), 2, greedy_drafts(3)).lossless
 
 
 def _check_closed_form(p, q, K):
