@@ -499,9 +499,7 @@ class RealDataset:
     def _index(self, n: int, which: str) -> int:
         if which != "target" and which not in self.drafts:
             raise ValueError(f"unknown row {which!r}; drafts are {self.drafts}")
-        if not -len(self) <= n < len(self):
-            raise ValueError(f"position {n} out of range for {len(self)} positions")
-        n %= len(self)
+        n = _item(n, len(self), "position")
         return n * (1 + len(self.drafts)) + (0 if which == "target" else 1 + self.drafts.index(which))
 
     def row(self, n: int, which: str = "target") -> np.ndarray:
@@ -544,6 +542,16 @@ def _dense(a: Mapping[str, np.ndarray], r: int, V: int) -> np.ndarray:
     else:
         out[ids] = vals / vals.sum()
     return out
+
+
+def _item(n, size: int, what: str) -> int:
+    """Index ``n`` of a dataset of ``size`` items (negative counts from the end): an integer, never a
+    bool (``ds[True]`` would silently be item 1); shared by :class:`RealDataset` and real_trees."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{what} index must be an integer, got {n!r}")
+    if not -size <= n < size:
+        raise ValueError(f"{what} {n} out of range for {size} {what}s")
+    return int(n) % size
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

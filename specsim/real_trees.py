@@ -46,7 +46,7 @@ from ._validate import as_distribution, check_int
 from .drafts import Chain, DraftTree, TreeProcess, _sample_greedy, parse_drafting
 from .models import iid, top_k
 from .real import (DEFAULT_PROMPTS, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_prompts, _resolve_positions,
-                   _softmax64, _truncate, file_sha256, load_model, parse_draft)
+                   _item, _softmax64, _truncate, file_sha256, load_model, parse_draft)
 from .verifiers.base import Verifier
 from .verifiers.chain import CHAIN_VERIFIERS
 from .verifiers.tree import TREE_VERIFIERS, verifiers_for
@@ -317,9 +317,7 @@ class RealTrees:
         return int(self.arrays["tree_offsets"].size - 1)
 
     def __getitem__(self, n: int) -> TreeRecord:
-        if not -len(self) <= n < len(self):
-            raise ValueError(f"tree {n} out of range for {len(self)} trees")
-        return _record(self, n % len(self))
+        return _record(self, _item(n, len(self), "tree"))
 
     def __iter__(self):
         return (self[n] for n in range(len(self)))

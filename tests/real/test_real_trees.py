@@ -265,20 +265,6 @@ def test_comparisons_name_what_is_missing(evaluation, ds):
         evaluation.compare_oracle(draft, "specinfer", 1)
 
 
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    """A randomly initialised 2-layer Llama (nothing downloaded) as a LoadedModel."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    model = transformers.LlamaForCausalLM(config).eval()
-    weights = tmp_path_factory.mktemp("tiny") / "tiny.bin"
-    weights.write_bytes(b"tiny llama")
-    return real.LoadedModel(model, None, weights, 2, 40)
-
-
 def test_a_build_reuses_the_context_cache_and_matches_full_forward_passes(tmp_path, tiny_llama):
     torch = pytest.importorskip("torch")
     prompts = [[3, 1, 4, 1, 5, 9], [2, 7, 1, 8]]
