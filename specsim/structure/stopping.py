@@ -52,7 +52,7 @@ from .policies import DraftState, DroppingDesign, HeuristicSchedule, Policy, as_
 
 __all__ = ["MAX_PREFIXES", "PolicyValue", "OptimalStopping", "PolicyDrafting", "PolicyCertificate",
            "optimal_stopping", "policy_value", "compare_policies", "policy_drafting", "check_policy_lossless",
-           "format_table"]
+           "format_table", "chain_values", "stopped_length"]
 
 #: Largest number of draft prefixes (sum_{k<=L} V^k) the exact enumeration walks.
 MAX_PREFIXES = 200_000
@@ -565,3 +565,54 @@ def brute_force_stopping(verifier, target: Model, draft_model: Model, L: int, co
         ET, EC, _ = _evaluate(pre, stops, C)
         best = max(best, ET / EC)
     return best
+
+
+# ====================================================================== one stored chain
+def chain_values(verifier, draft, p, q) -> tuple[np.ndarray, np.ndarray]:
+    """For the prefixes x^{1:l} (l = 0..L) of one drafted chain: T_l = E[tau | x^{1:l}] + 1 and
+    A_l = P(tau = l | x^{1:l}) (every drafted token accepted), from the verifier's exact law.
+    Used on stored real chains, where only the drafted path's rows are known.
+
+    Parameters: ``verifier``, ``draft`` (L token ids), ``p`` [L+1, V], ``q`` [L, V] (the chain
+    protocol; rows are validated once by :meth:`specsim.drafts.DraftTree.from_chain`).
+
+    Returns: ``(T, A)``, two arrays of length L + 1.
+
+    >>> import numpy as np
+    >>> from specsim.verifiers import token
+    >>> T, A = chain_values(token, (0, 0), np.array([[0.5, 0.5]] * 3), np.array([[1.0, 0.0]] * 2))
+    >>> T.tolist(), A.tolist()
+    ([1.0, 1.5, 1.75], [1.0, 0.5, 0.25])
+    """
+    tree = DraftTree.from_chain(draft, p, q)
+    draft, p, q = tree.chain_arrays()
+    L = len(draft)
+    T, A = np.ones(L + 1), np.ones(L + 1)
+    verifier = as_verifier(verifier)
+    for l in range(1, L + 1):
+        sub = DraftTree.from_chain(draft[:l], p[:l + 1], q[:l], validate=False)
+        outs = outcomes_on_tree(verifier, sub)
+        T[l] = sum(o.prob * (sub.depth[o.accepted] + 1) for o in outs)
+        A[l] = sum(o.prob for o in outs if sub.depth[o.accepted] == l)
+    return T, A
+
+
+def stopped_length(policy, draft, p, q) -> int:
+    """The draft length l in 0..L at which ``policy`` stops on the chain (draft, p, q): the first
+    k with ``policy.decide`` true, else L.  Rows as in :func:`chain_values`.
+
+    >>> import numpy as np
+    >>> from specsim.structure.policies import ConfidenceThreshold
+    >>> stopped_length(ConfidenceThreshold(0.5), (0, 1, 0), np.full((4, 2), 0.5), np.array([[0.9, 0.1], [0.6, 0.4], [0.5, 0.5]]))
+    2
+    """
+    policy = as_policy(policy)
+    tree = DraftTree.from_chain(draft, p, q)
+    draft, p, q = tree.chain_arrays()
+    L = len(draft)
+    for k in range(L):
+        state = DraftState(tuple(draft[:k]), q[:k], q[k] if policy.reads_next_row else None,
+                           p[:k + 1] if policy.uses_target else None, L)
+        if policy.decide(state):
+            return k
+    return L
