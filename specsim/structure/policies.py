@@ -186,11 +186,12 @@ def _entropy(row: np.ndarray) -> float:
 
 @dataclass(frozen=True, repr=False)
 class EntropyStop(Policy):
-    """An entropy rule in the manner of SVIP ("Draft Model Knows When to Stop", arXiv 2411.18462):
+    """An entropy rule in the manner of SVIP (Zhang et al., "Draft Model Knows When to Stop",
+    arXiv 2411.18462, which sets the draft length from the draft model's entropy):
     at x^{1:k} stop if the draft's entropy H(q(.|x^{1:k})) (nats) exceeds ``threshold`` >= 0.
     SVIP thresholds a monotone function of this entropy (a lower bound on the acceptance rate);
-    any such rule is this one at another threshold.  The constants were taken from memory, not
-    from the paper.  Reads the next row (charged)."""
+    any such rule is this one at another threshold.  The exact function and its constants were not
+    read from the paper (docs/theory.md §14).  Reads the next row (charged)."""
 
     threshold: float = 1.0
 
