@@ -89,3 +89,22 @@ def test_bad_policy_objects():
         policy_value(1, token, "p", D, 2, COST)
     with pytest.raises(ValueError, match="V=2 but draft_model has V=3"):
         policy_value(1, token, iid([0.5, 0.5]), D, 2, COST)
+
+
+def test_stored_chain_helpers_accept_float32_rows_and_refuse_bad_ones():
+    import numpy as np
+
+    from specsim.structure.stopping import chain_values, stopped_length
+
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(4), size=4)
+    q = rng.dirichlet(np.ones(4), size=3)
+    draft = (int(np.argmax(q[0])), int(np.argmax(q[1])), int(np.argmax(q[2])))
+    T64, A64 = chain_values(token, draft, p, q)
+    T32, A32 = chain_values(token, draft, p.astype(np.float32), q.astype(np.float32))
+    assert np.allclose(T32, T64, atol=1e-6) and np.allclose(A32, A64, atol=1e-6)
+    assert stopped_length(SpecDecPP(0.5), draft, p.astype(np.float32), q) == stopped_length(SpecDecPP(0.5), draft, p, q)
+    with pytest.raises(ValueError, match="sum"):
+        chain_values(token, draft, p * 1.1, q)
+    with pytest.raises(TypeError, match="draft\\[0\\]"):
+        stopped_length(FixedLength(1), (0.5, 1, 2), p, q)
