@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specsim.divergences import kl, tv
+from specsim.divergences import tv
 from specsim.models import random_model
 from specsim.structure import CostModel
 from specsim.structure.cascades import (CASCADE_RULES, _deferral, cascade_point, cascade_report, chow, diff, opt,
