@@ -301,14 +301,22 @@ class HeuristicSchedule:
                 total += x
                 x = x @ P
             return total / total.sum()
-        # stationary law: solve pi (P - I) = 0, sum pi = 1 (least squares on the stacked system;
-        # the chain can be reducible when some a_s is 0 or 1, lstsq then returns one stationary law
-        # of the class reached from every state, which is what the long run converges to here).
+        # stationary law: pi (P - I) = 0, sum pi = 1.  With one closed class it is unique and
+        # solved exactly; when some a_s is exactly 0 or 1 the chain can have several closed classes,
+        # and the long run depends on the start: then the Cesaro average of 20000 steps from
+        # min(start, L) (error O(L / 20000)) is the law the schedule actually settles into.
+        if np.linalg.matrix_rank(P - np.eye(L)) < L - 1:
+            x = np.zeros(L)
+            x[min(self.start, L) - 1] = 1.0
+            total = np.zeros(L)
+            for _ in range(20000):
+                total += x
+                x = x @ P
+            return total / total.sum()
         A = np.vstack([(P - np.eye(L)).T, np.ones(L)])
         b = np.zeros(L + 1)
         b[-1] = 1.0
-        pi = np.linalg.lstsq(A, b, rcond=None)[0]
-        pi = np.clip(pi, 0.0, None)
+        pi = np.clip(np.linalg.lstsq(A, b, rcond=None)[0], 0.0, None)
         return pi / pi.sum()
 
 

@@ -253,16 +253,18 @@ def optimal_stopping(verifier, target: Model, draft_model: Model, L: int, cost: 
     tol = check_real(tol, "tol", 0.0, 1.0, lo_open=True)
     C = _costs(pre, cost, False)
     if method == "dinkelbach":
-        lam, it = 0.0, 0
-        while True:
+        lam, it, best = 0.0, 0, None
+        while it < 200:
             it += 1
             stops, _ = _induct(pre, C, lam, min_length)
             ET, EC, law = _evaluate(pre, stops, C)
             new = ET / EC
-            if new <= lam + tol * max(1.0, lam) or it > 200:
+            if best is None or new > best[0]:
+                best = (new, stops, ET, EC, law)
+            if new <= lam + tol * max(1.0, lam):
                 break
             lam = new
-        lam = max(lam, new)
+        lam, stops, ET, EC, law = best      # the best rule met (rounding cannot report a worse one)
     else:
         lo, hi = 0.0, (pre.L + 1.0) / float(C.min())
         it = 0
@@ -461,11 +463,31 @@ class PolicyDrafting:
             yield float(w), tree
 
     def sample(self, target: Model, draft_model: Model, L: int, rng: np.random.Generator) -> DraftTree:
-        """One draft of the rule, drawn token by token with ``rng``."""
+        """One draft of the rule, drawn token by token with ``rng`` (x_{k+1} ~ q_k, then the rule)."""
+        L = check_model_pair(target, draft_model, L)
         check_rng(rng)
-        items = list(self.enumerate(target, draft_model, L))
-        i = rng.choice(len(items), p=np.array([w for w, _ in items]) / sum(w for w, _ in items))
-        return items[i][1]
+        V, rule = target.V, self.rule
+        prefix: tuple[int, ...] = ()
+        while len(prefix) < L:
+            k = len(prefix)
+            q = np.array([draft_model(prefix[:i]) for i in range(k)]).reshape(k, V)
+            p = np.array([target(prefix[:i]) for i in range(k + 1)])
+            row = draft_model(prefix)
+            state = DraftState(prefix, q, row if getattr(rule, "reads_next_row", False) else None,
+                               p if getattr(rule, "uses_target", False) else None, L)
+            if isinstance(rule, DroppingDesign):
+                x = int(rng.choice(V, p=row))
+                if rule.decide_drop(state, x):
+                    break
+                prefix += (x,)
+            elif rule.decide(state):
+                break
+            else:
+                prefix += (int(rng.choice(V, p=row)),)
+        k = len(prefix)
+        q = np.array([draft_model(prefix[:i]) for i in range(k)]).reshape(k, V)
+        p = np.array([target(prefix[:i]) for i in range(k + 1)])
+        return DraftTree((-1, *prefix), tuple(range(-1, k)), p, np.vstack([q, np.zeros((1, V))]), None, False)
 
 
 def policy_drafting(rule) -> PolicyDrafting:

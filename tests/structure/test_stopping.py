@@ -180,3 +180,31 @@ def test_block_verification_needs_its_own_statistic():
 def test_block_one_step_gain_is_bounded_by_its_weight(pair):
     opt = optimal_stopping(block, pair.target, pair.draft, 3, CostModel(draft=0.1))
     assert all(gain <= w + 1e-9 for _, _, w, gain, _ in _prefix_stats(block, pair.target, pair.draft, 3, opt))
+
+
+def test_schedule_with_two_closed_classes_settles_where_it_starts():
+    """a_1 = 0 (length 1 never grows) and a_3 = a_4 = 1 (lengths 3, 4 never shrink): two closed
+    classes; the long run is the class the start state reaches."""
+    a = np.array([0.0, 0.5, 1.0, 1.0])
+    assert HeuristicSchedule(start=4).weights(a)[3] == pytest.approx(1.0)
+    assert HeuristicSchedule(start=1).weights(a)[0] == pytest.approx(1.0)
+
+
+def test_policy_process_sampler_matches_its_enumeration():
+    """Monte Carlo of PolicyDrafting.sample against the enumerated law: 4000 draws, chi-square
+    goodness of fit at false-alarm rate 0.001 (the sampler and the enumeration are separate code)."""
+    from scipy import stats
+
+    t, d = random_model(3, 8, 0.7), random_model(3, 1008, 0.7)
+    proc = policy_drafting(SpecDecPP(0.5))
+    law = {tree.tokens: w for w, tree in proc.enumerate(t, d, 3)}
+    rng = np.random.default_rng(0)
+    counts = {k: 0 for k in law}
+    n = 4000
+    for _ in range(n):
+        counts[proc.sample(t, d, 3, rng).tokens] += 1
+    keys = [k for k in law if law[k] * n >= 5]
+    obs = np.array([counts[k] for k in keys] + [n - sum(counts[k] for k in keys)])
+    exp = np.array([law[k] * n for k in keys] + [n - sum(law[k] * n for k in keys)])
+    keep = exp > 0
+    assert stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue > 1e-3
