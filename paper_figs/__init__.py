@@ -16,4 +16,5 @@ FIGURES = [
     "fig_lossy_frontier",
     "fig_certificate_radius",
     "fig_kernel_bandwidth",
+    "fig_draft_stopping",
 ]

@@ -420,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="rule parameters, e.g. --param epsilon=0.09 delta=0.3")
     lo.set_defaults(func=lossy)
     _add_real_commands(sub.add_parser("real", help="real SmolLM2 next-token distributions: build | info | tables"))
+    from .structure.report import add_stopping_command  # the command's logic lives in specsim.structure
+    add_stopping_command(sub, model_pair, MODEL_KINDS)
     return ap
 
 

@@ -185,3 +185,12 @@ CHAIN_MUTANTS = {v.name: v for v in (
 LOSSLESS_CONTROLS = {v.name: v for v in (
     token, block, onehot, hsd_capped,
     chain_verifier("token_logspace")(_token_logspace), chain_verifier("block_forward")(_block_forward))}
+
+#: Drafting rules that change the output law although every verifier above is applied as written
+#: (docs/theory.md §14.2): a drawn token dropped because of its value (grammar truncation), and
+#: SpecDec++'s oracle applied one token late (the token that crosses the threshold is dropped
+#: after its target row was read).  Certify with specsim.structure.check_policy_lossless.
+from ..structure.policies import drop_on_target, grammar_truncation  # noqa: E402
+
+POLICY_MUTANTS = {d.name.split(":")[0]: d for d in (grammar_truncation(), drop_on_target(0.5))}
+__all__ += ["POLICY_MUTANTS"]
