@@ -9,7 +9,7 @@ and :mod:`.trees` the optimal draft trees under a node budget per verifier (docs
 """
 from .cost import CostModel, leviathan_speedup
 from .throughput import LengthChoice, Throughput, expected_cost, optimal_length, throughput, tree_cost
-from .trees import (MAX_SHAPES, SAMPLED_VERIFIERS, STATUS, BudgetChoice, FixedTree, ShapeProcess, TreeDesign,
+from .trees import (MAX_SHAPES, MAX_TREES, SAMPLED_VERIFIERS, STATUS, BudgetChoice, FixedTree, ShapeProcess, TreeDesign,
                     build_tree, deterministic_value, opt_tree, optimal_budget, optimal_tree, ranked_tree,
                     search_shapes, search_space, sequoia_shape, speed_of_light)
 
@@ -17,4 +17,4 @@ __all__ = ["CostModel", "leviathan_speedup", "Throughput", "throughput", "tree_c
            "optimal_length", "LengthChoice", "TreeDesign", "FixedTree", "ShapeProcess", "deterministic_value",
            "ranked_tree", "opt_tree", "build_tree", "optimal_tree", "search_space", "search_shapes",
            "sequoia_shape", "optimal_budget", "BudgetChoice", "speed_of_light", "SAMPLED_VERIFIERS",
-           "MAX_SHAPES", "STATUS"]
+           "MAX_SHAPES", "MAX_TREES", "STATUS"]

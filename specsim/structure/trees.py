@@ -46,7 +46,7 @@ from .throughput import Throughput, _check_cost, _check_values, throughput
 
 __all__ = ["TreeDesign", "FixedTree", "ShapeProcess", "deterministic_value", "ranked_tree", "opt_tree",
            "build_tree", "optimal_tree", "search_space", "search_shapes", "sequoia_shape", "optimal_budget",
-           "BudgetChoice", "speed_of_light", "SAMPLED_VERIFIERS", "MAX_SHAPES", "STATUS"]
+           "BudgetChoice", "speed_of_light", "SAMPLED_VERIFIERS", "MAX_SHAPES", "MAX_TREES", "STATUS"]
 
 #: What a result may claim about itself.
 STATUS = ("exact optimum", "exact optimum over the searched shapes", "DP optimum under position-independent acceptance",
@@ -56,6 +56,9 @@ SAMPLED_VERIFIERS = ("specinfer", "sequoia", "traversal", "traversal_repeats", "
                      "khisti_optimal", "spectr")
 #: Largest number of shapes :func:`search_shapes` evaluates before refusing.
 MAX_SHAPES = 400
+#: Largest V^N (N = most drafted nodes of a shape: a bound on the draft trees the engine may
+#: enumerate for it) :func:`search_shapes` accepts before refusing.
+MAX_TREES = 100_000
 
 
 # ---------------------------------------------------------------------------------------- processes
@@ -163,7 +166,8 @@ class TreeDesign:
     optimum at this budget when it was computed, else ``None``), ``regret`` (optimum - value),
     ``status`` (one of :data:`STATUS`), ``paths`` (deterministic: the drafted paths, best first),
     ``drafting`` (sampled: the process), ``searched`` (shapes evaluated), ``throughput`` (a
-    :class:`~specsim.structure.Throughput` when a cost model was given), ``note``.
+    :class:`~specsim.structure.Throughput` when a cost model was given), ``note``, ``predicted``
+    (Sequoia's DP: the E[tau] its acceptance model predicts for its tree).
     """
 
     method: str
@@ -180,6 +184,7 @@ class TreeDesign:
     searched: int = 0
     throughput: Throughput | None = None
     note: str = ""
+    predicted: float | None = None
 
     @property
     def tokens_per_step(self) -> float:
@@ -406,8 +411,9 @@ def _processes_for(verifier: Verifier, widths, mode):
 
 
 def search_space(budget: int, L: int, verifier=None, mode: str | None = None) -> list[TreeProcess]:
-    """The shapes :func:`search_shapes` evaluates: per-depth width vectors w (depth l <= L) with
-    at most ``budget`` drafted nodes, sum_{d=1}^{l} prod_{j<d} w_j <= budget, as
+    """The shapes :func:`search_shapes` evaluates: per-depth width vectors w = (w_0..w_{l-1}),
+    depth l <= L (the tree has depth exactly l: it is evaluated at L = l), with at most ``budget``
+    drafted nodes, sum_{d=1}^{l} prod_{j<d} w_j <= budget, as
     :class:`~specsim.drafts.TreeProcess` objects in every mode (``"iid"``, ``"swor"`` or
     ``mode``) the verifier applies to (all modes when ``verifier`` is ``None``).
 
@@ -430,20 +436,23 @@ def search_space(budget: int, L: int, verifier=None, mode: str | None = None) ->
 
 
 def search_shapes(verifier, target: Model, draft_model: Model, budget: int, L: int, mode: str | None = None,
-                  cost: CostModel | None = None, max_shapes: int = MAX_SHAPES) -> TreeDesign:
+                  cost: CostModel | None = None, max_shapes: int = MAX_SHAPES,
+                  max_trees: int = MAX_TREES) -> TreeDesign:
     """Exhaustive search for the best sampled-tree shape of a verifier under a node budget.
 
     Every process of :func:`search_space` is evaluated exactly (E[tau] by the engine; with a
     ``cost``, tokens per unit cost by :func:`~specsim.structure.throughput`) and the best is
-    returned with status ``"exact optimum over the searched shapes"``.  The space is refused
-    (``ValueError`` with its size) above ``max_shapes`` shapes.
+    returned with status ``"exact optimum over the searched shapes"``.  The search is refused
+    (``ValueError`` stating its size) above ``max_shapes`` shapes or when its largest shape may
+    draft more than ``max_trees`` trees (V^N, N its most drafted nodes): the engine's cost per
+    shape grows like that count, the number of shapes only polynomially in the budget.
 
     >>> from specsim.models import random_model
     >>> from specsim.verifiers import specinfer
     >>> from specsim.structure import search_shapes
     >>> best = search_shapes(specinfer, random_model(3, 0), random_model(3, 1), budget=3, L=2)
     >>> best.drafting.name, round(best.expected_accepted, 6), best.searched
-    ('iid[3]', 0.794461, 5)
+    ('iid[3]', 0.503796, 5)
     """
     verifier = as_verifier(verifier)
     L = check_model_pair(target, draft_model, L)
@@ -458,18 +467,25 @@ def search_shapes(verifier, target: Model, draft_model: Model, budget: int, L: i
         raise ValueError(f"budget={budget}, L={L}: the search space holds {len(space)} shapes for {verifier.name!r} "
                          f"(limit max_shapes={max_shapes}); lower budget or L, raise max_shapes, or use "
                          f"sequoia_shape (Sequoia's DP) or a deterministic heuristic (method='eagle2'/'opt_tree')")
+    largest = max(_max_nodes(p.widths) for p in space)
+    if float(target.V) ** largest > max_trees:
+        raise ValueError(f"budget={budget}, L={L}: the search space holds {len(space)} shapes for {verifier.name!r} and "
+                         f"its largest drafts {largest} nodes, up to V^{largest} = {float(target.V) ** largest:.3g} trees "
+                         f"to enumerate (limit max_trees={max_trees}); lower budget or L, raise max_trees, or use "
+                         f"sequoia_shape (Sequoia's DP) or a deterministic heuristic (method='eagle2'/'opt_tree')")
     best = None
     for proc in space:
+        depth = len(proc.widths)  # the shape's own depth
         if cost is None:
-            value = expected_accepted(verifier, target, draft_model, L, proc)
+            value = expected_accepted(verifier, target, draft_model, depth, proc)
             score, tp = value, None
         else:
-            tp = throughput(verifier, target, draft_model, L, proc, cost)
+            tp = throughput(verifier, target, draft_model, depth, proc, cost)
             value, score = tp.tokens - 1.0, tp.rate
         if best is None or score > best[0] + 1e-12:
             best = (score, value, proc, tp)
     _, value, proc, tp = best
-    return TreeDesign("exhaustive", verifier.name, "sampled", budget, _max_nodes(proc.widths_for(L)), value,
+    return TreeDesign("exhaustive", verifier.name, "sampled", budget, _max_nodes(proc.widths), value,
                       value if cost is None else None, 0.0 if cost is None else None,
                       "exact optimum over the searched shapes", drafting=proc, searched=len(space), throughput=tp,
                       note=f"per-depth widths, depth <= {L}, " + ("max E[tau]" if cost is None else "max tokens per cost"))
@@ -503,18 +519,18 @@ def sequoia_shape(target: Model, draft_model: Model, budget: int, L: int, verifi
     L = check_model_pair(target, draft_model, L)
     budget = check_int(budget, "budget", 1)
     width = check_int(width, "width", 1)
+    if not verifier.applies_to(ShapeProcess(((),))):
+        raise ValueError(f"verifier {verifier.name!r} does not apply to Sequoia's without-replacement trees "
+                         f"(it needs {sorted(verifier.needs)})")
     from ..treeshape import sequoia_tree
     a = np.sort(_rank_acceptance(verifier, target, draft_model, width))[::-1]
     a = a / max(1.0, a.sum())  # rounding: the DP refuses a sum above 1
     dp = sequoia_tree(a, budget + 1, L + 1)
     proc = ShapeProcess(dp.shape)
-    if not verifier.applies_to(proc):
-        raise ValueError(f"verifier {verifier.name!r} does not apply to Sequoia's without-replacement trees "
-                         f"(it needs {sorted(verifier.needs)})")
     value = expected_accepted(verifier, target, draft_model, L, proc)
     return TreeDesign("sequoia_dp", verifier.name, "sampled", budget, budget, value, None, None,
-                      STATUS[2], drafting=proc, searched=1,
-                      note=f"DP value {dp.value - 1:.6f} predicted, a = {np.round(a, 6).tolist()}")
+                      STATUS[2], drafting=proc, searched=1, predicted=dp.value - 1.0,
+                      note=f"per-rank acceptance a = {np.round(a, 6).tolist()} measured at the root")
 
 
 # ---------------------------------------------------------------------------------------- front door
@@ -524,7 +540,7 @@ _METHODS = {"deterministic": ("oracle", "eagle2", "opt_tree"), "sampled": ("exha
 def optimal_tree(target: Model, draft_model: Model, budget: int, verifier=None, family: str = "deterministic",
                  L: int | None = None, method: str | None = None, cost: CostModel | None = None,
                  threshold: float = 0.5, max_depth: int = 10, mode: str | None = None,
-                 max_shapes: int = MAX_SHAPES) -> TreeDesign:
+                 max_shapes: int = MAX_SHAPES, max_trees: int = MAX_TREES) -> TreeDesign:
     """The best draft tree of at most ``budget`` drafted nodes for a verifier, or a heuristic's tree
     scored against it (docs/theory.md §13).
 
@@ -538,7 +554,7 @@ def optimal_tree(target: Model, draft_model: Model, budget: int, verifier=None, 
     throughput and the exhaustive search maximises tokens per unit cost instead of E[tau].
 
     ``ValueError`` for budget < 1, a verifier that does not apply to the family, an unknown
-    method, or a search space above ``max_shapes`` (naming its size).
+    method, or a search space above ``max_shapes`` shapes or ``max_trees`` trees (naming its size).
 
     Returns: a :class:`TreeDesign`.
 
@@ -577,7 +593,7 @@ def optimal_tree(target: Model, draft_model: Model, budget: int, verifier=None, 
                          f"use family='deterministic'")
     if method == "sequoia_dp":
         return sequoia_shape(target, draft_model, budget, L, verifier)
-    return search_shapes(verifier, target, draft_model, budget, L, mode, cost, max_shapes)
+    return search_shapes(verifier, target, draft_model, budget, L, mode, cost, max_shapes, max_trees)
 
 
 @dataclass(frozen=True)
