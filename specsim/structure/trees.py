@@ -42,7 +42,7 @@ from ..models import Model
 from ..verifiers import TREE_VERIFIERS, deterministic_children
 from ..verifiers.base import Verifier, as_verifier
 from .cost import CostModel
-from .throughput import Throughput, _check_cost, _check_values, throughput
+from .renewal import Throughput, _check_cost, _check_values, paths_cost, throughput
 
 __all__ = ["TreeDesign", "FixedTree", "ShapeProcess", "deterministic_value", "ranked_tree", "opt_tree",
            "build_tree", "optimal_tree", "search_space", "search_shapes", "sequoia_shape", "optimal_budget",
@@ -356,9 +356,7 @@ def _deterministic(target, draft_model, budget, L, method, threshold, max_depth,
         optimum = value if method == "oracle" else deterministic_value(target, [x for x, _ in ranked_tree(target, budget, L)])
     tp = None
     if cost is not None:
-        tree = build_tree(target, draft_model, paths)
-        from .throughput import tree_cost
-        c = tree_cost(tree, cost)
+        c = paths_cost(paths, cost)
         tp = Throughput(value + 1.0, c, (value + 1.0) / c, (value + 1.0) / c * cost.plain, True,
                         deterministic_children.name, f"{method}({budget})", max((len(x) for x in paths), default=0))
     return TreeDesign(method, deterministic_children.name, "deterministic", budget, len(paths), value, optimum,

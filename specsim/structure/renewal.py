@@ -34,7 +34,7 @@ from ..exact import _check_drafting, output_law
 from ..verifiers.base import as_verifier
 from .cost import CostModel
 
-__all__ = ["Throughput", "throughput", "tree_cost", "expected_cost", "optimal_length", "LengthChoice"]
+__all__ = ["Throughput", "throughput", "tree_cost", "paths_cost", "expected_cost", "optimal_length", "LengthChoice"]
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,28 @@ def tree_cost(tree: DraftTree, cost: CostModel) -> float:
     >>> tree_cost(tree, CostModel(draft=0.1, target=[1.0, 1.0, 1.0, 1.5]))   # passes of 1 and 1 node, 4 nodes
     1.7
     """
+    return _iteration_cost([tree.depth[u] for u in range(tree.num_nodes) if tree.draws[u]], tree.num_nodes, cost)
+
+
+def _iteration_cost(internal_depths, num_nodes: int, cost: CostModel) -> float:
+    # one draft pass per depth over the nodes of that depth that draw children
     per_depth: dict[int, int] = {}
-    for u in range(tree.num_nodes):
-        if tree.draws[u]:
-            per_depth[tree.depth[u]] = per_depth.get(tree.depth[u], 0) + 1
-    return cost.iteration([per_depth[d] for d in sorted(per_depth)], tree.num_nodes)
+    for d in internal_depths:
+        per_depth[d] = per_depth.get(d, 0) + 1
+    return cost.iteration([per_depth[d] for d in sorted(per_depth)], num_nodes)
+
+
+def paths_cost(paths, cost: CostModel) -> float:
+    """:func:`tree_cost` of the deterministic tree whose drafted nodes have these root-to-node
+    ``paths`` (prefix-closed): a node drafts children iff some path extends it by one token.
+
+    >>> from specsim.structure import CostModel, paths_cost
+    >>> paths_cost([(0,), (1,), (0, 1)], CostModel(draft=0.1, target=[1.0, 1.0, 1.0, 1.5]))
+    1.7
+    """
+    paths = {tuple(x) for x in paths}
+    internal = {x[:-1] for x in paths}
+    return _iteration_cost([len(x) for x in internal], len(paths) + 1, _check_cost(cost))
 
 
 def expected_cost(target, draft_model, L: int, drafting=None, cost: CostModel | None = None) -> float:
