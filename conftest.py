@@ -22,6 +22,7 @@ if shutil.which("nvidia-smi") is None:
 collect_ignore = [
     "reference_gpu",                # torch and triton
     "specsim/real.py",              # torch and transformers
+    "specsim/structure/measure.py",  # torch and transformers
     "specsim/testing/adapters.py",  # torch and transformers
     "specsim/testing/language_models.py",  # torch and transformers
     "specsim/testing/layouts.py",   # torch
