@@ -191,7 +191,8 @@ def outcomes_on_tree(verifier, tree: DraftTree) -> list[Outcome]:
 
 @renamed_keyword("draft", "draft_model")
 def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
-               context=(), progress: bool | None = None, atol: float = OUTCOME_ATOL) -> OutputLaw:
+               context=(), progress: bool | None = None, atol: float = OUTCOME_ATOL,
+               check_needs: bool = True) -> OutputLaw:
     """Exact law of the string emitted by one iteration, by enumerating every draft.
 
     O(s) = sum_D Pr(D) sum_{outcomes (pi, v, d)} pi d(y) [s = path(v) y], over every draft D
@@ -203,13 +204,15 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     (:class:`~specsim.models.Model` over the same V), ``L`` (draft length / tree depth >= 1),
     ``drafting`` (default :func:`specsim.drafts.chain`), ``context`` (the prefix both models are
     conditioned on), ``progress`` (tqdm bar; ``None``: only on a terminal for large problems),
-    ``atol``.  ``draft=`` is a deprecated spelling of ``draft_model=``.
+    ``atol``, ``check_needs`` (below).  ``draft=`` is a deprecated spelling of ``draft_model=``.
 
     Returns: an :class:`OutputLaw`.  A process that guarantees none of the children laws the
     verifier needs (``Verifier.needs``, :func:`specsim.drafts.draft_laws`) is refused with a
     ``ValueError`` (:func:`specsim.verifiers.base.check_applies`), here and in
     :func:`check_lossless` and :func:`expected_accepted`: off its contract a verifier's law
-    certifies nothing about it.
+    certifies nothing about it.  ``check_needs=False`` computes it anyway, for the one question
+    where that law is the point: what an engine that runs the verifier on such drafts emits (a
+    design that drops drafted tokens by value, :func:`specsim.structure.check_policy_lossless`).
 
     >>> from specsim.exact import output_law
     >>> from specsim.models import iid, random_model
@@ -223,7 +226,8 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     L = check_model_pair(target, draft_model, L)
     verifier = as_verifier(verifier)
     drafting = _check_drafting(drafting)
-    check_applies(verifier, drafting)  # a law off the verifier's contract certifies nothing
+    if check_bool(check_needs, "check_needs"):
+        check_applies(verifier, drafting)  # a law off the verifier's contract certifies nothing
     atol = check_real(atol, "atol", 0.0, 1.0)
     if progress is not None:
         check_bool(progress, "progress")
@@ -461,7 +465,8 @@ def completed_law(law: OutputLaw, target: Model) -> tuple[np.ndarray, np.ndarray
 
 @renamed_keyword("draft", "draft_model")
 def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
-                   context=(), atol: float = LOSSLESS_ATOL, progress: bool | None = None) -> Certificate:
+                   context=(), atol: float = LOSSLESS_ATOL, progress: bool | None = None,
+                   check_needs: bool = True) -> Certificate:
     """Certify a verifier exactly: is max_z |C(z) - P(z)| <= atol over all z in V^{L+1}?
 
     C is the completed law of :func:`completed_law` and P the target's joint law of its first
@@ -473,7 +478,7 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
     Parameters: ``verifier`` (chain or tree protocol), ``target`` and ``draft_model`` models over
     the same V, draft length / tree depth ``L`` (>= 1), ``drafting`` process (default
     :func:`specsim.drafts.chain`), the ``context`` to certify at (default the empty prefix),
-    tolerance ``atol``, ``progress`` (as in :func:`output_law`).  ``draft=`` is a deprecated
+    tolerance ``atol``, ``progress`` and ``check_needs`` (as in :func:`output_law`).  ``draft=`` is a deprecated
     spelling of ``draft_model=``.
 
     Returns: a :class:`Certificate`.
@@ -490,7 +495,7 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
     """
     atol = check_real(atol, "atol", 0.0, 1.0)
     drafting = _check_drafting(drafting)
-    law = output_law(verifier, target, draft_model, L, drafting, context, progress)
+    law = output_law(verifier, target, draft_model, L, drafting, context, progress, check_needs=check_needs)
     C, P = completed_law(law, target.shifted(context))
     impossible, impossible_string = _impossible_mass(law, target.shifted(context))
     err = np.abs(C - P)
