@@ -504,13 +504,23 @@ class OptimalSelection:
             mid = 0.5 * (lo + hi)
             return ((mid[:, None] >= a) & (mid[:, None] < b)).any(axis=1)
 
+        def below(x, t):  # P(a draw of x lies strictly below the position t)
+            a, b = np.array(self.pieces[x]).T
+            if not (b - a).sum() > 0:
+                return float(t > a[0])
+            return float(np.clip(t - a, 0.0, b - a).sum() / (b - a).sum())
+
         survive = {x: 1.0 - cdf(x) for x in counts}
         out = {}
         for y, m in counts.items():
-            width = sum(b - a for a, b in self.pieces[y])   # > 0 for subnormal q; 0: y is never selected
-            share = inside(y) * (hi - lo) / width if width > 0 else np.zeros(lo.size)
-            term = np.prod([survive[x] ** (c - (x == y)) for x, c in counts.items()], axis=0)
-            out[y] = m * float(share @ (0.5 * term @ gauss))
+            width = sum(b - a for a, b in self.pieces[y])
+            if width > 0:
+                share = inside(y) * (hi - lo) / width
+                term = np.prod([survive[x] ** (c - (x == y)) for x, c in counts.items()], axis=0)
+                out[y] = m * float(share @ (0.5 * term @ gauss))
+            else:  # q(y) below the float spacing at its place: a point, selected when it comes first
+                at = self.pieces[y][0][0]
+                out[y] = m * float(np.prod([(1.0 - below(x, at)) ** (c - (x == y)) for x, c in counts.items()]))
         # positions are absolute floats: a token of tiny q(y) inside [0, 1) has relative resolution
         # ~1e-16 / q(y), which shows here only as a deviation of the sum from 1
         total = sum(out.values())
