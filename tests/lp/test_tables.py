@@ -21,16 +21,6 @@ def test_gap_table_rows_and_text():
     assert "optimum" in bounds_report(V=5, seed=2) and "optimum" in bounds_report([0.5, 0.5], [0.9, 0.1], K=2)
 
 
-def test_model_gap_table_draft_keyword_is_deprecated():
-    target, draft_model = random_model(3, 0), random_model(3, 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        new = model_gap_table(target, draft_model=draft_model, K_values=(2,))
-    with pytest.warns(DeprecationWarning, match="draft_model"):
-        old = model_gap_table(target, draft=draft_model, K_values=(2,))
-    assert str(old) == str(new)
-
-
 @given(distribution_pairs(4), st.integers(2, 3))
 def test_spectr_rho_is_valid_and_in_range(pq, K):
     """rho* lies in [1, K] and is valid: p - min(q, p/rho) sum_{j<K} (1 - beta)^j >= 0."""
