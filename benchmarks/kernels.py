@@ -108,7 +108,8 @@ def main(argv=None) -> dict:
                     timed = {} if timer is None else {"timer": timer}
                     ref, _ = run.time(case, "torch reference (baseline)",
                                       lambda: api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise,
-                                                               mode=mode, backend="torch", validate=False), params=params, **timed)
+                                                               mode=mode, backend="torch", validate=False),
+                                      params=params, **timed)
                     if with_kernel:
                         run.time(case, "triton kernel",
                                  lambda: api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise,

@@ -619,8 +619,9 @@ def verify_tree(tokens, parent, cu_num_nodes, *, target_probs, draft_probs, nois
     ``target_probs``/``draft_probs`` [M, V] (q rows used at internal nodes only).
 
     Parameters: those above (``target_probs``, ``draft_probs`` and what follows keyword-only, as in
-    :func:`verify_chain`), ``noise`` (:class:`TreeNoise`), ``backend`` and ``atol`` as there; every argument is checked (``ValueError`` for a bad value, ``TypeError``
-    for a bad type, naming it).
+    :func:`verify_chain`), ``noise`` (:class:`TreeNoise`), ``backend`` and ``atol`` as there;
+    every argument is checked (``ValueError`` for a bad value, ``TypeError`` for a bad type,
+    naming it).
 
     Returns: a :class:`TreeResult`.
 

@@ -17,7 +17,6 @@ behind :func:`mentored` lives in :mod:`specsim.verifiers._clip_family`.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -315,9 +314,10 @@ def fuzzy(T: float, divergence: str = "js_released") -> LossyVerifier:
     d = Div(q, p); if d <= T accept whatever was drafted, else emit a fresh sample of the full p:
     a(x) = 1[d <= T], R = p;  out = q if d <= T else p;  beta = 1[d <= T].
 
-    Parameters: ``T`` >= 0; ``divergence``: ``"kl"`` = KL(q||p) (then
-    KL(out||p) <= T exactly), ``"kl_reverse"`` = KL(p||q), ``"tv"`` (then TV(out, p) <= T), ``"js"`` (Jensen-Shannon) and ``"js_released"`` (the released default, KL(m||p)/2 + KL(m||q)/2 with
-    m = (p + q)/2, which is *not* JS).
+    Parameters: ``T`` >= 0; ``divergence``: ``"kl"`` = KL(q||p) (then KL(out||p) <= T exactly),
+    ``"kl_reverse"`` = KL(p||q), ``"tv"`` (then TV(out, p) <= T), ``"js"`` (Jensen-Shannon) and
+    ``"js_released"`` (the released default, KL(m||p)/2 + KL(m||q)/2 with m = (p + q)/2, which is
+    *not* JS).
 
     Returns: a :class:`LossyVerifier`.
 

@@ -1,6 +1,5 @@
 """Exact certificates of lossy rules (lp.certificates): no rule above the frontier, the rules that lie
 on it, E1 anchors, findings (Cactus's delta is not a KL bound), sequence certificates."""
-import warnings
 
 import numpy as np
 import pytest

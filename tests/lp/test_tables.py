@@ -1,8 +1,5 @@
 """Gap tables (lp.tables): each multi-draft verifier's acceptance next to the optimum, SpecTr's rho."""
-import warnings
-
 import numpy as np
-import pytest
 from hypothesis import given, strategies as st
 
 from lp.tables import bounds_report, gap_table, model_gap_table, spectr_rho
