@@ -107,12 +107,13 @@ def main(argv=None) -> dict:
                               "bytes": model_bytes(mode, B, L, V, p.element_size())}
                     timed = {} if timer is None else {"timer": timer}
                     ref, _ = run.time(case, "torch reference (baseline)",
-                                      lambda: api.verify_chain(ids, cu, q, p, noise, mode, backend="torch",
-                                                               validate=False), params=params, **timed)
+                                      lambda: api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise,
+                                                               mode=mode, backend="torch", validate=False),
+                                      params=params, **timed)
                     if with_kernel:
                         run.time(case, "triton kernel",
-                                 lambda: api.verify_chain(ids, cu, q, p, noise, mode, backend="triton",
-                                                          validate=False),
+                                 lambda: api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise,
+                                                          mode=mode, backend="triton", validate=False),
                                  baseline=ref, repeats=min(run.repeats, 3) if interpreter else None,
                                  params=params, **timed,
                                  metrics=(lambda t, _: {"GB/s": params["bytes"] / t.median_s / 1e9,

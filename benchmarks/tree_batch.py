@@ -21,7 +21,7 @@ import numpy as np
 from specsim import output_law, tree_verifier
 from specsim.drafts import iid_paths, parse_drafting, swor_tree
 from specsim.models import random_model
-from specsim.verifiers.tree import gbv, specinfer_first_path, traversal
+from specsim.verifiers import gbv, specinfer_first_path, traversal
 
 from _harness import Run  # this folder (Python puts the script's folder on sys.path)
 

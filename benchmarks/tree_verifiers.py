@@ -18,7 +18,7 @@ from specsim.drafts import chain, iid_paths, parse_drafting, topk_tree
 from specsim.exact import check_lossless
 from specsim.models import random_model
 from specsim.verifiers.chain import block
-from specsim.verifiers.tree import deterministic_children, gbv, sequoia, specinfer, traversal
+from specsim.verifiers import deterministic_children, gbv, sequoia, specinfer, traversal
 
 from _harness import Run  # this folder (Python puts the script's folder on sys.path)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specsim._deprecation import renamed_keyword
-from specsim._validate import as_pair, check_int, check_model_pair, check_real
+from specsim._validate import as_pair, check_int, check_real
+from specsim.models import check_model_pair
 from specsim.divergences import kl, tv
 from specsim.drafts import chain
 from specsim.exact import check_lossless, output_law
@@ -218,7 +218,6 @@ def _strings_law(verifier, target, draft_model, L, n):
     return F((), n), laws[()]
 
 
-@renamed_keyword("draft", "draft_model")
 def certify_sequence(rule, target: Model, draft_model: Model, L: int, n: int | None = None) -> SequenceCertificate:
     """Exact sequence-level certificate of a lossy chain verifier (docs/theory.md §10.1).
 
@@ -230,7 +229,7 @@ def certify_sequence(rule, target: Model, draft_model: Model, L: int, n: int | N
 
     Parameters: ``rule`` (a lossy verifier or ``SingleTokenRule``; any chain ``Verifier`` for the
     exact part, whose bounds are then NaN), ``target`` and ``draft_model``
-    (:class:`~specsim.models.Model` over the same V; ``draft=`` is a deprecated spelling), draft
+    (:class:`~specsim.models.Model` over the same V), draft
     length ``L`` >= 1, number of tokens ``n`` (default L + 1).
 
     Returns: :class:`SequenceCertificate` (with the stream law ``stream`` and ``target`` over V^n).

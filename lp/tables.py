@@ -2,7 +2,7 @@
 
 Acceptance = P(the emitted token is one of the drafts) at one position, for K drafts.  Closed forms
 are computed here; verifiers without one are evaluated by exact enumeration of the draft tuples
-(:func:`specsim.verifiers.tree.multidraft_acceptance`, small V^K only):
+(:func:`specsim.multidraft.multidraft_acceptance`, small V^K only):
 
 - single-draft speculative sampling: sum_v min(p_v, q_v) (uses one of the K drafts);
 - SpecInfer recursive rejection sampling (Miao et al., arXiv 2305.09781), K i.i.d. drafts:
@@ -18,11 +18,12 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from specsim._deprecation import renamed_keyword
-from specsim._validate import as_pair, check_int, check_model_pair, check_seed
+from specsim._validate import as_pair, check_int, check_seed
+from specsim.models import check_model_pair
 from specsim.models import Model, random_model
 
-from specsim.verifiers.tree import kseq_rho, multidraft_acceptance
+from specsim.multidraft import multidraft_acceptance
+from specsim.verifiers.kseq import kseq_rho
 
 from .coupling import maximal_coupling, multidraft_bound
 
@@ -60,7 +61,7 @@ def specinfer_acceptance(p, q, K: int) -> float:
 def spectr_rho(p, q, K: int) -> float:
     """rho* = the smallest valid rho in [1, K] for SpecTr's K-SEQ (docs/theory.md §6.4).
 
-    The verifier's own :func:`specsim.verifiers.tree.kseq_rho`, so tables and verifier agree by
+    The verifier's own :func:`specsim.verifiers.kseq.kseq_rho`, so tables and verifier agree by
     construction.
 
     Parameters: ``p`` target, ``q`` draft (the input contract of docs/design.md), ``K`` >= 1 drafts.
@@ -93,7 +94,7 @@ def spectr_acceptance(p, q, K: int) -> float:
 
 
 #: Largest number of ordered draft tuples (V^K) for which verifiers without a closed form are
-#: evaluated by the exact engine (:func:`specsim.verifiers.tree.multidraft_acceptance`).
+#: evaluated by the exact engine (:func:`specsim.multidraft.multidraft_acceptance`).
 MAX_EXACT_TUPLES = 5000
 
 
@@ -204,14 +205,13 @@ def gap_table(p, q, K_values=(1, 2, 4), verifiers: Mapping | None = None, title:
     return GapTable(tuple(rows), p.size, title)
 
 
-@renamed_keyword("draft", "draft_model")
 def model_gap_table(target: Model, draft_model: Model, K_values=(1, 2, 4), context=(),
                     verifiers: Mapping | None = None) -> GapTable:
     """:func:`gap_table` for a model pair at the position after ``context``: p = target(context),
     q = draft_model(context).
 
-    Parameters: ``target``, ``draft_model`` (:class:`~specsim.models.Model` over the same V;
-    ``draft=`` is a deprecated spelling), ``K_values``, ``context`` (token ids), ``verifiers``.
+    Parameters: ``target``, ``draft_model`` (:class:`~specsim.models.Model` over the same V),
+    ``K_values``, ``context`` (token ids), ``verifiers``.
 
     Returns: :class:`GapTable`.
 

@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from specsim._deprecation import renamed_keyword
-from specsim._validate import check_model_pair
 from specsim.drafts import DraftProcess, DraftTree, chain, draft_laws
-from specsim.models import Model
+from specsim.models import Model, check_model_pair
 from specsim.verifiers.base import Outcome, Verifier, tree_verifier
 
 from ._solvers import LP_SOLVERS, check_solvers, solve
@@ -110,7 +108,6 @@ def _polish(x: np.ndarray, M: sp.csc_matrix, rhs: np.ndarray) -> np.ndarray:
     return polished if np.abs(M @ polished - rhs).max() < before else x
 
 
-@renamed_keyword("draft", "draft_model")
 def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
                     solver: str | Sequence[str] | None = None, context=()) -> VerificationLP:
     """Maximise E[tau] over all lossless verifiers with the prefix-plus-one-token output (docs/theory.md §5.1, §5.2).
@@ -125,8 +122,8 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     :func:`lp.coupling.multidraft_lp`.  Thomas & Pal, arXiv 2602.16961.  Size: sum over trees of
     nodes x V variables, V^{L+1} + #trees equalities (V = 3, L = 4: 1215 variables).
 
-    Parameters: ``target``, ``draft_model`` (:class:`~specsim.models.Model` over the same V;
-    ``draft=`` is a deprecated spelling), ``L`` draft length / tree depth (an integer >= 1),
+    Parameters: ``target``, ``draft_model`` (:class:`~specsim.models.Model` over the same V),
+    ``L`` draft length / tree depth (an integer >= 1),
     ``drafting`` (a draft process, default ``chain()``; ``TypeError`` for anything without
     ``enumerate``), ``solver`` (an installed cvxpy solver name or a sequence of them; default
     HiGHS, then Clarabel), ``context`` (the prefix to condition on, token ids checked by the models).

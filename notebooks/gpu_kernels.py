@@ -62,7 +62,7 @@ print(ids.shape, cu[:3].tolist(), q_rows.shape, p_rows.shape)
 
 # %%
 for mode, verifier in (("token", s.token), ("block", s.block)):
-    res = api.verify_chain(ids, cu, q_rows, p_rows, noise, mode=mode, backend="torch")
+    res = api.verify_chain(ids, cu, target_probs=p_rows, draft_probs=q_rows, noise=noise, mode=mode, backend="torch")
     tau = res.num_accepted.numpy().astype(float)
     exact = s.expected_accepted(verifier, target, draft, L)
     se = tau.std(ddof=1) / np.sqrt(B)
@@ -77,7 +77,7 @@ for mode, verifier in (("token", s.token), ("block", s.block)):
 
 # %%
 same = torch.as_tensor(P[pick][:, :L].reshape(B * L, V))      # q rows := the target's own rows
-res = api.verify_chain(ids, cu, same, p_rows, noise, mode="token", backend="torch")
+res = api.verify_chain(ids, cu, target_probs=p_rows, draft_probs=same, noise=noise, mode="token", backend="torch")
 assert int(res.num_accepted.min()) == L
 print("q = p: every request accepted all", L, "drafts")
 
@@ -90,8 +90,8 @@ ids3, cu3 = ids[: 3 * L], cu[small]
 q3, p3 = q_rows[: 3 * L], p_rows[: 3 * (L + 1)]
 noise3 = api.draw_chain_noise([L] * 3, V, seeds=[0, 1, 2])
 for mode in ("token", "block"):
-    ref = api.verify_chain(ids3, cu3, q3, p3, noise3, mode=mode, backend="torch")
-    ker = api.verify_chain(ids3, cu3, q3, p3, noise3, mode=mode, backend="triton")
+    ref = api.verify_chain(ids3, cu3, target_probs=p3, draft_probs=q3, noise=noise3, mode=mode, backend="torch")
+    ker = api.verify_chain(ids3, cu3, target_probs=p3, draft_probs=q3, noise=noise3, mode=mode, backend="triton")
     print(mode, ker.output_token_ids.tolist(), ker.num_accepted.tolist())
     assert torch.equal(ref.output_token_ids, ker.output_token_ids)
     assert torch.equal(ref.num_accepted, ker.num_accepted)

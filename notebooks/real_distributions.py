@@ -37,7 +37,7 @@ try:
 except ValueError as e:
     ds = None
     print(f"SKIPPED: no committed dataset ({e}).\nBuild one with `{real.INSTALL_HINT}` and "
-          f"`python -m specsim.real build --out specsim/data/smollm2_small`.")
+          f"`specsim real build --out specsim/data/smollm2_small`.")
 else:
     print(f"{len(ds)} positions, V = {ds.V}, drafts {ds.drafts}, stored tail <= {ds.manifest['tail']:g}")
 

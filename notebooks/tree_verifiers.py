@@ -23,8 +23,9 @@ import numpy as np
 
 import specsim as s
 from specsim.drafts import iid_paths, swor_tree, fixed_shape
-from specsim.verifiers.tree import verifiers_for, multidraft_acceptance
-from specsim.treeshape import sequoia_tree
+from specsim.multidraft import multidraft_acceptance
+from specsim.verifiers import verifiers_for
+from specsim.sequoia_dp import sequoia_tree
 
 QUICK = bool(os.environ.get("SPECSIM_QUICK"))
 V, L = 3, (2 if QUICK else 3)
@@ -56,7 +57,7 @@ print("paths:", [tree.path(i) for i in range(tree.num_nodes)])
 # `next_dist`.  SpecInfer runs recursive rejection sampling over each node's children.
 
 # %%
-from specsim.verifiers.tree import specinfer  # noqa: E402
+from specsim.verifiers import specinfer  # noqa: E402
 
 outs = specinfer(tree)
 for o in outs:

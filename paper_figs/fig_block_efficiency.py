@@ -13,7 +13,7 @@ import sys
 import matplotlib.pyplot as plt
 
 import specsim as s
-from specsim.verifiers.tree import traversal
+from specsim.verifiers import traversal
 
 from ._common import FigureResult, command, main_one
 

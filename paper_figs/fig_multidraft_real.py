@@ -29,7 +29,7 @@ def _dataset():
         return real.load_dataset(real.committed_dataset()), ""
     except (ValueError, OSError) as e:
         return None, (f"{NAME} skipped: no usable real dataset ({e}). Rebuild it with "
-                      f"`{real.INSTALL_HINT}` then `python -m specsim.real build --out "
+                      f"`{real.INSTALL_HINT}` then `specsim real build --out "
                       f"specsim/data/smollm2_small`.")
 
 

@@ -23,7 +23,7 @@ NAME = "fig_real_trees"
 
 def _verifier_names(ds) -> list[str]:
     from specsim.drafts import parse_drafting
-    from specsim.verifiers.tree import verifiers_for
+    from specsim.verifiers import verifiers_for
 
     names: list[str] = []
     for process in ds.manifest["processes"]:

@@ -24,7 +24,7 @@ STYLES = {"specinfer": "o-", "specinfer_first_path": "o:", "spectr": "s-", "khis
 def make(quick: bool = False) -> FigureResult:
     from lp.verification import verification_lp
     from specsim.drafts import iid_paths, swor_tree
-    from specsim.verifiers.tree import verifiers_for
+    from specsim.verifiers import verifiers_for
 
     V, K, seeds = 3, 2, (0, 1)
     Ls = list(range(1, 3 if quick else 4))
@@ -63,7 +63,7 @@ def make(quick: bool = False) -> FigureResult:
     fig.tight_layout()
     caption = (
         f"Exact expected accepted tokens E[tau] of every tree verifier that applies to the draft process "
-        f"(specsim.verifiers.tree.verifiers_for) vs the information-agnostic tree LP bound (docs/theory.md §5.2; "
+        f"(specsim.verifiers.verifiers_for) vs the information-agnostic tree LP bound (docs/theory.md §5.2; "
         f"Thomas & Pal, arXiv 2602.16961) for the same process, on a context-dependent random pair "
         f"(random_model(V={V}, seed={seeds[0]}) target, seed={seeds[1]} draft), K = {K}, L = {Ls[0]}..{Ls[-1]}. "
         f"Bottom: E[tau] as a fraction of the bound (axis cut at 0.85). Labels marked lossy fail the exact completion check. {'; '.join(notes)}. "

@@ -15,8 +15,8 @@ the Triton kernels; ``python benchmarks/kernels.py``: the benchmark.  The submod
 >>> from reference_gpu.api import draw_chain_noise, verify_chain
 >>> p = torch.tensor([[1/3, 2/3]] * 3, dtype=torch.float64)      # docs/theory.md §12, R2/R3 toy, L = 2
 >>> q = torch.tensor([[2/3, 1/3]] * 2, dtype=torch.float64)
->>> res = verify_chain(torch.tensor([1, 1]), torch.tensor([2]), q, p, draw_chain_noise([2], 2, seeds=[0]),
-...                    mode="block", backend="torch")
+>>> res = verify_chain(torch.tensor([1, 1]), torch.tensor([2]), target_probs=p, draft_probs=q,
+...                    noise=draw_chain_noise([2], 2, seeds=[0]), mode="block", backend="torch")
 >>> res.output_token_ids.tolist(), res.num_accepted.tolist()   # both drafts have p/q >= 1: kept
 ([[1, 1, 1]], [2])
 """

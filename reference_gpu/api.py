@@ -26,12 +26,13 @@ for bit.
 >>> q = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4], [0.25] * 4], dtype=torch.float64)
 >>> ids, cu = torch.tensor([0, 3, 2]), torch.tensor([2, 3])
 >>> noise = draw_chain_noise([2, 1], V=4, seeds=[11, 12])
->>> res = verify_chain(ids, cu, q, p, noise, mode="token", backend="torch")
+>>> res = verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode="token", backend="torch")
 >>> res.output_token_ids.tolist(), res.num_accepted.tolist()
 ([[0, 1, -1], [0, -1, -1]], [1, 0])
 >>> device = "cuda" if torch.cuda.is_available() else "cpu"     # CPU: the Triton interpreter
 >>> on = lambda t: t.to(device)
->>> kernel = verify_chain(on(ids), on(cu), on(q), on(p), noise, mode="token", backend="triton")
+>>> kernel = verify_chain(on(ids), on(cu), target_probs=on(p), draft_probs=on(q), noise=noise, mode="token",
+...                       backend="triton")
 >>> torch.equal(kernel.output_token_ids.cpu(), res.output_token_ids)
 True
 """
@@ -71,7 +72,9 @@ class ChainNoise:
     >>> q = torch.tensor([[0.9, 0.1]], dtype=torch.float64)
     >>> zero = torch.zeros(1, dtype=torch.float64)
     >>> always = ChainNoise(uniforms=zero, etas=zero, residual=torch.ones(1, 2, dtype=torch.float64))
-    >>> verify_chain(torch.tensor([0]), torch.tensor([1]), q, p, always, backend="torch").output_token_ids.tolist()
+    >>> res = verify_chain(torch.tensor([0]), torch.tensor([1]), target_probs=p, draft_probs=q, noise=always,
+    ...                    backend="torch")
+    >>> res.output_token_ids.tolist()
     [[0, 1]]
     """
 
@@ -392,15 +395,16 @@ def _validate_chain(ids, cu, q, p, noise, mode, atol):
     return ids, cu, u, e, r, int(lens.max())
 
 
-def verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs,
+def verify_chain(draft_token_ids, cu_num_draft_tokens, *, target_probs, draft_probs,
                  noise: ChainNoise, mode: str = "token", backend: str = "auto",
                  atol: float | None = None, validate: bool = True) -> VerifyResult:
     """Verify a ragged batch of draft chains: per request b, tau_b and the tokens
     (x_1..x_tau, Y) of the module docstring, under the token rule (Leviathan et al.), the block
     rule (Sun et al.) or greedy matching; the rules in full are in :mod:`reference_gpu.reference`.
 
-    Parameters: ``draft_token_ids`` int [N], ``cu_num_draft_tokens`` int [B], ``draft_probs``
-    [N, V] or ``None`` (one-hot drafts, docs/theory.md §3.2), ``target_probs`` [N + B, V],
+    Parameters: ``draft_token_ids`` int [N], ``cu_num_draft_tokens`` int [B]; keyword-only
+    (target before draft, as everywhere in the package): ``target_probs`` [N + B, V],
+    ``draft_probs`` [N, V] or ``None`` (one-hot drafts, docs/theory.md §3.2),
     ``noise`` (:class:`ChainNoise`), ``mode`` (``"token"``, ``"block"``, ``"greedy"``),
     ``backend`` (``"triton"``: CUDA, or CPU with TRITON_INTERPRET=1; ``"torch"``: the
     reference; ``"auto"``), ``atol`` (tolerance on |row sum - 1|, a number in [0, 1); default
@@ -419,11 +423,12 @@ def verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs
     >>> q = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4], [0.25] * 4], dtype=torch.float64)
     >>> ids, cu, noise = torch.tensor([0, 3, 2]), torch.tensor([2, 3]), draw_chain_noise([2, 1], 4, seeds=[11, 12])
     >>> for mode in ("token", "block", "greedy"):
-    ...     print(mode, verify_chain(ids, cu, q, p, noise, mode=mode, backend="torch").output_token_ids.tolist())
+    ...     res = verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode=mode, backend="torch")
+    ...     print(mode, res.output_token_ids.tolist())
     token [[0, 1, -1], [0, -1, -1]]
     block [[3, -1, -1], [0, -1, -1]]
     greedy [[3, -1, -1], [0, -1, -1]]
-    >>> verify_chain(ids, cu, q, p[:4], noise)
+    >>> verify_chain(ids, cu, target_probs=p[:4], draft_probs=q, noise=noise)
     Traceback (most recent call last):
     ...
     ValueError: target_probs must have shape (5, 4), got (4, 4)
@@ -509,11 +514,11 @@ def dense_to_ragged(batch: DenseBatch) -> RaggedBatch:
                        None if q is None else q[inside], p[rows_in])
 
 
-def verify_chain_dense(draft_token_ids, draft_probs, target_probs, noise: ChainNoise,
+def verify_chain_dense(draft_token_ids, *, target_probs, draft_probs, noise: ChainNoise,
                        num_draft_tokens=None, mode: str = "token", backend: str = "auto",
                        atol: float | None = None) -> VerifyResult:
-    """Dense adapter: ``draft_token_ids`` [B, L], ``draft_probs`` [B, L, V] or None,
-    ``target_probs`` [B, L+1, V] (row L_b = bonus); ``num_draft_tokens`` [B] (default L for all).
+    """Dense adapter: ``draft_token_ids`` [B, L]; keyword-only ``target_probs`` [B, L+1, V] (row L_b =
+    bonus), ``draft_probs`` [B, L, V] or None; ``num_draft_tokens`` [B] (default L for all).
 
     Converted with :func:`dense_to_ragged` and verified by :func:`verify_chain` (``noise`` is in
     the ragged layout, e.g. ``draw_chain_noise(num_draft_tokens, V, seeds)``); ``mode``,
@@ -527,8 +532,8 @@ def verify_chain_dense(draft_token_ids, draft_probs, target_probs, noise: ChainN
     ...                   [[0.7, 0.1, 0.1, 0.1], [0.0, 0.0, 0.5, 0.5], [0.0] * 4]], dtype=torch.float64)
     >>> q = torch.tensor([[[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]], [[0.25] * 4, [0.0] * 4]], dtype=torch.float64)
     >>> ids = torch.tensor([[0, 3], [2, -1]])
-    >>> res = verify_chain_dense(ids, q, p, draw_chain_noise([2, 1], 4, seeds=[11, 12]), num_draft_tokens=[2, 1],
-    ...                          backend="torch")
+    >>> res = verify_chain_dense(ids, target_probs=p, draft_probs=q, noise=draw_chain_noise([2, 1], 4, seeds=[11, 12]),
+    ...                          num_draft_tokens=[2, 1], backend="torch")
     >>> res.output_token_ids.tolist(), res.num_accepted.tolist()      # as the ragged example
     ([[0, 1, -1], [0, -1, -1]], [1, 0])
     """
@@ -547,8 +552,8 @@ def verify_chain_dense(draft_token_ids, draft_probs, target_probs, noise: ChainN
     if lens.numel() != B or bool(((lens < 0) | (lens > L)).any()):
         raise ValueError(f"num_draft_tokens must have {B} entries in 0..{L}, got {lens.tolist()}")
     rb = dense_to_ragged(DenseBatch(ids, draft_probs, target_probs, lens.to(ids.device)))
-    res = verify_chain(rb.draft_token_ids, rb.cu_num_draft_tokens, rb.draft_probs, rb.target_probs,
-                       noise, mode, backend, atol)
+    res = verify_chain(rb.draft_token_ids, rb.cu_num_draft_tokens, target_probs=rb.target_probs,
+                       draft_probs=rb.draft_probs, noise=noise, mode=mode, backend=backend, atol=atol)
     out = torch.full((B, L + 1), -1, dtype=torch.int32, device=res.output_token_ids.device)
     out[:, :res.output_token_ids.shape[1]] = res.output_token_ids
     return VerifyResult(out, res.num_accepted)
@@ -603,7 +608,7 @@ def _validate_tree(tokens, parent, cu, p, q, noise, atol):
     return tok, par, cu, u, r, max(depth) if depth else 0
 
 
-def verify_tree(tokens, parent, cu_num_nodes, target_probs, draft_probs, noise: TreeNoise,
+def verify_tree(tokens, parent, cu_num_nodes, *, target_probs, draft_probs, noise: TreeNoise,
                 backend: str = "auto", atol: float | None = None) -> TreeResult:
     """SpecInfer recursive rejection sampling on a ragged batch of draft trees (docs/theory.md §6.1).
 
@@ -613,9 +618,10 @@ def verify_tree(tokens, parent, cu_num_nodes, target_probs, draft_probs, noise: 
     token -1, parent -1; local parent indices, parents first), ``cu_num_nodes`` int[B] inclusive,
     ``target_probs``/``draft_probs`` [M, V] (q rows used at internal nodes only).
 
-    Parameters: those above, ``noise`` (:class:`TreeNoise`), ``backend`` and ``atol`` as in
-    :func:`verify_chain`; every argument is checked (``ValueError`` for a bad value, ``TypeError``
-    for a bad type, naming it).
+    Parameters: those above (``target_probs``, ``draft_probs`` and what follows keyword-only, as in
+    :func:`verify_chain`), ``noise`` (:class:`TreeNoise`), ``backend`` and ``atol`` as there;
+    every argument is checked (``ValueError`` for a bad value, ``TypeError`` for a bad type,
+    naming it).
 
     Returns: a :class:`TreeResult`.
 
@@ -624,7 +630,8 @@ def verify_tree(tokens, parent, cu_num_nodes, target_probs, draft_probs, noise: 
     >>> tokens, parent = torch.tensor([-1, 1, 2, 0]), torch.tensor([-1, 0, 0, 1])   # root -> 1 -> 0, root -> 2
     >>> p = torch.tensor([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2], [1/3] * 3, [0.1, 0.1, 0.8]], dtype=torch.float64)
     >>> q = torch.tensor([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25], [0.0] * 3, [0.0] * 3], dtype=torch.float64)
-    >>> res = verify_tree(tokens, parent, torch.tensor([4]), p, q, draw_tree_noise([4], 3, seeds=[5]), backend="torch")
+    >>> res = verify_tree(tokens, parent, torch.tensor([4]), target_probs=p, draft_probs=q,
+    ...                   noise=draw_tree_noise([4], 3, seeds=[5]), backend="torch")
     >>> res.output_token_ids.tolist(), res.accepted_node.tolist(), res.num_accepted.tolist()
     ([[1, 0, 2]], [3], [2])
     """

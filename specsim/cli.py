@@ -23,7 +23,7 @@ from . import models
 from .drafts import parse_drafting
 from ._validate import check_int, check_real, check_seed
 from .exact import check_lossless
-from .verifiers.tree import verifiers_for
+from .verifiers import verifiers_for
 
 __all__ = ["MODEL_KINDS", "model_pair", "compare", "bounds", "lossy_report", "lossy", "real", "real_trees",
            "build_parser", "main"]

@@ -11,6 +11,10 @@ Carlo).  The process, not the caller, supplies the rows, so trees always agree w
 children were drawn.  ``laws`` says which children laws it guarantees (:data:`DRAFT_LAWS`), which
 is what a tree verifier may rely on (docs/theory.md §6).
 
+Why one module of ~800 lines: the tree type and the processes share one contract (a process's
+``enumerate``, ``sample`` and ``node_options`` must build the trees its ``laws`` promise, and
+``DraftTree`` checks what they build), and about a third of the lines are runnable examples.
+
 >>> from specsim.drafts import iid_paths
 >>> from specsim.models import iid
 >>> trees = list(iid_paths(2).enumerate(iid([0.5, 0.5]), iid([0.75, 0.25]), L=1))
@@ -25,10 +29,9 @@ from typing import Iterator, Protocol
 
 import numpy as np
 
-from ._deprecation import renamed_keyword
-from ._validate import (_float_array, as_distribution, as_rows, check_bool, check_int, check_model_pair,
-                        check_rng, check_tokens, sum_tolerance)
-from .models import Model
+from ._validate import (_float_array, as_distribution, as_rows, check_bool, check_int, check_rng, check_tokens,
+                        sum_tolerance)
+from .models import Model, check_model_pair
 
 __all__ = ["DraftTree", "DraftProcess", "Chain", "chain", "TreeProcess", "iid_paths", "swor_tree",
            "fixed_shape", "topk_tree", "delayed_expansion", "greedy_drafts", "parse_drafting",
@@ -192,6 +195,29 @@ class DraftTree:
         """True when node i's parent is i - 1 for every i (a single draft path)."""
         return all(self.parent[i] == i - 1 for i in range(1, self.num_nodes))
 
+    @property
+    def shape(self) -> tuple:
+        """What fixes a tree verifier's decision sequence: the parents and, at every node, the child
+        node of each draw in drafting order (repeats kept), but not the tokens or rows.
+
+        Trees with equal shapes differ only in their tokens and rows, so a ``batch_law`` can treat a
+        group of them with arrays [N, nodes, V]; the exact engine groups the enumerated trees by this
+        key (docs/theory.md §2.1).
+
+        Returns: ``(parent, draw_nodes)``, two tuples (``draw_nodes[u]`` node ids of u's draws).
+
+        >>> from specsim.drafts import iid_paths
+        >>> from specsim.models import random_model
+        >>> trees = [t for _, t in iid_paths(2).enumerate(random_model(3, 0), random_model(3, 1), 1)]
+        >>> [t.draws[0] for t in trees[:4]], [t.shape[1][0] for t in trees[:4]]
+        ([(0, 0), (0, 1), (0, 2), (1, 0)], [(1, 1), (1, 2), (1, 2), (1, 2)])
+        """
+        nodes = []
+        for u, kids in enumerate(self.children):
+            by_token = {self.tokens[c]: c for c in kids}
+            nodes.append(tuple(by_token[t] for t in self.draws[u]))
+        return self.parent, tuple(nodes)
+
     def path(self, node: int) -> tuple[int, ...]:
         """path(node): the tokens on the root-to-node path, root first (``()`` for the root).
 
@@ -256,7 +282,6 @@ class Chain:
         """One draw from q per node is at once i.i.d., without replacement and a one-path trie."""
         return frozenset({"iid", "swor", "paths", "chain"})
 
-    @renamed_keyword("draft", "draft_model")
     def arrays(self, target: Model, draft_model: Model, L: int):
         """Every draft x in V^L with Q(x) > 0 at once, in base-V order (the vectorised form of
         :meth:`enumerate`).
@@ -285,7 +310,6 @@ class Chain:
         prows = np.stack([ptab[i][prefix[i][keep]] for i in range(L + 1)], axis=1)
         return digits[keep], Qx[keep], prows, qrows[keep]
 
-    @renamed_keyword("draft", "draft_model")
     def enumerate(self, target: Model, draft_model: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
         """Every draft x in V^L with Q(x) > 0, as ``(Q(x), chain tree)`` in base-V order.
 
@@ -303,7 +327,6 @@ class Chain:
             yield float(Qx[n]), DraftTree((-1, *drafts[n].tolist()), parents, prows[n],
                                           np.vstack([qrows[n], leaf]), None, False)
 
-    @renamed_keyword("draft", "draft_model")
     def sample(self, target: Model, draft_model: Model, L: int, rng: np.random.Generator) -> DraftTree:
         """One draft drawn token by token, x_{k+1} ~ q(.|x^{1:k}) with ``rng`` (a numpy Generator).
 
@@ -591,7 +614,6 @@ class TreeProcess:
         width = self.widths_for(L)[depth]
         return _ENUMERATE[self.mode](q_row, multiplicity * width if self.mode == "iid" else width)
 
-    @renamed_keyword("draft", "draft_model")
     def enumerate(self, target: Model, draft_model: Model, L: int) -> Iterator[tuple[float, DraftTree]]:
         """Every tree of depth L with Q(tree) > 0, Q(tree) = prod over internal nodes of the
         probability of their draws (:meth:`node_options`).
@@ -608,7 +630,6 @@ class TreeProcess:
         """
         return self._grow(target, draft_model, L, _ENUMERATE[self.mode])
 
-    @renamed_keyword("draft", "draft_model")
     def sample(self, target: Model, draft_model: Model, L: int, rng: np.random.Generator) -> DraftTree:
         """One tree drawn from Q node by node with ``rng`` (a numpy Generator).
 

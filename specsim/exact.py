@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._deprecation import renamed_keyword
-from ._validate import check_bool, check_model_pair, check_real, check_tokens
+from ._validate import check_bool, check_real, check_tokens
 from .drafts import DraftProcess, DraftTree, chain
-from .models import Model, prefix_index
+from .models import Model, check_model_pair, prefix_index
 from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, check_applies, check_outcomes
 
 __all__ = ["OutputLaw", "Certificate", "output_law", "completed_law", "check_lossless",
@@ -189,7 +188,6 @@ def outcomes_on_tree(verifier, tree: DraftTree) -> list[Outcome]:
     return verifier.law(draft, p, q)
 
 
-@renamed_keyword("draft", "draft_model")
 def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
                context=(), progress: bool | None = None, atol: float = OUTCOME_ATOL,
                check_needs: bool = True) -> OutputLaw:
@@ -204,7 +202,7 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     (:class:`~specsim.models.Model` over the same V), ``L`` (draft length / tree depth >= 1),
     ``drafting`` (default :func:`specsim.drafts.chain`), ``context`` (the prefix both models are
     conditioned on), ``progress`` (tqdm bar; ``None``: only on a terminal for large problems),
-    ``atol``, ``check_needs`` (below).  ``draft=`` is a deprecated spelling of ``draft_model=``.
+    ``atol``, ``check_needs`` (below).
 
     Returns: an :class:`OutputLaw`.  A process that guarantees none of the children laws the
     verifier needs (``Verifier.needs``, :func:`specsim.drafts.draft_laws`) is refused with a
@@ -304,16 +302,14 @@ SHAPE_GROUP_SIZE = 4096
 
 def _accumulate_shape_groups(verifier, items, emitted, depth_mass, V, atol) -> int:
     """The per-tree accumulation with the verifier's law vectorised over trees of one shape:
-    trees are grouped by :func:`specsim.verifiers.tree.tree_shape` and each group of up to
+    trees are grouped by :attr:`specsim.drafts.DraftTree.shape` and each group of up to
     :data:`SHAPE_GROUP_SIZE` trees goes through ``batch_law`` in one call.  Same sum, same checks."""
-    from .verifiers.tree import tree_shape
-
     groups: dict[tuple, list] = {}
     n, total = 0, 0.0
     for prob, tree in items:
         n += 1
         total += prob
-        group = groups.setdefault(tree_shape(tree), [])
+        group = groups.setdefault(tree.shape, [])
         group.append((prob, tree))
         if len(group) >= SHAPE_GROUP_SIZE:
             _flush_shape_group(verifier, group, emitted, depth_mass, V, atol)
@@ -463,7 +459,6 @@ def completed_law(law: OutputLaw, target: Model) -> tuple[np.ndarray, np.ndarray
     return A, target.joint(law.L + 1)
 
 
-@renamed_keyword("draft", "draft_model")
 def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
                    context=(), atol: float = LOSSLESS_ATOL, progress: bool | None = None,
                    check_needs: bool = True) -> Certificate:
@@ -478,8 +473,7 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
     Parameters: ``verifier`` (chain or tree protocol), ``target`` and ``draft_model`` models over
     the same V, draft length / tree depth ``L`` (>= 1), ``drafting`` process (default
     :func:`specsim.drafts.chain`), the ``context`` to certify at (default the empty prefix),
-    tolerance ``atol``, ``progress`` and ``check_needs`` (as in :func:`output_law`).  ``draft=`` is a deprecated
-    spelling of ``draft_model=``.
+    tolerance ``atol``, ``progress`` and ``check_needs`` (as in :func:`output_law`).
 
     Returns: a :class:`Certificate`.
 
@@ -513,12 +507,11 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
                        impossible, impossible_string)
 
 
-@renamed_keyword("draft", "draft_model")
 def expected_accepted(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,
                       context=()) -> float:
     """E[tau] = sum_{d=1}^{L} P(tau >= d): accepted draft tokens per iteration (block efficiency - 1).
 
-    Parameters: as :func:`output_law` (``draft=`` is a deprecated spelling of ``draft_model=``).
+    Parameters: as :func:`output_law`.
 
     Returns: a ``float``, computed exactly from the :class:`OutputLaw`.
 

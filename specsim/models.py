@@ -22,7 +22,7 @@ Prefix = tuple[int, ...]
 
 __all__ = [
     "Model", "iid", "markov", "from_function", "random_model",
-    "temperature", "mix", "top_k", "top_p", "prefix_index",
+    "temperature", "mix", "top_k", "top_p", "prefix_index", "check_model_pair",
 ]
 
 
@@ -365,3 +365,31 @@ def top_p(model: Model, p_mass: float) -> Model:
         return mask
 
     return _truncated(model, keep, f"{model.name}|topp{p_mass:g}")
+
+
+def check_model_pair(target, draft_model, L, min_L: int = 1) -> int:
+    """Check the (target, draft model, L) arguments of an exact or sampled computation.
+
+    Both models must be :class:`specsim.models.Model` objects over the same vocabulary (strings
+    z in V^{L+1} are compared against the target's joint law), and the draft length / tree depth
+    ``L`` an integer >= ``min_L``.
+
+    Parameters: ``target``, ``draft_model`` (models), ``L``, ``min_L``.
+
+    Returns: ``L`` as an ``int``; ``TypeError`` when a model is not a ``Model`` or ``L`` is not
+    an integer, ``ValueError`` when the vocabularies differ or ``L`` is out of range.
+
+    >>> from specsim.models import iid
+    >>> check_model_pair(iid([0.5, 0.5]), iid([0.9, 0.1]), 2)
+    2
+    >>> check_model_pair(iid([0.5, 0.5]), iid([0.2, 0.3, 0.5]), 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: target has V=2 but draft_model has V=3
+    """
+    for value, name in ((target, "target"), (draft_model, "draft_model")):
+        if not isinstance(value, Model):
+            raise TypeError(f"{name} must be a specsim.models.Model, got {type(value).__name__}")
+    if target.V != draft_model.V:
+        raise ValueError(f"target has V={target.V} but draft_model has V={draft_model.V}")
+    return check_int(L, "L", min_L)

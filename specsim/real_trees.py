@@ -49,7 +49,7 @@ from .real import (DEFAULT_PROMPTS, read_manifest, LoadedModel, SPARSE_WHOLE, _c
                    _item, _softmax64, _truncate, file_sha256, load_model, parse_draft)
 from .verifiers.base import Verifier
 from .verifiers.chain import CHAIN_VERIFIERS
-from .verifiers.tree import TREE_VERIFIERS, verifiers_for
+from .verifiers import TREE_VERIFIERS, verifiers_for
 
 __all__ = ["FORMAT", "DEFAULT_PROCESSES", "DEFAULT_TREE_DRAFTS", "RealTrees", "TreeRecord", "VerifierSummary",
            "TreeEvaluation", "Comparison", "build_trees", "oracle_delayed", "load_trees", "committed_trees",
@@ -743,7 +743,7 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
     E[tau] and P(tau >= d) under the group's (drafter, process); block efficiency is E[tau] + 1.
 
     Parameters: ``ds`` (:class:`RealTrees`); ``verifiers`` (names; default every registered
-    verifier that applies to each process, :func:`specsim.verifiers.tree.verifiers_for`);
+    verifier that applies to each process, :func:`specsim.verifiers.verifiers_for`);
     ``progress``.
 
     Returns: :class:`TreeEvaluation`; ``ValueError`` naming a verifier that does not apply to a

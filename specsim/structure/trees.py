@@ -95,7 +95,7 @@ def _shape_size(shape) -> int:
 
 @dataclass(frozen=True)
 class ShapeProcess:
-    """A tree whose node widths follow a nested-tuple shape (:mod:`specsim.treeshape`): the node at
+    """A tree whose node widths follow a nested-tuple shape (:mod:`specsim.sequoia_dp`): the node at
     rank path r draws len(shape[r]) children without replacement from its draft row (successive
     sampling, as :func:`specsim.drafts.swor_tree`), the j-th draw taking the shape shape[r][j].
     This is the tree Sequoia's DP returns; fewer children where q has fewer supported tokens.
@@ -111,10 +111,10 @@ class ShapeProcess:
     name: str = ""
 
     def __post_init__(self):
-        from ..treeshape import _check_shape
+        from ..sequoia_dp import _check_shape
         object.__setattr__(self, "shape", _check_shape(self.shape))
         if not self.name:
-            from ..treeshape import shape_widths
+            from ..sequoia_dp import shape_widths
             object.__setattr__(self, "name", f"shape{shape_widths(self.shape)}")
 
     @property
@@ -503,7 +503,7 @@ def _rank_acceptance(verifier, target, draft_model, K: int) -> np.ndarray:
 
 def sequoia_shape(target: Model, draft_model: Model, budget: int, L: int, verifier="sequoia",
                   width: int = 4) -> TreeDesign:
-    """The tree Sequoia's DP picks (:func:`specsim.treeshape.sequoia_tree`, budget + 1 nodes, at
+    """The tree Sequoia's DP picks (:func:`specsim.sequoia_dp.sequoia_tree`, budget + 1 nodes, at
     most L + 1 layers) with its *exact* E[tau] under ``verifier`` (SWOR draws per node,
     :class:`ShapeProcess`).
 
@@ -520,7 +520,7 @@ def sequoia_shape(target: Model, draft_model: Model, budget: int, L: int, verifi
     if not verifier.applies_to(ShapeProcess(((),))):
         raise ValueError(f"verifier {verifier.name!r} does not apply to Sequoia's without-replacement trees "
                          f"(it needs {sorted(verifier.needs)})")
-    from ..treeshape import sequoia_tree
+    from ..sequoia_dp import sequoia_tree
     a = np.sort(_rank_acceptance(verifier, target, draft_model, width))[::-1]
     a = a / max(1.0, a.sum())  # rounding: the DP refuses a sum above 1
     dp = sequoia_tree(a, budget + 1, L + 1)

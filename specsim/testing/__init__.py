@@ -24,7 +24,7 @@ _EXPORTS = {
                    "Case", "certify_case",
                    "describe_failure", "tree_needs"),
     "sampler": ("check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerCertificate", "BoundaryPoint",
-                "SamplerError", "BatchSampler", "completed_and_target_laws", "completed_law", "samples_to_detect",
+                "SamplerError", "BatchSampler", "completed_and_target_laws", "samples_to_detect",
                 "FLOAT32_POINTS"),
     "stats": ("SubTest", "goodness_of_fit", "detection_threshold", "chi_square_power", "detectable_tv",
               "StringCount", "largest_residuals", "position_marginals", "MIN_EXPECTED", "pool_small_cells",

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_int, check_model_pair, check_real
+from .._validate import check_int, check_real
+from ..models import check_model_pair
 from ..drafts import Chain
 from ..models import Model, random_model
 from . import mutants, tree_mutants

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import itertools
 import operator
-import warnings
 from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import numpy as np
 
-from .._deprecation import renamed_keyword
 from .._sampling import draw_rows
-from .._validate import check_int, check_model_pair, check_real, check_seed
+from .._validate import check_int, check_real, check_seed
+from ..models import check_model_pair
 from ..drafts import Chain, chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, completed_law as _exact_completed_law, output_law
 from ..models import Model
@@ -34,7 +33,7 @@ from .stats import (SubTest, complete_with_target, goodness_of_fit, largest_resi
                     samples_for_power)
 
 __all__ = ["check_sampler", "check_sampler_exact", "SamplerCheck", "SamplerCertificate", "BoundaryPoint",
-           "SamplerError", "SubTest", "BatchSampler", "completed_and_target_laws", "completed_law",
+           "SamplerError", "SubTest", "BatchSampler", "completed_and_target_laws",
            "samples_to_detect", "FLOAT32_POINTS"]
 
 #: Largest V^{L+1} for which :func:`check_sampler` tabulates the joint test.
@@ -216,7 +215,6 @@ class SamplerCheck:
         return "\n".join(lines)
 
 
-@renamed_keyword("draft", "draft_model")
 def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int = 20000, alpha: float = 1e-3,
                   seed: int = 0, context=(), power: float = 0.99, min_expected: float = 5.0,
                   name: str | None = None, drafting=None, report: int = 3) -> SamplerCheck:
@@ -247,8 +245,7 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     raises :class:`SamplerError` naming the call, the output and what was expected.  With ``drafting`` (a tree draft process such as ``iid_paths(2)``) the
     implementation is a tree sampler ``sample_fn(tree, rng) -> (node, token)`` on trees drawn by
     that process, and the emitted string is path(node) + token.  ``report`` (>= 0): completed
-    strings listed each way in the report of a FAIL.  ``draft=`` is a deprecated spelling of
-    ``draft_model=``.
+    strings listed each way in the report of a FAIL.
 
     Returns: a :class:`SamplerCheck` (``passed``, ``detectable_tv``, sub-tests; ``str()`` reports).
 
@@ -369,7 +366,6 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
 
 
 # ----------------------------------------------------------------------------- design of experiments
-@renamed_keyword("draft", "draft_model")
 def completed_and_target_laws(verifier, target: Model, draft_model: Model, L: int, drafting=None, context=()):
     """(C, P) of a verifier: the exact completed law C(z) and the target law P(z) over V^{L+1}.
 
@@ -392,27 +388,6 @@ def completed_and_target_laws(verifier, target: Model, draft_model: Model, L: in
     """
     law = output_law(verifier, target, draft_model, L, drafting or chain(), context)
     return _exact_completed_law(law, target.shifted(context))
-
-
-def completed_law(*args, **kwargs):
-    """Deprecated name of :func:`completed_and_target_laws` (renamed so that it differs from
-    :func:`specsim.exact.completed_law`, which takes an output law); removed in the next release.
-
-    Returns: ``(C, P)`` as :func:`completed_and_target_laws`, after a ``DeprecationWarning``.
-
-    >>> import warnings
-    >>> from specsim.models import random_model
-    >>> from specsim.testing.sampler import completed_law
-    >>> from specsim.verifiers import token
-    >>> with warnings.catch_warnings(record=True) as w:
-    ...     warnings.simplefilter("always")
-    ...     C, P = completed_law(token, random_model(3, 0), random_model(3, 1), 1)
-    >>> w[0].category.__name__, C.shape
-    ('DeprecationWarning', (9,))
-    """
-    warnings.warn("specsim.testing.completed_law is deprecated, use completed_and_target_laws",
-                  DeprecationWarning, stacklevel=2)
-    return completed_and_target_laws(*args, **kwargs)
 
 
 def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float = 1e-3,
@@ -620,7 +595,6 @@ def _integrate(f, m: int, grid: int, tol: float, *, points: int | None = None, d
     return law, evals
 
 
-@renamed_keyword("draft", "draft_model")
 def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_uniforms: int | None = None,
                         grid: int | str = 2, tol: float = 2.0 ** -40, context=(),
                         atol: float | None = None, drafting=None) -> SamplerCertificate:
@@ -658,7 +632,7 @@ def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_
     (a tree process such as ``iid_paths(2)``) ``sample_fn(tree, u) -> (node, token)``, integrated
     over u per enumerated tree; ``u`` holds ``n_uniforms`` values (default: the number of draft
     nodes, root included: L + 1 for a chain, one per drafted token plus one for the emitted token);
-    ``target``, ``draft_model`` (``draft=`` is deprecated), ``L``; ``grid`` (int >= 1, or
+    ``target``, ``draft_model``, ``L``; ``grid`` (int >= 1, or
     ``"float32"``); ``tol`` in [2^-52, 2^-20] (continuous mode's lattice spacing); ``context``;
     ``atol`` in [0, 1] on max |C - P| (default 1e-9; for ``"float32"``, (L + 1) m 2^-24, the
     rounding of each of the m uniforms' intervals to the lattice, m the largest number of

@@ -147,7 +147,7 @@ class Verifier:
     for documented negative controls and lossy rules); ``doc``; ``batch_law`` (chain only,
     optional: the law vectorised over N drafts, ``(drafts int[N, L], p [N, L+1, V], q [N, L, V])
     -> (P(tau = k) [N, L+1], emitted token's law given tau = k [N, L+1, V])``; tree, optional: the
-    law vectorised over N trees of one shape (:func:`specsim.verifiers.tree.tree_shape`),
+    law vectorised over N trees of one shape (:attr:`specsim.drafts.DraftTree.shape`),
     ``(tree, tokens int[N, n], p [N, n, V], q [N, n, V]) -> (P(stop at node u) [N, n], emitted law
     at u [N, n, V])``, ``tree`` one tree of the group standing for the shape; both used by the
     exact engine); ``node_rule`` (tree only, optional: ``node_rule(tree, u) -> ({child token:

@@ -17,7 +17,6 @@ behind :func:`mentored` lives in :mod:`specsim.verifiers._clip_family`.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -315,11 +314,10 @@ def fuzzy(T: float, divergence: str = "js_released") -> LossyVerifier:
     d = Div(q, p); if d <= T accept whatever was drafted, else emit a fresh sample of the full p:
     a(x) = 1[d <= T], R = p;  out = q if d <= T else p;  beta = 1[d <= T].
 
-    Parameters: ``T`` >= 0; ``divergence``: ``"kl"`` = KL(q||p) (then
-    KL(out||p) <= T exactly), ``"kl_reverse"`` = KL(p||q) (the old spelling ``"kl_reversed"``
-    still works, with a ``DeprecationWarning``), ``"tv"`` (then TV(out, p) <= T), ``"js"``
-    (Jensen-Shannon) and ``"js_released"`` (the released default, KL(m||p)/2 + KL(m||q)/2 with
-    m = (p + q)/2, which is *not* JS).
+    Parameters: ``T`` >= 0; ``divergence``: ``"kl"`` = KL(q||p) (then KL(out||p) <= T exactly),
+    ``"kl_reverse"`` = KL(p||q), ``"tv"`` (then TV(out, p) <= T), ``"js"`` (Jensen-Shannon) and
+    ``"js_released"`` (the released default, KL(m||p)/2 + KL(m||q)/2 with m = (p + q)/2, which is
+    *not* JS).
 
     Returns: a :class:`LossyVerifier`.
 
@@ -329,10 +327,6 @@ def fuzzy(T: float, divergence: str = "js_released") -> LossyVerifier:
     """
     kind = divergence
     T = check_real(T, "T", 0.0, np.inf, hi_open=False)
-    if kind == "kl_reversed":
-        warnings.warn("fuzzy(): divergence 'kl_reversed' is deprecated, use 'kl_reverse'",
-                      DeprecationWarning, stacklevel=2)
-        kind = "kl_reverse"
     if kind not in _FSD_KINDS:
         raise ValueError(f"divergence must be one of {sorted(_FSD_KINDS)}, got {kind!r}")
     extra = _FSD_EXTRA.get(kind)

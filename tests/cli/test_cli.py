@@ -78,12 +78,6 @@ def test_real_tables_on_a_small_dataset(capsys, tmp_path):
     assert "| early_exit:1 | 2 | 0.6000 |" in out   # sum min(p, q) = 0.1 + 0.2 + 0.2 + 0.1 at both positions
 
 
-def test_python_m_specsim_real_is_the_same_command():
-    r = subprocess.run([sys.executable, "-m", "specsim.real", "info"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert "V = 49152" in r.stdout
-
-
 def test_reader_closing_the_pipe_ends_quietly():
     # `specsim compare | head -1`: the rows after the first hit a closed pipe; no traceback
     import subprocess

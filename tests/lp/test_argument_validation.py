@@ -149,8 +149,6 @@ CASES = {
                                       ValueError, "V="),
     "sequence: L = 0": (lambda: certify_sequence(cactus(0.1), TOY_P, TOY_Q, 0), ValueError, "L must be >= 1"),
     "sequence: n = 0": (lambda: certify_sequence(cactus(0.1), TOY_P, TOY_Q, 1, n=0), ValueError, "n must be >= 1"),
-    "sequence: both draft spellings": (
-        lambda: certify_sequence(cactus(0.1), TOY_P, draft=TOY_Q, draft_model=TOY_Q, L=1), TypeError, "both 'draft'"),
     # radius
     "radius: token out of range": (lambda: acceptance_radius(strict_greedy(), B, 7), ValueError, "x=7"),
     "radius: token not an integer": (lambda: acceptance_radius(strict_greedy(), B, 0.5), TypeError, "x .token id."),

@@ -1,6 +1,5 @@
 """Exact certificates of lossy rules (lp.certificates): no rule above the frontier, the rules that lie
 on it, E1 anchors, findings (Cactus's delta is not a KL bound), sequence certificates."""
-import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -207,14 +206,3 @@ def test_sequence_certificate_three_iterations():
     c = certify_sequence(cactus(0.2), T, D, L=1, n=4)
     assert c.stream.size == 81 and abs(c.stream.sum() - 1) < 1e-12
     assert c.kl_out_p <= c.kl_out_p_bound + 1e-12 and c.tv <= c.tv_bound + 1e-12
-
-
-def test_draft_keyword_is_deprecated():
-    T, D = random_model(3, 4), random_model(3, 5)
-    new = certify_sequence(cactus(0.2), T, draft_model=D, L=1)
-    with pytest.warns(DeprecationWarning, match="draft_model"):
-        old = certify_sequence(cactus(0.2), T, draft=D, L=1)
-    assert old.kl_out_p == new.kl_out_p
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        certify_sequence(cactus(0.2), T, D, 1)                   # positional: no warning

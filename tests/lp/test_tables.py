@@ -1,8 +1,5 @@
 """Gap tables (lp.tables): each multi-draft verifier's acceptance next to the optimum, SpecTr's rho."""
-import warnings
-
 import numpy as np
-import pytest
 from hypothesis import given, strategies as st
 
 from lp.tables import bounds_report, gap_table, model_gap_table, spectr_rho
@@ -19,16 +16,6 @@ def test_gap_table_rows_and_text():
     assert "gap %" in text and "SpecTr K-SEQ" in text
     assert "SpecInfer RRS" in str(model_gap_table(random_model(4, 0), random_model(4, 1), (2,)))
     assert "optimum" in bounds_report(V=5, seed=2) and "optimum" in bounds_report([0.5, 0.5], [0.9, 0.1], K=2)
-
-
-def test_model_gap_table_draft_keyword_is_deprecated():
-    target, draft_model = random_model(3, 0), random_model(3, 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        new = model_gap_table(target, draft_model=draft_model, K_values=(2,))
-    with pytest.warns(DeprecationWarning, match="draft_model"):
-        old = model_gap_table(target, draft=draft_model, K_values=(2,))
-    assert str(old) == str(new)
 
 
 @given(distribution_pairs(4), st.integers(2, 3))

@@ -12,7 +12,7 @@ from specsim import DraftTree, Outcome, block, check_lossless, chain, expected_a
 from specsim.drafts import fixed_shape, iid_paths, swor_tree
 from specsim.testing.strategies import model_pairs
 from specsim.verifiers.base import tree_verifier
-from specsim.verifiers.tree import verifiers_for
+from specsim.verifiers import verifiers_for
 
 TOY_P, TOY_Q = [1 / 3, 2 / 3], [2 / 3, 1 / 3]
 #: docs/theory.md §12, R2/R3: block verification (= LP optimum) on the toy for L = 1..4.
@@ -116,10 +116,3 @@ def test_tree_key_ignores_node_numbering():
     a = DraftTree((-1, 0, 1), (-1, 0, 0), p, q)
     b = DraftTree((-1, 1, 0), (-1, 0, 0), p, q)
     assert tree_key(a) == tree_key(b)
-
-
-def test_draft_keyword_is_deprecated():
-    t, d = iid(TOY_P), iid(TOY_Q)
-    with pytest.warns(DeprecationWarning, match="draft_model"):
-        old = verification_lp(t, draft=d, L=2)
-    assert abs(old.value - verification_lp(t, draft_model=d, L=2).value) < 1e-12

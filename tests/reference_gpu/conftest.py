@@ -119,8 +119,9 @@ class Kit:
         def fn(draft_ids, draft_probs, target_probs, generator):
             B, L = draft_ids.shape
             noise = api.draw_chain_noise([L] * B, target_probs.shape[2], generator=generator, device=self.device)
-            r = api.verify_chain_dense(draft_ids.to(self.device), None if onehot_draft else draft_probs.to(self.device),
-                                       target_probs.to(self.device), noise, mode=mode, backend=backend)
+            r = api.verify_chain_dense(draft_ids.to(self.device), target_probs=target_probs.to(self.device),
+                                       draft_probs=None if onehot_draft else draft_probs.to(self.device), noise=noise,
+                                       mode=mode, backend=backend)
             tau = r.num_accepted.to(torch.int64)
             return tau.cpu(), r.output_token_ids.to(torch.int64)[torch.arange(B), tau].cpu()
 

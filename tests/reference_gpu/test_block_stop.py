@@ -72,7 +72,7 @@ def kernel_tau(p, q, draft, etas):
     noise = api.ChainNoise(torch.zeros(n * L, dtype=F64, device=DEVICE),
                            torch.tensor(etas.ravel(), dtype=F64, device=DEVICE),
                            torch.zeros(n, dtype=F64, device=DEVICE), "uniform")
-    return api.verify_chain(ids, cu, qt, pt, noise, "block", backend="triton").num_accepted.cpu().numpy()
+    return api.verify_chain(ids, cu, target_probs=pt, draft_probs=qt, noise=noise, mode="block", backend="triton").num_accepted.cpu().numpy()
 
 
 @pytest.mark.parametrize("a", [20, 40, 45, 52])

@@ -51,7 +51,7 @@ def run_chain(draft, p, q, u, eta, res, mode, kind="uniform", backend="triton"):
     noise = api.ChainNoise(torch.tensor(u.ravel(), dtype=F64, device=DEVICE),
                            torch.tensor(eta.ravel(), dtype=F64, device=DEVICE),
                            torch.tensor(res, dtype=F64, device=DEVICE), kind)
-    r = api.verify_chain(ids, cu, qt, pt, noise, mode, backend=backend)
+    r = api.verify_chain(ids, cu, target_probs=pt, draft_probs=qt, noise=noise, mode=mode, backend=backend)
     tau = r.num_accepted.cpu().numpy()
     y = r.output_token_ids.cpu().numpy()[np.arange(n), tau]
     return tau, y
@@ -171,7 +171,7 @@ def test_tree_rrs_grid_law_equals_specinfer_law():
     """Root with two i.i.d. children (tokens 0, 3), both leaves; grid over the two coins and the
     residual uniform.  a_1 = (1/8)/(1/2) = 1/4; R_1 = (0, 2, 1, 0)/3 so a_2 = R_1(3)/q(3) = 0 and
     the root emits from R_2 = norm((R_1 - q)_+) = (0, 2/3, 1/3, 0) with probability 3/4."""
-    from specsim.verifiers.tree import specinfer
+    from specsim.verifiers import specinfer
     V = 4
     p0 = np.array([1, 4, 2, 1]) / 8
     q0 = np.array([4, 2, 1, 1]) / 8
@@ -187,7 +187,8 @@ def test_tree_rrs_grid_law_equals_specinfer_law():
     qt = torch.tensor(np.tile(tree.q, (n, 1)), dtype=F64, device=DEVICE)
     u = torch.tensor([[0.0, a / g, b / g] for a, b, _ in grid], dtype=F64, device=DEVICE).ravel()
     res = torch.tensor([c / gr for *_, c in grid], dtype=F64, device=DEVICE)
-    r = api.verify_tree(tok, par, cu, pt, qt, api.TreeNoise(u, res, "uniform"), backend="triton")
+    r = api.verify_tree(tok, par, cu, target_probs=pt, draft_probs=qt, noise=api.TreeNoise(u, res, "uniform"),
+                        backend="triton")
     node = r.accepted_node.cpu().numpy()
     y = r.output_token_ids.cpu().numpy()[np.arange(n), r.num_accepted.cpu().numpy()]
     got = np.zeros((3, V))

@@ -31,9 +31,9 @@ def test_chain_kernel_matches_reference_bit_exactly(kit, data, V, lens, relation
     ids, cu, q, p = data.draw(kit.chain_batches(V, lens, relation, onehot, dtype))
     noise = api.draw_chain_noise(lens, V, seeds=[noise_seed + b for b in range(len(lens))],
                                  kind=noise_kind, device=kit.device)
-    args = (ids, cu, q, p, noise, mode)
-    a = api.verify_chain(*args, backend="torch", atol=0.05)
-    b = api.verify_chain(*args, backend="triton", atol=0.05)
+    args = dict(target_probs=p, draft_probs=q, noise=noise, mode=mode)
+    a = api.verify_chain(ids, cu, **args, backend="torch", atol=0.05)
+    b = api.verify_chain(ids, cu, **args, backend="triton", atol=0.05)
     assert kit.same(a, b), (a, b)
 
 
@@ -47,8 +47,8 @@ def test_parity_at_boundary_noise(kit, data, mode):
     for fill in (0.0, 1 - 2 ** -53):
         u = torch.full((N,), fill, dtype=torch.float64, device=kit.device)
         noise = api.ChainNoise(u, u.clone(), torch.ones(B, 5, dtype=torch.float64, device=kit.device))
-        a = api.verify_chain(ids, cu, q, p, noise, mode, backend="torch")
-        b = api.verify_chain(ids, cu, q, p, noise, mode, backend="triton")
+        a = api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode=mode, backend="torch")
+        b = api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode=mode, backend="triton")
         assert kit.same(a, b)
 
 
@@ -60,8 +60,8 @@ def test_tree_kernel_matches_reference_bit_exactly(kit, data, V, n_trees, noise_
     tok, par, cu, p, q = data.draw(kit.tree_batches(V, shapes))
     noise = api.draw_tree_noise([len(s) for s in shapes], V, seeds=[noise_seed + b for b in range(n_trees)],
                                 kind=noise_kind, device=kit.device)
-    a = api.verify_tree(tok, par, cu, p, q, noise, backend="torch")
-    b = api.verify_tree(tok, par, cu, p, q, noise, backend="triton")
+    a = api.verify_tree(tok, par, cu, target_probs=p, draft_probs=q, noise=noise, backend="torch")
+    b = api.verify_tree(tok, par, cu, target_probs=p, draft_probs=q, noise=noise, backend="triton")
     assert kit.same(a, b), (a, b)
 
 
@@ -78,8 +78,8 @@ def test_tree_rrs_on_a_chain_is_token_verification(kit, data, V, L, noise_kind, 
     qt = torch.cat([q, torch.zeros(1, V, dtype=q.dtype, device=dev)])
     u = torch.cat([torch.zeros(1, dtype=torch.float64, device=dev), chain_noise.uniforms])
     tree_noise = api.TreeNoise(u, chain_noise.residual, noise_kind)
-    c = api.verify_chain(ids, cu, q, p, chain_noise, "token", backend="triton")
-    t = api.verify_tree(tok, par, torch.tensor([L + 1], dtype=torch.int32, device=dev), p, qt,
-                        tree_noise, backend="triton")
+    c = api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=chain_noise, mode="token", backend="triton")
+    t = api.verify_tree(tok, par, torch.tensor([L + 1], dtype=torch.int32, device=dev), target_probs=p,
+                        draft_probs=qt, noise=tree_noise, backend="triton")
     assert torch.equal(c.num_accepted, t.num_accepted)
     assert torch.equal(c.output_token_ids, t.output_token_ids)

@@ -26,7 +26,7 @@ def test_inputs_untouched_and_outputs_well_formed(kit, data, V, lens, onehot, mo
     noise = api.draw_chain_noise(lens, V, seeds=[noise_seed + b for b in range(len(lens))], device=kit.device)
     before = [t.clone() for t in (ids, cu, p, noise.uniforms, noise.etas, noise.residual)]
     qb = None if q is None else q.clone()
-    r = api.verify_chain(ids, cu, q, p, noise, mode, backend=backend)
+    r = api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode=mode, backend=backend)
     for a, b in zip(before, (ids, cu, p, noise.uniforms, noise.etas, noise.residual)):
         assert torch.equal(a, b)
     assert q is None or torch.equal(qb, q)
@@ -50,19 +50,22 @@ def test_seeded_noise_is_keyed_per_request(kit, data, mode):
     DEVICE, same = kit.device, kit.same
     V, lens = 6, [3, 2, 4]
     ids, cu, q, p = data.draw(kit.chain_batches(V, lens))
-    full = api.verify_chain(ids, cu, q, p, api.draw_chain_noise(lens, V, seeds=[10, 11, 12], device=DEVICE), mode)
+    full = api.verify_chain(ids, cu, target_probs=p, draft_probs=q,
+                            noise=api.draw_chain_noise(lens, V, seeds=[10, 11, 12], device=DEVICE), mode=mode)
     # request 2 alone, and requests (2, 0) reordered
     s2, s0 = slice(5, 9), slice(0, 3)
     p2, p0 = p[5 + 2:9 + 3], p[0:4]
-    alone = api.verify_chain(ids[s2], torch.tensor([4], dtype=torch.int32, device=DEVICE), q[s2], p2,
-                             api.draw_chain_noise([4], V, seeds=[12], device=DEVICE), mode)
+    alone = api.verify_chain(ids[s2], torch.tensor([4], dtype=torch.int32, device=DEVICE), target_probs=p2,
+                             draft_probs=q[s2], noise=api.draw_chain_noise([4], V, seeds=[12], device=DEVICE),
+                             mode=mode)
     swapped = api.verify_chain(torch.cat([ids[s2], ids[s0]]), torch.tensor([4, 7], dtype=torch.int32, device=DEVICE),
-                               torch.cat([q[s2], q[s0]]), torch.cat([p2, p0]),
-                               api.draw_chain_noise([4, 3], V, seeds=[12, 10], device=DEVICE), mode)
+                               target_probs=torch.cat([p2, p0]), draft_probs=torch.cat([q[s2], q[s0]]),
+                               noise=api.draw_chain_noise([4, 3], V, seeds=[12, 10], device=DEVICE), mode=mode)
     assert torch.equal(alone.output_token_ids[0], full.output_token_ids[2])
     assert torch.equal(swapped.output_token_ids[0], full.output_token_ids[2])
     assert torch.equal(swapped.output_token_ids[1, :4], full.output_token_ids[0, :4])
-    again = api.verify_chain(ids, cu, q, p, api.draw_chain_noise(lens, V, seeds=[10, 11, 12], device=DEVICE), mode)
+    again = api.verify_chain(ids, cu, target_probs=p, draft_probs=q,
+                             noise=api.draw_chain_noise(lens, V, seeds=[10, 11, 12], device=DEVICE), mode=mode)
     assert same(again, full)
 
 
@@ -83,8 +86,8 @@ def test_dense_ragged_round_trip_and_dense_adapter(kit, data, lens, onehot, nois
     assert torch.equal(back.target_probs, p) and (q is None or torch.equal(back.draft_probs, q))
     d = api.ragged_to_dense(rb)
     noise = api.draw_chain_noise(lens, V, seeds=[noise_seed + b for b in range(len(lens))], device=kit.device)
-    a = api.verify_chain(ids, cu, q, p, noise, "block", backend="torch")
-    b = api.verify_chain_dense(d.draft_token_ids, d.draft_probs, d.target_probs, noise,
+    a = api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode="block", backend="torch")
+    b = api.verify_chain_dense(d.draft_token_ids, target_probs=d.target_probs, draft_probs=d.draft_probs, noise=noise,
                                num_draft_tokens=d.num_draft_tokens, mode="block", backend="torch")
     assert torch.equal(a.num_accepted, b.num_accepted)
     assert torch.equal(a.output_token_ids, b.output_token_ids[:, :a.output_token_ids.shape[1]])
@@ -102,7 +105,8 @@ def test_raw_kernel_never_accepts_or_emits_out_of_range_ids(kit, data):
     for mode in ("token", "block", "greedy"):
         noise = api.ChainNoise(zeros, zeros, torch.ones(2, V, dtype=torch.float64, device=DEVICE))
         for backend in ("torch", "triton"):
-            r = api.verify_chain(bad, cu, None, p, noise, mode, backend=backend, validate=False)
+            r = api.verify_chain(bad, cu, target_probs=p, draft_probs=None, noise=noise, mode=mode, backend=backend,
+                                 validate=False)
             assert r.num_accepted.tolist() == [0, 0]
             assert ((r.output_token_ids[:, 0] >= 0) & (r.output_token_ids[:, 0] < V)).all()
 
@@ -122,6 +126,8 @@ def test_gpu_parity_at_real_vocabulary(kit, V, mode, dtype):
     cu = torch.tensor(np.cumsum(lens), dtype=torch.int32, device="cuda")
     for kind in ("exponential", "uniform"):
         noise = api.draw_chain_noise(lens, V, seeds=list(range(B)), kind=kind, device="cuda")
-        a = api.verify_chain(ids, cu, q, p, noise, mode, backend="torch", atol=0.05)
-        b = api.verify_chain(ids, cu, q, p, noise, mode, backend="triton", atol=0.05)
+        a = api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode=mode, backend="torch",
+                             atol=0.05)
+        b = api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode=mode, backend="triton",
+                             atol=0.05)
         assert kit.same(a, b)

@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from specsim import divergences, drafts, exact, models, montecarlo, treeshape
-from specsim._validate import (as_distribution, as_pair, as_rows, check_bool, check_int, check_model_pair, check_real,
-                               check_rng, check_tokens)
-from specsim.models import iid
+from specsim import divergences, drafts, exact, models, montecarlo, sequoia_dp
+from specsim._validate import (as_distribution, as_pair, as_rows, check_bool, check_int, check_real, check_rng,
+                               check_tokens)
+from specsim.models import check_model_pair, iid
 from specsim.verifiers import block, token
 
 
@@ -105,8 +105,6 @@ DRAFTS = [
     ("chain-enumerate-V-mismatch", _enumerate(drafts.chain(), target=HALF3), ValueError, "target has V=3"),
     ("chain-sample-L0", lambda: drafts.chain().sample(HALF, HALF, 0, np.random.default_rng(0)), ValueError,
      "L must be >= 1"),
-    ("enumerate-draft-and-draft_model", lambda: drafts.chain().enumerate(HALF, draft=HALF, draft_model=HALF, L=1),
-     TypeError, "got both 'draft' \\(deprecated\\) and 'draft_model'"),
     ("parse_drafting-not-a-string", lambda: drafts.parse_drafting(3), TypeError, "drafting spec must be a string"),
 ] + [(f"parse_drafting-{spec.replace(':', '_') or 'empty'}", lambda spec=spec: drafts.parse_drafting(spec), ValueError,
       "cannot parse drafting spec")
@@ -120,7 +118,7 @@ def test_drafts(call, exc, pattern):
         call()
 
 
-# ---------------------------------------------------------------------------- specsim.treeshape
+# ---------------------------------------------------------------------------- specsim.sequoia_dp
 A = [0.6, 0.2, 0.1]
 
 
@@ -130,26 +128,26 @@ def _deep(n):
         shape = (shape,)
     return shape
 TREESHAPE = [
-    ("a-empty", lambda: treeshape.sequoia_tree([], 3), ValueError, "non-empty 1-D vector"),
-    ("a-2d", lambda: treeshape.sequoia_tree([[0.5]], 3), ValueError, r"got shape \(1, 1\)"),
-    ("a-increasing", lambda: treeshape.sequoia_tree([0.2, 0.5], 3), ValueError, "non-increasing"),
-    ("a-above-1", lambda: treeshape.sequoia_tree([1.2], 3), ValueError, r"entries in \[0, 1\]"),
-    ("a-nan", lambda: treeshape.sequoia_tree([np.nan], 3), ValueError, r"entries in \[0, 1\]"),
-    ("a-sum-above-1", lambda: treeshape.sequoia_tree([0.7, 0.6], 3), ValueError, "at most one child is accepted"),
-    ("m0", lambda: treeshape.sequoia_tree(A, 0), ValueError, "m must be >= 1"),
-    ("m-float", lambda: treeshape.sequoia_tree(A, 2.0), TypeError, "m must be an integer"),
-    ("layers0", lambda: treeshape.sequoia_tree(A, 3, layers=0), ValueError, "layers must be >= 1"),
-    ("no-tree-fits", lambda: treeshape.sequoia_tree([0.5], 3, layers=2), ValueError, "no tree with 3 nodes fits in 2 layers"),
-    ("brute_force-no-tree-fits", lambda: treeshape.brute_force_tree([0.5], 3, layers=2), ValueError, "no tree with 3 nodes"),
-    ("brute_force-a-increasing", lambda: treeshape.brute_force_tree([0.2, 0.5], 3), ValueError, "non-increasing"),
-    ("tree_value-more-children-than-ranks", lambda: treeshape.tree_value(((), (), (), ()), A), ValueError,
+    ("a-empty", lambda: sequoia_dp.sequoia_tree([], 3), ValueError, "non-empty 1-D vector"),
+    ("a-2d", lambda: sequoia_dp.sequoia_tree([[0.5]], 3), ValueError, r"got shape \(1, 1\)"),
+    ("a-increasing", lambda: sequoia_dp.sequoia_tree([0.2, 0.5], 3), ValueError, "non-increasing"),
+    ("a-above-1", lambda: sequoia_dp.sequoia_tree([1.2], 3), ValueError, r"entries in \[0, 1\]"),
+    ("a-nan", lambda: sequoia_dp.sequoia_tree([np.nan], 3), ValueError, r"entries in \[0, 1\]"),
+    ("a-sum-above-1", lambda: sequoia_dp.sequoia_tree([0.7, 0.6], 3), ValueError, "at most one child is accepted"),
+    ("m0", lambda: sequoia_dp.sequoia_tree(A, 0), ValueError, "m must be >= 1"),
+    ("m-float", lambda: sequoia_dp.sequoia_tree(A, 2.0), TypeError, "m must be an integer"),
+    ("layers0", lambda: sequoia_dp.sequoia_tree(A, 3, layers=0), ValueError, "layers must be >= 1"),
+    ("no-tree-fits", lambda: sequoia_dp.sequoia_tree([0.5], 3, layers=2), ValueError, "no tree with 3 nodes fits in 2 layers"),
+    ("brute_force-no-tree-fits", lambda: sequoia_dp.brute_force_tree([0.5], 3, layers=2), ValueError, "no tree with 3 nodes"),
+    ("brute_force-a-increasing", lambda: sequoia_dp.brute_force_tree([0.2, 0.5], 3), ValueError, "non-increasing"),
+    ("tree_value-more-children-than-ranks", lambda: sequoia_dp.tree_value(((), (), (), ()), A), ValueError,
      "a node has 4 children but a has only 3 ranks"),
-    ("tree_value-a-above-1", lambda: treeshape.tree_value(((),), [1.5]), ValueError, r"entries in \[0, 1\]"),
-    ("shape_widths-string", lambda: treeshape.shape_widths("ab"), TypeError,
+    ("tree_value-a-above-1", lambda: sequoia_dp.tree_value(((),), [1.5]), ValueError, r"entries in \[0, 1\]"),
+    ("shape_widths-string", lambda: sequoia_dp.shape_widths("ab"), TypeError,
      "shape: node root must be a tuple"),
-    ("tree_value-string-child", lambda: treeshape.tree_value(((), "x"), A), TypeError, r"node root.1 must be a tuple"),
-    ("shape_widths-too-deep", lambda: treeshape.shape_widths(_deep(300)), ValueError, "more than 256 layers"),
-    ("a-strings", lambda: treeshape.sequoia_tree(["x"], 3), TypeError, "per-rank acceptance probabilities"),
+    ("tree_value-string-child", lambda: sequoia_dp.tree_value(((), "x"), A), TypeError, r"node root.1 must be a tuple"),
+    ("shape_widths-too-deep", lambda: sequoia_dp.shape_widths(_deep(300)), ValueError, "more than 256 layers"),
+    ("a-strings", lambda: sequoia_dp.sequoia_tree(["x"], 3), TypeError, "per-rank acceptance probabilities"),
 ]
 
 
@@ -173,7 +171,7 @@ def test_divergences(call, exc, pattern):
 
 
 @pytest.mark.parametrize("call, exc, pattern", cases(TREESHAPE))
-def test_treeshape(call, exc, pattern):
+def test_sequoia_dp(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
 
@@ -295,8 +293,6 @@ ENGINE = [
      "target must be a specsim.models.Model"),
     ("output_law-draft-type", lambda: exact.output_law(block, HALF, np.full(2, 0.5), 1), TypeError,
      "draft_model must be a specsim.models.Model, got ndarray"),
-    ("output_law-draft-and-draft_model", lambda: exact.output_law(block, HALF, draft=HALF, draft_model=HALF, L=1),
-     TypeError, r"got both 'draft' \(deprecated\) and 'draft_model'"),
     ("expected_accepted-L-float", lambda: exact.expected_accepted(block, HALF, HALF, 1.0), TypeError,
      "L must be an integer"),
     ("check_lossless-atol-nan", lambda: exact.check_lossless(block, HALF, HALF3_2, 1, atol=np.nan), ValueError,

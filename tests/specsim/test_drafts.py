@@ -16,7 +16,7 @@ from specsim.drafts import (DraftTree, chain, delayed_expansion, draft_laws, fix
 from specsim.models import iid, markov
 from specsim.testing.stats import goodness_of_fit
 from specsim.testing.strategies import distributions, model_pairs
-from specsim.verifiers.tree import tree_paths
+from specsim.verifiers.multipath import tree_paths
 
 PROCESSES = [iid_paths(2), iid_paths(3), swor_tree(2), swor_tree(3), fixed_shape((2, 2)),
              fixed_shape((2, 2), replacement=False), topk_tree((2, 2)), delayed_expansion(1, 2),
@@ -176,13 +176,3 @@ def test_draft_laws():
     assert draft_laws(parse_drafting("greedy:2")) == {"greedy"}
     assert draft_laws(fixed_shape((1, 1))) == draft_laws(chain())  # one draw per node is a chain
     assert draft_laws(object()) == frozenset()  # a process that states no law guarantees none
-
-
-def test_draft_keyword_is_deprecated_for_draft_model():
-    target, draft_model = SAMPLING_TARGET, SAMPLING_DRAFT
-    with pytest.warns(DeprecationWarning, match="draft_model"):
-        old = list(iid_paths(2).enumerate(target, draft=draft_model, L=1))
-    new = list(iid_paths(2).enumerate(target, draft_model=draft_model, L=1))
-    assert [(Q, _key(t)) for Q, t in old] == [(Q, _key(t)) for Q, t in new]
-    with pytest.warns(DeprecationWarning):
-        chain().arrays(target, draft=draft_model, L=1)

@@ -99,7 +99,7 @@ def test_batched_law_validated():
 
 def _nodewise_cases():
     from specsim.drafts import delayed_expansion, fixed_shape, greedy_drafts, iid_paths, swor_tree, topk_tree
-    from specsim.verifiers.tree import TREE_VERIFIERS
+    from specsim.verifiers import TREE_VERIFIERS
     procs = [iid_paths(2), swor_tree(2), fixed_shape((2, 2)), fixed_shape((2, 2), replacement=False),
              topk_tree((2, 2)), delayed_expansion(1, 2), greedy_drafts(2), greedy_drafts(3)]
     for name, v in TREE_VERIFIERS.items():
@@ -123,22 +123,11 @@ def test_nodewise_path_equals_per_tree_path(verifier, process):
 
 def test_nodewise_path_certifies_depth3_binary_trees_quickly():
     from specsim.drafts import parse_drafting
-    from specsim.verifiers.tree import sequoia
+    from specsim.verifiers import sequoia
     t, d = _pair(4, 29)
     c = s.check_lossless(sequoia, t, d, 3, parse_drafting("binary:3"))
     assert c.lossless and 0 < c.expected_accepted <= 3
     assert c.n_drafts < 5000  # node-level evaluations, not the ~10^7 trees of the process
-
-
-def test_draft_keyword_still_works_with_a_deprecation_warning():
-    t, d = _pair()
-    new = s.expected_accepted(s.block, t, draft_model=d, L=2)
-    with pytest.warns(DeprecationWarning, match="'draft' is deprecated, use 'draft_model'"):
-        assert s.expected_accepted(s.block, t, draft=d, L=2) == new
-    with pytest.warns(DeprecationWarning):
-        assert s.check_lossless(s.block, t, draft=d, L=2).expected_accepted == new
-    with pytest.warns(DeprecationWarning):
-        assert s.output_law(s.block, t, draft=d, L=2).expected_accepted == new
 
 
 def test_completed_law_sums_to_one_and_its_target_is_the_joint_law():

@@ -31,7 +31,7 @@ def test_completion_test_catches_hsd_released():
 @pytest.mark.parametrize("name,spec", [("specinfer", "iid:2"), ("sequoia", "swor:2"), ("traversal", "swor:2")])
 def test_estimate_on_tree_processes_agrees_with_exact(name, spec):
     from specsim.drafts import parse_drafting
-    from specsim.verifiers.tree import TREE_VERIFIERS
+    from specsim.verifiers import TREE_VERIFIERS
     v = TREE_VERIFIERS[name]
     t, d = s.random_model(3, 4, concentration=0.7), s.random_model(3, 5, concentration=0.7)
     drafting = parse_drafting(spec)
@@ -42,14 +42,13 @@ def test_estimate_on_tree_processes_agrees_with_exact(name, spec):
 
 
 def test_completion_test_is_the_shared_goodness_of_fit():
-    """The completion fields read one SubTest from specsim.testing.stats; draft= still works."""
-    from specsim.testing.stats import SubTest
+    """The completion fields read one SubTest from specsim.chisquare (the class testing re-exports)."""
+    from specsim.chisquare import SubTest
+    from specsim.testing import stats
+    assert stats.SubTest is SubTest and stats.goodness_of_fit is s.montecarlo.goodness_of_fit
     t, d = s.random_model(3, 1, concentration=0.7), s.random_model(3, 2, concentration=0.7)
     e = estimate(s.token, t, d, 2, n=3000, rng=3)
     assert isinstance(e.completion, SubTest) and e.completion.level == 1e-3
     assert (e.completion_chi2, e.completion_dof, e.completion_pvalue) == (
         e.completion.statistic, e.completion.df, e.completion.p_value)
-    with pytest.warns(DeprecationWarning, match="'draft' is deprecated"):
-        old = estimate(s.token, t, draft=d, L=2, n=3000, rng=3)
-    assert old.expected_accepted == e.expected_accepted and old.completion == e.completion
     assert estimate(s.token, t, d, 2, n=50, rng=3, complete=False).completion is None

@@ -80,8 +80,6 @@ SAMPLER = [
      "draft_model must be a specsim.models.Model, got ndarray"),
     ("check_sampler-too-many-cells", lambda: check_sampler(SAMPLE, iid(np.full(20, 0.05)), iid(np.full(20, 0.05)), 4),
      ValueError, "too many for the joint test"),
-    ("check_sampler-draft-and-draft_model", lambda: check_sampler(SAMPLE, T3, draft=D3, draft_model=D3, L=1),
-     TypeError, r"got both 'draft' \(deprecated\) and 'draft_model'"),
     ("check_sampler_exact-L0", lambda: check_sampler_exact(_exact_token, T3, D3, 0), ValueError, "L must be >= 1"),
     ("check_sampler_exact-n_uniforms", lambda: check_sampler_exact(_exact_token, T3, D3, 1, n_uniforms=0),
      ValueError, "n_uniforms must be >= 1"),

@@ -87,7 +87,7 @@ def test_explicit_arguments():
 
 
 def test_tree_verifiers_use_applicable_processes():
-    from specsim.verifiers import tree
+    from specsim import verifiers as tree
     assert_lossless(tree.specinfer, max_examples=15)  # only i.i.d. processes: no false alarm
     assert_lossless(tree.sequoia, max_examples=15)    # only without-replacement processes
     with pytest.raises(LossyVerifierError, match="gbv_capped is not lossless"):

@@ -39,8 +39,8 @@ def fake_rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len, cu_nu
         rows += [target_probs[s:s + n], torch.nn.functional.one_hot(bonus_token_ids[b], V).to(F64)]
         E.append(torch.empty(1, V, dtype=F64).exponential_(generator=sampling_metadata.generators[b]))
     noise = ChainNoise(u, torch.zeros(len(draft_token_ids), dtype=F64), torch.cat(E))
-    out = verify_chain(draft_token_ids, cu_num_draft_tokens, draft_probs, torch.cat(rows), noise, "token",
-                       backend="torch").output_token_ids
+    out = verify_chain(draft_token_ids, cu_num_draft_tokens, target_probs=torch.cat(rows), draft_probs=draft_probs,
+                       noise=noise, mode="token", backend="torch").output_token_ids
     full = torch.full((B, max_spec_len + 1), -1, dtype=torch.int32)
     full[:, :out.shape[1]] = out
     return full
@@ -62,9 +62,10 @@ def fake_mrv2_rejection_sample(target_logits, draft_logits, draft_sampled, cu_nu
         rows.append(target_logits[s:e].to(F64).softmax(-1))
         qs.append(draft_logits[st, :k].to(F64).softmax(-1))
         u.append(g.random(k)), eta.append(g.random(k)), E.append(g.exponential(size=V)), lens.append(k)
-    res = verify_chain(torch.cat(ids), torch.as_tensor(np.cumsum(lens)), torch.cat(qs), torch.cat(rows),
-                       ChainNoise(*(torch.as_tensor(np.concatenate(x)) for x in (u, eta)), torch.as_tensor(np.stack(E))),
-                       "block" if use_block_verification else "token", backend="torch")
+    res = verify_chain(torch.cat(ids), torch.as_tensor(np.cumsum(lens)), target_probs=torch.cat(rows),
+                       draft_probs=torch.cat(qs),
+                       noise=ChainNoise(*(torch.as_tensor(np.concatenate(x)) for x in (u, eta)), torch.as_tensor(np.stack(E))),
+                       mode="block" if use_block_verification else "token", backend="torch")
     sampled = torch.zeros((B, num_speculative_steps + 1), dtype=torch.int64)
     sampled[:, :res.output_token_ids.shape[1]] = res.output_token_ids.clamp(min=0)
     return sampled, (res.num_accepted + 1).to(torch.int32)
@@ -78,9 +79,9 @@ def fake_chain_speculative_sampling(draft_probs, draft_token_ids, target_probs, 
     g = generator or torch.Generator().manual_seed(int(seed) + int(offset or 0))
     u = torch.rand(B * n, generator=g, dtype=F64)
     E = torch.empty(B, V, dtype=F64).exponential_(generator=g)
-    res = verify_chain(draft_token_ids.reshape(-1), torch.arange(1, B + 1) * n, draft_probs.reshape(B * n, V),
-                       target_probs.reshape(B * (n + 1), V), ChainNoise(u, torch.zeros(B * n, dtype=F64), E),
-                       "token", backend="torch")
+    res = verify_chain(draft_token_ids.reshape(-1), torch.arange(1, B + 1) * n,
+                       target_probs=target_probs.reshape(B * (n + 1), V), draft_probs=draft_probs.reshape(B * n, V),
+                       noise=ChainNoise(u, torch.zeros(B * n, dtype=F64), E), mode="token", backend="torch")
     return res.output_token_ids, res.num_accepted, res.num_accepted
 
 
@@ -102,9 +103,9 @@ def fake_tree_speculative_sampling_target_only(predicts, accept_index, accept_to
     ids = torch.cat([candidates[b, 1:k + 1] for b, k in enumerate(lens)])
     rows = torch.cat([target_probs[b, :k + 1] for b, k in enumerate(lens)]).to(F64)
     u = torch.cat([uniform_samples[b, :k] for b, k in enumerate(lens)]).to(F64)
-    res = verify_chain(ids, torch.as_tensor(np.cumsum(lens)), None, rows,
-                       ChainNoise(u, torch.zeros_like(u), uniform_samples_for_final_sampling.to(F64), kind="uniform"),
-                       "token", backend="torch")
+    res = verify_chain(ids, torch.as_tensor(np.cumsum(lens)), target_probs=rows, draft_probs=None,
+                       noise=ChainNoise(u, torch.zeros_like(u), uniform_samples_for_final_sampling.to(F64), kind="uniform"),
+                       mode="token", backend="torch")
     for b in range(B):
         tau = int(res.num_accepted[b])
         accept_token_num[b] = tau

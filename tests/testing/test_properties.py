@@ -30,9 +30,9 @@ def test_reference_gpu_api_has_every_property():
         ids = np.concatenate([d[:k] for d, k in zip(drafts, ks)])
         qs = np.concatenate([q[b, :k] for b, k in enumerate(ks)])
         ps = np.concatenate([p[b, :k + 1] for b, k in enumerate(ks)])
-        res = verify_chain(torch.as_tensor(ids), torch.as_tensor(np.cumsum(ks)), torch.as_tensor(qs),
-                           torch.as_tensor(ps), draw_chain_noise(ks, p.shape[-1], seeds=seeds.tolist()),
-                           backend="torch")
+        res = verify_chain(torch.as_tensor(ids), torch.as_tensor(np.cumsum(ks)), target_probs=torch.as_tensor(ps),
+                           draft_probs=torch.as_tensor(qs),
+                           noise=draw_chain_noise(ks, p.shape[-1], seeds=seeds.tolist()), backend="torch")
         return res.num_accepted.numpy(), res.output_token_ids.numpy()[np.arange(len(ks)), res.num_accepted.numpy()]
 
     report = check_engine_properties(verify, trials=16)

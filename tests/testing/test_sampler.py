@@ -145,22 +145,6 @@ def test_impossible_outputs_fail():
     assert not res.passed and res.impossible == 200
 
 
-def test_old_names_still_work_with_a_deprecation_warning():
-    from specsim.testing import completed_law
-    with pytest.warns(DeprecationWarning, match="completed_and_target_laws"):
-        C, P = completed_law(hsd_released, TARGET, DRAFT, 2)
-    C2, P2 = completed_and_target_laws(hsd_released, TARGET, DRAFT, 2)
-    assert np.array_equal(C, C2) and np.array_equal(P, P2)
-    with pytest.warns(DeprecationWarning, match="'draft' is deprecated"):
-        old = check_sampler(from_verifier(token), TARGET, draft=DRAFT, L=1, n=500)
-    assert old == check_sampler(from_verifier(token), TARGET, draft_model=DRAFT, L=1, n=500)
-    with pytest.warns(DeprecationWarning):
-        completed_and_target_laws(token, TARGET, draft=DRAFT, L=1)
-    with pytest.warns(DeprecationWarning):
-        check_sampler_exact(_token_u, TARGET, draft=DRAFT, L=1)
-
-
-# ------------------------------------------------------------------- exact mode (injected uniforms)
 def _token_u(draft, p, q, u):
     """Token-level SpS with uniforms u[0..L-1] for the tests and u[L] for the emitted token."""
     for i, t in enumerate(draft):
@@ -220,7 +204,7 @@ def test_check_sampler_on_tree_samplers():
     computed exactly first, and n is chosen so the call has power >= 0.99 against it."""
     from specsim.drafts import iid_paths
     from specsim.testing.tree_mutants import MUTANTS
-    from specsim.verifiers.tree import specinfer
+    from specsim.verifiers import specinfer
     t, d = random_model(3, 11, concentration=0.6), random_model(3, 12, concentration=0.6)
     ok = check_sampler(lambda tree, rng: specinfer.sample(tree, rng=rng), t, d, 2, n=6000,
                        drafting=iid_paths(2), seed=1)
@@ -385,7 +369,7 @@ def _specinfer_u(tree, u, stale=False):
 
 def test_exact_mode_tree_form_integrates_per_enumerated_tree():
     from specsim.drafts import iid_paths
-    from specsim.verifiers.tree import specinfer
+    from specsim.verifiers import specinfer
     t, d = random_model(3, 11, 0.6), random_model(3, 12, 0.6)
     cert = check_sampler_exact(_specinfer_u, t, d, 1, drafting=iid_paths(2))
     ref = check_lossless(specinfer, t, d, 1, iid_paths(2))

@@ -14,8 +14,11 @@ from specsim.verifiers import Outcome, Verifier, as_verifier, chain_verifier, me
 from specsim.verifiers.base import check_outcomes
 from specsim.verifiers.lossy import (cactus, cascade, consultant_standin, ensemble, fuzzy, lenience, margin_standin,
                                      mentored, single_token_chain, topk_accept, typical)
-from specsim.verifiers.tree import (gbv, gbv_path_model, khisti_selection_law, kseq_rho, multidraft_acceptance,
-                                    sequoia, traversal, tree_paths)
+from specsim.multidraft import multidraft_acceptance
+from specsim.verifiers import gbv, sequoia, traversal
+from specsim.verifiers.kseq import kseq_rho
+from specsim.verifiers.multipath import gbv_path_model, tree_paths
+from specsim.verifiers.two_step import khisti_selection_law
 
 P3 = np.full((3, 3), 1 / 3)          # chain rows for L = 2, V = 3
 Q3 = np.full((2, 3), 1 / 3)
@@ -86,6 +89,11 @@ TREE = [
     ("multidraft-not-a-law", lambda: multidraft_acceptance("specinfer", [0.5, 0.6], HALF, 2), ValueError,
      "sum to"),
     ("multidraft-K0", lambda: multidraft_acceptance("specinfer", HALF, HALF, 0), ValueError, "K must be >= 1"),
+    # issue 26: V = 3, K = 13 would enumerate 3^13 draw tuples (more than 10 s); refused up front
+    ("multidraft-too-large", lambda: multidraft_acceptance("specinfer", [0.2, 0.3, 0.5], [0.5, 0.3, 0.2], 13),
+     ValueError, r"1,594,323 ordered draw tuples .*lp\.coupling\.multidraft_bound"),
+    ("multidraft-too-large-swor", lambda: multidraft_acceptance("sequoia", [0.1] * 10, [0.1] * 10, 5, replacement=False),
+     ValueError, r"30,240 ordered draw tuples \(\|supp q\| = 10, s!/\(s-K\)!\)"),
     ("kseq_rho-k0", lambda: kseq_rho(HALF, HALF, 0), ValueError, "k must be >= 1"),
     ("kseq_rho-tol-negative", lambda: kseq_rho(HALF, [0.9, 0.1], 2, tol=-1), ValueError,
      r"tol must lie in \[0, 0.001\], got -1"),
@@ -102,8 +110,6 @@ TREE = [
     ("gbv_path_model-not-a-model", lambda: gbv_path_model("draft", 2, target=T3), TypeError,
      "draft_model must be a specsim.models.Model"),
     ("gbv_path_model-K0", lambda: gbv_path_model(D3, 0, target=T3), ValueError, "K must be >= 1"),
-    ("gbv_path_model-both-keywords", lambda: gbv_path_model(draft=D3, draft_model=D3, K=2, target=T3), TypeError,
-     "both 'draft'"),
 ]
 
 LOSSY_PARAMETERS = [

@@ -22,7 +22,7 @@ from specsim.drafts import chain, greedy_drafts, iid_paths, swor_tree, topk_tree
 from specsim.exact import completed_law, output_law
 from specsim.verifiers import CHAIN_VERIFIERS, greedy_multidraft, token, verifiers_for
 from specsim.verifiers.chain import hsd_capped
-from specsim.verifiers.tree import khisti_selection_law
+from specsim.verifiers.two_step import khisti_selection_law
 
 TOL = 1e-12  # target absolute error against the rational value
 GAPS = [1e-6, 1e-12, 1e-15, 2.0 ** -52]

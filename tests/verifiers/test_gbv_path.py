@@ -6,7 +6,8 @@ from hypothesis import given, settings, strategies as st
 import specsim as s
 from specsim.drafts import iid_paths
 from specsim.testing.strategies import model_pairs
-from specsim.verifiers.tree import gbv, gbv_path_model
+from specsim.verifiers import gbv
+from specsim.verifiers.multipath import gbv_path_model
 
 
 @settings(max_examples=10)
@@ -29,10 +30,3 @@ def test_path_model_rows_are_distributions_and_k1_is_the_draft(pair, K):
         assert m(prefix).sum() == pytest.approx(1.0) and m(prefix).min() >= 0
     # larger problems stay cheap on the chain engine and the result is certified lossless
     assert s.check_lossless(s.block, t, m, 3).lossless
-
-
-def test_old_draft_keyword_still_works_with_a_warning():
-    t, d = s.random_model(3, 0), s.random_model(3, 1)
-    with pytest.warns(DeprecationWarning, match="draft_model"):
-        old = gbv_path_model(draft=d, K=2, target=t)
-    np.testing.assert_array_equal(old((1,)), gbv_path_model(d, 2, target=t)((1,)))

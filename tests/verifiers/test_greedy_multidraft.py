@@ -9,7 +9,8 @@ import specsim as s
 from specsim.drafts import greedy_drafts, parse_drafting
 from specsim.testing.strategies import distributions, model_pairs
 from specsim.verifiers.base import tree_verifier
-from specsim.verifiers.tree import _nodewise, _rrs, greedy_multidraft, verifiers_for
+from specsim.verifiers import greedy_multidraft, verifiers_for
+from specsim.verifiers.nodewise import _nodewise, _rrs
 
 
 @settings(max_examples=15)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from specsim.models import iid
 from specsim.testing.strategies import distribution_pairs
-from specsim.verifiers.tree import KHISTI_QUADRATURE_BOUND, _importance_weights, khisti_selection_law
+from specsim.verifiers.two_step import _importance_weights, KHISTI_QUADRATURE_BOUND, khisti_selection_law
 
 TINY = 5e-324  # the smallest subnormal
 

@@ -17,8 +17,9 @@ from specsim.drafts import fixed_shape, iid_paths, swor_tree
 from specsim.testing.strategies import distribution_pairs, model_pairs
 from specsim.models import iid
 from specsim.real_trees import committed_trees, load_trees
-from specsim.verifiers.tree import (khisti, khisti_optimal, khisti_optimal_selection, khisti_selection_law,
-                                    khisti_self_normalised, multidraft_acceptance, verifiers_for)
+from specsim.multidraft import multidraft_acceptance
+from specsim.verifiers import khisti, khisti_optimal, verifiers_for
+from specsim.verifiers.two_step import khisti_optimal_selection, khisti_selection_law
 
 
 @settings(max_examples=6, deadline=None)
@@ -60,7 +61,6 @@ def test_k2_closed_form_and_gap_to_self_normalised():
 
 
 def test_names_and_registry():
-    assert khisti_self_normalised is khisti
     assert khisti_optimal in verifiers_for(iid_paths(2))
     assert khisti_optimal not in verifiers_for(swor_tree(2))
 

@@ -174,14 +174,13 @@ def test_cascade_defers_only_when_the_draft_is_less_confident():
     assert np.allclose(cascade(1.1).rule.out(p, q), q) and cascade(1.1).rule.beta(p, q) == 1.0  # 0.4 >= 0.7 - 0.33
 
 
-def test_fuzzy_old_divergence_spelling_still_works_with_a_warning():
+def test_fuzzy_kl_reverse_reads_kl_p_q_and_has_one_spelling():
     p, q = np.array([0.7, 0.2, 0.1]), np.array([0.4, 0.35, 0.25])
-    with pytest.warns(DeprecationWarning, match="kl_reverse"):
-        old = fuzzy(0.3, "kl_reversed")
-    new = fuzzy(0.3, "kl_reverse")
-    assert old.rule.params == new.rule.params
-    np.testing.assert_array_equal(old.out(p, q), new.out(p, q))
-    assert new.beta(p, q) == float(kl(p, q) <= 0.3)  # "kl_reverse" reads KL(p || q)
+    for T in (0.1, 0.195, 1.0):   # KL(p || q) = 0.188..., KL(q || p) = 0.201...: the readings differ at 0.195
+        assert fuzzy(T, "kl_reverse").beta(p, q) == float(kl(p, q) <= T)
+    assert (fuzzy(0.195, "kl_reverse").beta(p, q), fuzzy(0.195, "kl").beta(p, q)) == (1.0, 0.0)
+    with pytest.raises(ValueError, match="divergence must be one of"):
+        fuzzy(0.3, "kl_reversed")   # the pre-release spelling is gone
 
 
 def test_topk_output_law_nonnegative_when_ties_cover_the_vocabulary():

@@ -10,7 +10,7 @@ from specsim.testing.tree_mutants import CONTROLS, MUTANTS
 from specsim.verifiers import NEED_TAGS, Verifier, chain_verifier, tree_verifier
 from specsim.verifiers.chain import CHAIN_VERIFIERS
 from specsim.verifiers.lossy import LOSSY_RULES, LossyVerifier, fuzzy, topk_accept
-from specsim.verifiers.tree import TREE_VERIFIERS, verifiers_for
+from specsim.verifiers import TREE_VERIFIERS, verifiers_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from specsim.drafts import (chain, delayed_expansion, fixed_shape, greedy_drafts
                             swor_tree, topk_tree)
 from specsim.models import random_model
 from specsim.testing.strategies import model_pairs
-from specsim.verifiers.tree import traversal, verifiers_for
+from specsim.verifiers import traversal, verifiers_for
 
 #: Every process traversal applies to, small enough for the per-tree law at V = 3, L = 2.
 PROCESSES = (chain(), swor_tree(2), swor_tree(3), parse_drafting("binary:2"), fixed_shape((2, 2), replacement=False),

@@ -14,7 +14,7 @@ from specsim.models import random_model
 from specsim.testing.strategies import model_pairs
 from specsim.testing.tree_mutants import MUTANTS
 from specsim.verifiers.chain import block
-from specsim.verifiers.tree import specinfer, traversal_paths, traversal_repeats, verifiers_for
+from specsim.verifiers import specinfer, traversal_paths, traversal_repeats, verifiers_for
 
 VARIANTS = (traversal_repeats, traversal_paths)
 #: Every i.i.d. process they apply to, small enough for the per-tree law at V = 3, L = 2.
@@ -104,7 +104,7 @@ def test_negative_controls_are_flagged_at_v3_depth_1(control):
 def test_the_repeats_are_what_the_merged_trie_loses():
     """Keeping the repeats as attempts beats the merged variant, which never tries a token twice;
     each is at most SpecInfer's RRS at depth 1 and both are lossless."""
-    from specsim.verifiers.tree import traversal
+    from specsim.verifiers import traversal
 
     t, d = random_model(3, 0), random_model(3, 1)
     for L in (1, 2):

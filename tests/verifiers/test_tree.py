@@ -11,9 +11,11 @@ from specsim.models import iid, random_model
 from specsim.testing.strategies import distributions, model_pairs
 from specsim.testing.tree_mutants import CONTROLS, MUTANTS
 from specsim.verifiers.chain import block, hsd_released, token
-from specsim.verifiers.tree import (gbv, gbv_capped, khisti, khisti_selection_law, kseq_rho,
-                                    multidraft_acceptance, sequoia, specinfer, spectr, traversal, tree_paths,
-                                    verifiers_for)
+from specsim.multidraft import multidraft_acceptance
+from specsim.verifiers import gbv, gbv_capped, khisti, sequoia, specinfer, spectr, traversal, verifiers_for
+from specsim.verifiers.kseq import kseq_rho
+from specsim.verifiers.multipath import tree_paths
+from specsim.verifiers.two_step import khisti_selection_law
 
 # process, depth L used with V = 3
 PROCESSES = [(chain(), 2), (iid_paths(2), 2), (iid_paths(3), 1), (swor_tree(2), 2), (swor_tree(3), 1),
@@ -172,3 +174,31 @@ def test_tree_paths_recovers_the_paths():
         assert len(paths) == 3
         for i, nodes in enumerate(paths):
             assert t.tokens[nodes[0]] == t.draws[0][i]
+
+
+def test_multidraft_acceptance_size_guard_counts_ordered_tuples_of_supp_q(monkeypatch):
+    """The guard counts s^K (i.i.d.) or s!/(s-K)! (without replacement) over s = |supp q|, refuses
+    above MAX_DRAW_TUPLES before any enumeration, and lets verifiers with a path model through."""
+    import time
+
+    from lp.coupling import multidraft_bound
+    from specsim import multidraft
+
+    p, q = [0.2, 0.3, 0.5], [0.5, 0.3, 0.2]
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="1,594,323 ordered draw tuples"):
+        multidraft_acceptance("specinfer", p, q, 13)
+    assert time.perf_counter() - t0 < 1.0           # refused up front, not after enumerating
+    full = multidraft_acceptance("specinfer", p, q, 2)
+    sparse = multidraft_acceptance("specinfer", p, [0.5, 0.5, 0.0], 3)   # s = 2: 8 tuples
+    monkeypatch.setattr(multidraft, "MAX_DRAW_TUPLES", 8)
+    with pytest.raises(ValueError, match="9 ordered draw tuples"):
+        multidraft_acceptance("specinfer", p, q, 2)                        # 3^2 = 9 > 8
+    assert multidraft_acceptance("specinfer", p, [0.5, 0.5, 0.0], 3) == sparse   # 2^3 = 8: allowed
+    assert multidraft_acceptance("sequoia", p, q, 2, replacement=False) > full - 1e-12   # 3 * 2 = 6
+    monkeypatch.setattr(multidraft, "MAX_DRAW_TUPLES", 5)
+    with pytest.raises(ValueError, match=r"6 ordered draw tuples \(\|supp q\| = 3, s!/\(s-K\)!\)"):
+        multidraft_acceptance("sequoia", p, q, 2, replacement=False)
+    # GBV goes through its path model (V^L selected paths), so K = 13 runs and obeys the optimum
+    alpha = multidraft_acceptance("gbv", p, q, 13)
+    assert 0.0 < alpha <= multidraft_bound(p, q, 13).value + 1e-9

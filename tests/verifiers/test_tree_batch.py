@@ -11,7 +11,7 @@ from specsim.drafts import (DraftTree, chain, delayed_expansion, fixed_shape, gr
                             parse_drafting, swor_tree)
 from specsim.models import random_model
 from specsim.testing.strategies import model_pairs
-from specsim.verifiers.tree import TREE_VERIFIERS, tree_shape
+from specsim.verifiers import TREE_VERIFIERS
 
 #: Every tree verifier without a node rule at the start of issue 14: each has a batch law now.
 BATCHED = ("traversal", "gbv", "gbv_capped", "specinfer_first_path")
@@ -58,9 +58,9 @@ def test_larger_cases(name, process, V, L):
 
 def test_tree_shape_groups_draw_patterns_not_tokens():
     trees = [tree for _, tree in iid_paths(2).enumerate(random_model(3, 0), random_model(3, 1), 1)]
-    shapes = {tree_shape(tree) for tree in trees}
+    shapes = {tree.shape for tree in trees}
     assert len(shapes) == 2                       # (a, a) and (a, b): 3 + 6 trees
-    assert sum(tree_shape(tree)[1][0] == (1, 1) for tree in trees) == 3
+    assert sum(tree.shape[1][0] == (1, 1) for tree in trees) == 3
 
 
 def _law(tree):

@@ -10,7 +10,7 @@ most l layers (the root layer counted).  A tree shape is a nested tuple: a node 
 its children, in rank order, e.g. ``((), ((),))`` is a root with two children, the first a leaf
 and the second with one child.
 
->>> from specsim.treeshape import sequoia_tree, shape_widths
+>>> from specsim.sequoia_dp import sequoia_tree, shape_widths
 >>> best = sequoia_tree([0.6, 0.2, 0.1], m=6, layers=3)
 >>> round(best.value, 6), shape_widths(best.shape)
 (2.4, [[2], [2, 1]])
@@ -36,7 +36,7 @@ class TreeShape:
     Fields: ``value`` (expected tokens per step, the bonus included), ``nodes`` (m, the root
     included), ``layers`` (the limit l it was solved under), ``shape``.
 
-    >>> from specsim.treeshape import sequoia_tree
+    >>> from specsim.sequoia_dp import sequoia_tree
     >>> best = sequoia_tree([0.6, 0.2, 0.1], m=4, layers=2)
     >>> best.shape, best.depth, round(best.value, 6)
     (((), (), ()), 2, 1.9)
@@ -103,7 +103,7 @@ def tree_value(shape: Shape, a) -> float:
 
     Returns: F as a float; ``ValueError`` for a bad ``a`` or a node with more children than ranks.
 
-    >>> from specsim.treeshape import tree_value
+    >>> from specsim.sequoia_dp import tree_value
     >>> tree_value(((),), [0.6, 0.2])            # the root and its best-ranked child
     1.6
     >>> round(tree_value(((), ((),)), [0.6, 0.2]), 6)   # 1 + 0.6 + 0.2 (1 + 0.6)
@@ -133,7 +133,7 @@ def sequoia_tree(a, m: int, layers: int | None = None) -> TreeShape:
     Returns: the optimal :class:`TreeShape`; ``ValueError`` when no tree with m nodes fits in the
     layers with at most ``len(a)`` children per node.
 
-    >>> from specsim.treeshape import sequoia_tree
+    >>> from specsim.sequoia_dp import sequoia_tree
     >>> best = sequoia_tree([0.6, 0.2, 0.1], 4)    # docs/theory.md §12, R12
     >>> round(best.value, 6), best.shape           # the chain 1 + 0.6 + 0.6^2 + 0.6^3
     (2.176, ((((),),),))
@@ -203,7 +203,7 @@ def brute_force_tree(a, m: int, layers: int | None = None) -> TreeShape:
     Exponential in m (Catalan numbers); use m <= 10.  Parameters and result as
     :func:`sequoia_tree` (the first best tree found on ties, which may differ from the DP's).
 
-    >>> from specsim.treeshape import brute_force_tree
+    >>> from specsim.sequoia_dp import brute_force_tree
     >>> round(brute_force_tree([0.6, 0.2, 0.1], 4).value, 6)
     2.176
     """
@@ -228,7 +228,7 @@ def shape_widths(shape: Shape) -> list[list[int]]:
     Returns: one list per layer that has a parent of a node (``[]`` for a root alone);
     ``TypeError`` when a node is not a tuple or list.
 
-    >>> from specsim.treeshape import shape_widths
+    >>> from specsim.sequoia_dp import shape_widths
     >>> shape_widths(((), ((),)))
     [[2], [0, 1]]
     """

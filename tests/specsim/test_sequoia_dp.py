@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from specsim.treeshape import brute_force_tree, sequoia_tree, shape_widths, tree_value
+from specsim.sequoia_dp import brute_force_tree, sequoia_tree, shape_widths, tree_value
 
 A = [0.6, 0.2, 0.1]
 R12 = {  # docs/theory.md §12, R12
