@@ -28,7 +28,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .._validate import check_int, check_model_pair
+from .._validate import check_int
+from ..models import check_model_pair
 from ..drafts import Chain, DraftTree
 from ..exact import _check_drafting, output_law
 from ..verifiers.base import as_verifier

@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import check_int, check_model_pair, check_rng, check_real
+from .._validate import check_int, check_rng, check_real
 from ..drafts import DraftTree
 from ..exact import Certificate, LOSSLESS_ATOL, check_lossless, outcomes_on_tree
-from ..models import Model, prefix_index
+from ..models import Model, check_model_pair, prefix_index
 from ..verifiers import as_verifier
 from .cost import CostModel
 from .policies import DraftState, DroppingDesign, HeuristicSchedule, Policy, as_policy

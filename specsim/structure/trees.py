@@ -35,10 +35,10 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .._validate import check_int, check_model_pair, check_real
+from .._validate import check_int, check_real
 from ..drafts import DraftTree, TreeProcess, _options_iid, _options_swor
 from ..exact import expected_accepted, outcomes_on_tree
-from ..models import Model
+from ..models import Model, check_model_pair
 from ..verifiers import TREE_VERIFIERS, deterministic_children
 from ..verifiers.base import Verifier, as_verifier
 from .cost import CostModel

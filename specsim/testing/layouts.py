@@ -61,12 +61,17 @@ import numpy as np
 
 from .._validate import _float_array, check_bool, sum_tolerance
 from .adapters import _check_callable, _check_name, _torch_device, _torch_float_dtype
-from .properties import _num_drafts
 from .sampler import BatchSampler
 from .step import SamplerError
 
 __all__ = ["EngineAdapter", "EngineOutputError", "check_batch", "vllm_rejection_sampler", "vllm_mrv2_rejection_sampler",
            "flashinfer_chain_sampler", "sglang_tree_sampler", "transformers_chain_sampler"]
+
+
+def _num_drafts(row) -> int:
+    """k_b: the real drafts before the first placeholder (-1)."""
+    neg = np.flatnonzero(np.asarray(row) < 0)
+    return int(neg[0]) if neg.size else len(row)
 
 
 class EngineOutputError(SamplerError):

@@ -38,6 +38,7 @@ import numpy as np
 from scipy import stats
 
 from .._validate import check_int, check_seed
+from .layouts import EngineAdapter, EngineOutputError, _num_drafts
 
 __all__ = ["PropertyResult", "EngineReport", "check_engine_properties", "PROPERTIES", "PROPERTY_MUTANTS",
            "reference_verify"]
@@ -149,12 +150,6 @@ def _takes_uniforms(verify) -> bool:
         return False
 
 
-def _num_drafts(row) -> int:
-    """k_b: the real drafts before the first placeholder (-1)."""
-    neg = np.flatnonzero(np.asarray(row) < 0)
-    return int(neg[0]) if neg.size else len(row)
-
-
 # ----------------------------------------------------------------------------- batches
 def _rows(rng, B, n, V, zero_token=None):
     w = rng.gamma(1.0, size=(B, n, V)) + 0.05
@@ -188,8 +183,6 @@ def _raised(verify, *args, **kw):
     own format) propagates to :func:`_malformed_is_broken`, and the batch is checked against an
     adapter's contract before the call, so a batch the adapter refuses is an error of the probe,
     never counted as the engine's refusal."""
-    from .layouts import EngineAdapter, EngineOutputError
-
     if isinstance(verify, EngineAdapter):
         verify.check_batch(*args[:4], kw.get("uniforms"))
     try:
@@ -208,8 +201,6 @@ def _malformed_is_broken(probe):
 
     @functools.wraps(probe)
     def run(verify, *args, **kw):
-        from .layouts import EngineOutputError
-
         try:
             return probe(verify, *args, **kw)
         except EngineOutputError as exc:
