@@ -25,7 +25,7 @@ collect_ignore = [
     "specsim/structure/measure.py",  # torch and transformers
     "specsim/testing/adapters.py",  # torch and transformers
     "specsim/testing/language_models.py",  # torch and transformers
-    "specsim/testing/layouts.py",   # torch
+    "specsim/testing/engines.py",   # torch
 ]
 
 

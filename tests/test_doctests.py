@@ -21,7 +21,7 @@ MODULES = {
     "specsim.real": ("torch", "transformers"),
     "specsim.testing.adapters": ("torch", "transformers"),
     "specsim.testing.language_models": ("torch", "transformers"),
-    "specsim.testing.layouts": ("torch",),
+    "specsim.testing.engines": ("torch",),
 }
 
 

@@ -133,7 +133,7 @@ def find_transformers_speculative_sampling():
 
     Returns: the function or ``None``.
 
-    >>> from specsim.testing import find_transformers_speculative_sampling
+    >>> from specsim.testing.adapters import find_transformers_speculative_sampling
     >>> fn = find_transformers_speculative_sampling()
     >>> fn is None or callable(fn)
     True

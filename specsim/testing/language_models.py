@@ -42,7 +42,7 @@ class ToyLM:
     Build with :func:`toy_lm`.
 
     >>> from specsim.models import markov
-    >>> from specsim.testing import toy_lm
+    >>> from specsim.testing.language_models import toy_lm
     >>> lm = toy_lm(markov([0.5, 0.5], [[0.9, 0.1], [0.2, 0.8]]))
     >>> lm([(0,), (0, 1)]).tolist(), lm.calls
     ([[0.9, 0.1], [0.2, 0.8]], 1)
@@ -116,7 +116,7 @@ def toy_lm(model: Model, backend: str = "numpy", output: str = "probs", dtype=No
     Returns: a :class:`ToyLM`.
 
     >>> from specsim.models import iid
-    >>> from specsim.testing import toy_lm
+    >>> from specsim.testing.language_models import toy_lm
     >>> lm = toy_lm(iid([0.25, 0.75]), backend="torch", output="logits")
     >>> [round(x, 4) for x in lm([()])[0].tolist()]
     [-1.3863, -0.2877]

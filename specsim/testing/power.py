@@ -7,8 +7,8 @@ vanish on some instances (block verification with the token-level residual is ex
 joint-ratio weights never exceed 1, e.g. on ``random_model(3, 0)`` / ``random_model(3, 1)`` at
 L = 2).  :func:`power_report` computes, for each mutant of :data:`specsim.testing.mutants.CHAIN_MUTANTS`
 (and, in tree mode, of :data:`specsim.testing.tree_mutants.MUTANTS`), the exact C (from
-:func:`~specsim.testing.completed_and_target_laws`), TV(C, P), the power of the check at n and
-the n needed for 99% power (:func:`~specsim.testing.samples_to_detect`).
+:func:`~specsim.testing.sampler.completed_and_target_laws`), TV(C, P), the power of the check at n and
+the n needed for 99% power (:func:`~specsim.testing.sampler.samples_to_detect`).
 
 :func:`default_instance` is a chain instance on which every chain mutant is detected with 99%
 power at check_sampler's default n = 20000.  It was found once by ``python -m
@@ -165,7 +165,7 @@ def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, 
     detects.
 
     For each mutant v: C = its exact completed law and P the target's law on V^{L+1} at the
-    context (:func:`~specsim.testing.completed_and_target_laws`); TV(C, P) = sum_z |C(z) - P(z)| / 2;
+    context (:func:`~specsim.testing.sampler.completed_and_target_laws`); TV(C, P) = sum_z |C(z) - P(z)| / 2;
     the power at n is that of the call's best sub-test, each predicted on the pooled table it
     uses at n (:func:`specsim.testing.stats.predicted_power`, non-central chi-square): for
     check_sampler the joint law and the L + 1 position marginals at level alpha / (L + 2), for
@@ -185,7 +185,7 @@ def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, 
     Returns: a :class:`PowerReport` (``rows``, ``detects_all``, ``undetectable``; ``str()`` a table).
 
     >>> from specsim.models import random_model
-    >>> from specsim.testing import power_report
+    >>> from specsim.testing.power import power_report
     >>> rep = power_report(random_model(3, 0), random_model(3, 1), L=2)
     >>> rep.detects_all, rep.undetectable
     (False, ('block_token_residual',))
@@ -233,7 +233,7 @@ def default_instance(check: str = "sampler", *, max_tokens: int = 3):
     check="step", for ``check_step(step, target, draft_model, max_tokens=max_tokens)``
     (check_step's default models).
 
-    >>> from specsim.testing import default_instance, power_report
+    >>> from specsim.testing import default_instance; from specsim.testing.power import power_report
     >>> power_report(*default_instance()).detects_all
     True
     >>> target, draft_model, m = default_instance("step", max_tokens=4)

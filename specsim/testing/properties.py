@@ -17,16 +17,16 @@ request's own (``q[b, k_b:]``, ``p[b, k_b + 1:]``) are padding the engine must n
 A ``verify`` that can take injected uniforms has a keyword ``uniforms`` (float64 [B, L] in
 [0, 1): the acceptance test of x_{i+1} uses ``uniforms[b, i]``, accepting iff
 u q(x) < p(x); everything else still comes from the seed), or an attribute
-``takes_uniforms = True`` (the adapters of :mod:`specsim.testing.layouts` say there).  The adapters
-of :mod:`specsim.testing.layouts` put vLLM's, FlashInfer's, SGLang's and transformers' argument
+``takes_uniforms = True`` (the adapters of :mod:`specsim.testing.engines` say there).  The adapters
+of :mod:`specsim.testing.engines` put vLLM's, FlashInfer's, SGLang's and transformers' argument
 lists in this layout.
 
 Documented fallbacks accepted: on a NaN, all-zero or all-masked row (and on target rows that do
 not sum to 1), and on placeholder ids, the engine may raise any exception; if it returns instead,
 it must not accept a draft whose draft row is degenerate and must emit a token of positive target
 probability.  Only the engine's own exception is such a refusal: when an adapter of
-:mod:`specsim.testing.layouts` cannot read what the engine returned (a -1 slot kept, no token
-emitted) it raises :class:`~specsim.testing.layouts.EngineOutputError`, and the property is broken
+:mod:`specsim.testing.engines` cannot read what the engine returned (a -1 slot kept, no token
+emitted) it raises :class:`~specsim.testing.engines.EngineOutputError`, and the property is broken
 with that output as the witness.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 from scipy import stats
 
 from .._validate import check_int, check_seed
-from .layouts import EngineAdapter, EngineOutputError, _num_drafts
+from .engines import EngineAdapter, EngineOutputError, _num_drafts
 
 __all__ = ["PropertyResult", "EngineReport", "check_engine_properties", "PROPERTIES", "PROPERTY_MUTANTS",
            "reference_verify"]
@@ -179,7 +179,7 @@ def _raised(verify, *args, **kw):
     is an allowed answer), ``(None, output)`` when it returned.
 
     Only the engine's own exception is a refusal: an adapter's
-    :class:`~specsim.testing.layouts.EngineOutputError` (the engine returned output outside its
+    :class:`~specsim.testing.engines.EngineOutputError` (the engine returned output outside its
     own format) propagates to :func:`_malformed_is_broken`, and the batch is checked against an
     adapter's contract before the call, so a batch the adapter refuses is an error of the probe,
     never counted as the engine's refusal."""
@@ -194,7 +194,7 @@ def _raised(verify, *args, **kw):
 
 
 def _malformed_is_broken(probe):
-    """The probe, with an adapter's :class:`~specsim.testing.layouts.EngineOutputError` reported as a
+    """The probe, with an adapter's :class:`~specsim.testing.engines.EngineOutputError` reported as a
     broken property whose witness is the engine's output (not as a refusal, not as the probe
     raising)."""
     import functools
@@ -426,7 +426,7 @@ def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int
     the bonus row.
 
     Parameters: ``verify`` in ``layout`` (only ``"dense"``, the module docstring's seeded dense
-    layout; :mod:`specsim.testing.layouts` converts engine argument lists to it); ``V`` (>= 3),
+    layout; :mod:`specsim.testing.engines` converts engine argument lists to it); ``V`` (>= 3),
     ``L`` (>= 2); ``trials`` requests per adversarial batch; ``seed``; ``properties`` (a subset
     of :data:`PROPERTIES`); ``draft_rows`` (``False`` for rules that never read the draft rows,
     such as target-only verification of deterministic drafts, docs/theory.md §3.2: degenerate
@@ -440,7 +440,7 @@ def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int
     True
     """
     if layout != "dense":
-        raise ValueError(f"layout must be 'dense' (see specsim.testing.layouts for engine layouts), got {layout!r}")
+        raise ValueError(f"layout must be 'dense' (see specsim.testing.engines for engine layouts), got {layout!r}")
     if not callable(verify):
         raise TypeError(f"verify must be callable, got {type(verify).__name__}")
     check_int(V, "V", 3)

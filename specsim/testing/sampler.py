@@ -379,7 +379,7 @@ def completed_and_target_laws(verifier, target: Model, draft_model: Model, L: in
 
     Returns: ``(C, P)``, flat float64 arrays of length V^{L+1} indexed by base-V codes.
 
-    >>> from specsim.testing import completed_and_target_laws
+    >>> from specsim.testing.sampler import completed_and_target_laws
     >>> from specsim.testing.power import default_instance
     >>> from specsim.verifiers import hsd_released
     >>> C, P = completed_and_target_laws(hsd_released, *default_instance())
@@ -407,7 +407,7 @@ def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float
 
     Returns: n as a ``float``, ``inf`` when C = P.
 
-    >>> from specsim.testing import completed_and_target_laws, samples_to_detect
+    >>> from specsim.testing.sampler import completed_and_target_laws, samples_to_detect
     >>> from specsim.testing.power import default_instance
     >>> from specsim.verifiers import hsd_released
     >>> target, draft_model, L = default_instance()

@@ -7,7 +7,7 @@ For each faulty verifier in :data:`specsim.testing.mutants.CHAIN_MUTANTS` and th
 * the samples :func:`~specsim.testing.check_sampler` needs to flag it with 99% power, computed from
   the exact completed law C (non-central chi-square, :func:`samples_to_detect`) on the most
   revealing of a few fixed instances (the shrunk counterexample and random prefix-dependent pairs),
-  from :func:`~specsim.testing.completed_and_target_laws`;
+  from :func:`~specsim.testing.sampler.completed_and_target_laws`;
 * optionally the sampler verdict of an actual :func:`check_sampler` run with that many samples.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def mutation_suites() -> dict:
     for ``mutants`` (``CHAIN_MUTANTS`` and ``LOSSLESS_CONTROLS``, no overrides) and
     ``tree_mutants`` (``MUTANTS`` and ``CONTROLS``; each entry's draft process, depth L and V = 3).
 
-    >>> from specsim.testing import mutation_suites
+    >>> from specsim.testing.selftest import mutation_suites
     >>> suites = mutation_suites()
     >>> sorted(suites), suites["mutants"]["block"][1]
     (['mutants', 'tree_mutants'], True)
@@ -108,7 +108,7 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
 
     Returns: a list of :class:`MutationRow`, one per verifier (see :func:`format_table`).
 
-    >>> from specsim.testing import mutation_suites, mutation_table
+    >>> from specsim.testing.selftest import mutation_suites, mutation_table
     >>> one = {"mutants": {k: v for k, v in mutation_suites()["mutants"].items() if k == "bonus_wrong_row"}}
     >>> [(r.name, r.exact_flagged, r.correct) for r in mutation_table(one, max_examples=10, run_sampler=False, shrink=False)]
     [('bonus_wrong_row', True, True)]

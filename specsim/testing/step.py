@@ -180,7 +180,7 @@ def check_step(step, target: Model | None = None, draft_model: Model | None = No
     flagged with probability >= ``power`` (non-central chi-square).
 
     Parameters: ``step(context, target_lm, draft_lm, rng) -> token ids`` (``context`` a tuple of
-    ids; ``target_lm`` / ``draft_lm`` the :func:`specsim.testing.toy_lm` callables of ``target``
+    ids; ``target_lm`` / ``draft_lm`` the :func:`specsim.testing.language_models.toy_lm` callables of ``target``
     and ``draft_model``, taking full prefixes, context included; ``rng`` a
     ``numpy.random.Generator``); ``target``, ``draft_model`` (Models over one V; both None, the
     default: ``default_instance("step", max_tokens=max_tokens)``, a V = 4 pair on which the step
@@ -188,7 +188,7 @@ def check_step(step, target: Model | None = None, draft_model: Model | None = No
     :mod:`specsim.testing.power`); ``n``;
     ``alpha``; ``power``; ``max_tokens`` (>= 1, the horizon m; longer emissions are errors);
     ``seed``; ``context`` (default (1,), so a step that drops the context is seen); ``backend``,
-    ``output`` (of the LMs, see :func:`~specsim.testing.toy_lm`); ``min_expected``; ``report``
+    ``output`` (of the LMs, see :func:`~specsim.testing.language_models.toy_lm`); ``min_expected``; ``report``
     (strings listed each way); ``name``.
 
     Returns: a :class:`StepCheck`.  A step that raises or returns malformed output (not a flat
@@ -271,7 +271,7 @@ def step_from_verifier(verifier, L: int):
 
     >>> import numpy as np
     >>> from specsim.models import iid
-    >>> from specsim.testing import step_from_verifier, toy_lm
+    >>> from specsim.testing import step_from_verifier; from specsim.testing.language_models import toy_lm
     >>> from specsim.verifiers import token
     >>> step = step_from_verifier(token, L=2)
     >>> step((0,), toy_lm(iid([0.5, 0.5])), toy_lm(iid([0.5, 0.5])), np.random.default_rng(0))

@@ -25,7 +25,8 @@ import pytest
 import torch
 
 from specsim.models import random_model, temperature
-from specsim.testing import check_sampler, completed_and_target_laws, samples_to_detect, torch_batch_sampler
+from specsim.testing import check_sampler, torch_batch_sampler
+from specsim.testing.sampler import completed_and_target_laws, samples_to_detect
 from specsim.verifiers import greedy
 
 ALPHA = 1e-3

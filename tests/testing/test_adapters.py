@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from specsim.models import random_model
-from specsim.testing import check_sampler, find_transformers_speculative_sampling, torch_batch_sampler
+from specsim.testing import check_sampler, torch_batch_sampler
+from specsim.testing.adapters import find_transformers_speculative_sampling
 
 
 def _torch_token(bad=False):

@@ -9,8 +9,10 @@ from hypothesis import find
 
 from specsim.models import iid, random_model
 from specsim.drafts import iid_paths
-from specsim.testing import (BatchSampler, LossyVerifierError, SamplerError, assert_lossless, certify_case,
-                             check_sampler, check_sampler_exact, completed_and_target_laws, from_verifier)
+from specsim.testing import (BatchSampler, LossyVerifierError, SamplerError, assert_lossless, check_sampler,
+                             check_sampler_exact, from_verifier)
+from specsim.testing.assertions import certify_case
+from specsim.testing.sampler import completed_and_target_laws
 from specsim.testing.stats import (chi_square_power, complete_with_target, detectable_tv, detection_threshold,
                                    goodness_of_fit, pool_small_cells, samples_for_power)
 from specsim.testing.strategies import (available_draft_processes, distribution_pairs, distributions,
@@ -217,7 +219,8 @@ def test_assert_lossless_reports_one_failure_when_a_verifier_both_raises_and_is_
 
 
 # ---------------------------------------------------------------------------- issue 26: fuzz findings
-from specsim.testing import check_step, mutation_table, step_from_verifier  # noqa: E402
+from specsim.testing import check_step, step_from_verifier
+from specsim.testing.selftest import mutation_table  # noqa: E402
 from specsim.testing.properties import check_engine_properties, reference_verify  # noqa: E402
 from specsim.verifiers import sequoia, tree_verifier  # noqa: E402
 
@@ -258,7 +261,7 @@ def test_core_fuzz_findings(call, exc, pattern):
         call()
 
 
-# ---------------------------------------------------------------------------- specsim.testing.layouts / adapters
+# ---------------------------------------------------------------------------- specsim.testing.engines / adapters
 # Issue 26: the engine-layout adapters checked neither their arguments (dtype='foo' an AttributeError
 # and device='foo' a RuntimeError at the first call, pad_drafts='no' and a None engine accepted) nor
 # the batch (a short seeds array an IndexError; float draft ids, p with spare rows and rows summing
@@ -266,8 +269,9 @@ def test_core_fuzz_findings(call, exc, pattern):
 def _layout_cases():
     import torch
 
-    from specsim.testing import find_transformers_speculative_sampling, torch_batch_sampler, transformers_sampler
-    from specsim.testing.layouts import (EngineAdapter, flashinfer_chain_sampler, sglang_tree_sampler,
+    from specsim.testing import torch_batch_sampler, transformers_sampler
+    from specsim.testing.adapters import find_transformers_speculative_sampling
+    from specsim.testing.engines import (EngineAdapter, flashinfer_chain_sampler, sglang_tree_sampler,
                                          transformers_chain_sampler, vllm_mrv2_rejection_sampler,
                                          vllm_rejection_sampler)
     from specsim.testing.properties import reference_verify
@@ -412,7 +416,7 @@ def test_layout_batch_check_keeps_low_precision_and_degenerate_rows():
     pass (the float64 tolerance would refuse them), and so do the degenerate rows
     check_engine_properties sends on purpose (all NaN, all zero, mass removed)."""
     torch = pytest.importorskip("torch")
-    from specsim.testing.layouts import check_batch
+    from specsim.testing.engines import check_batch
 
     V = 7
     w = np.random.default_rng(0).random((1, 3, V))
@@ -436,7 +440,7 @@ def test_dense_engine_adapter_output_is_checked():
     """A dense function returning floats or the wrong length is malformed output (EngineOutputError, a
     SamplerError), never silently cast."""
     pytest.importorskip("torch")
-    from specsim.testing.layouts import EngineAdapter, EngineOutputError
+    from specsim.testing.engines import EngineAdapter, EngineOutputError
 
     d, p, q, s = np.array([[1, 2]]), np.full((1, 3, 3), 1 / 3), np.full((1, 2, 3), 1 / 3), np.array([0])
     floats = EngineAdapter(lambda drafts, p, q, seeds: (np.zeros(1), np.zeros(1)), "floats")

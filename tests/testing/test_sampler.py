@@ -6,8 +6,9 @@ from scipy import stats
 
 from specsim.exact import check_lossless
 from specsim.models import random_model
-from specsim.testing import (BatchSampler, check_sampler, check_sampler_exact, completed_and_target_laws,
-                             detection_threshold, from_verifier, samples_to_detect)
+from specsim.testing import BatchSampler, check_sampler, check_sampler_exact, from_verifier
+from specsim.testing.sampler import completed_and_target_laws, samples_to_detect
+from specsim.testing.stats import detection_threshold
 from specsim.testing.mutants import CHAIN_MUTANTS
 from specsim.verifiers import block, hsd_released, token
 from specsim.verifiers.base import Outcome, chain_verifier

@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from specsim.testing import format_table, mutation_suites, mutation_table
+from specsim.testing.selftest import format_table, mutation_suites, mutation_table
 
 SAMPLER_SUBSET = {"residual_from_target", "reused_uniform", "block_first_failure", "onehot_no_removal",
                   "token", "block"}
@@ -58,8 +58,9 @@ def test_demo_runs():
 
 
 def test_importing_specsim_testing_pulls_no_cvxpy_torch_triton():
-    code = ("import sys, specsim.testing as T, specsim.testing.plugin; "
-            "T.assert_lossless, T.check_sampler, T.mutation_table, T.model_pairs, T.transformers_sampler; "
+    code = ("import sys, specsim.testing as T, specsim.testing.plugin, specsim.testing.selftest as S, "
+            "specsim.testing.strategies as H; "
+            "T.assert_lossless, T.check_sampler, S.mutation_table, H.model_pairs, T.transformers_sampler; "
             "bad = [m for m in ('cvxpy', 'torch', 'triton', 'transformers') if m in sys.modules]; "
             "assert not bad, bad")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -7,8 +7,8 @@ import pytest
 from specsim import check_lossless
 from specsim._sampling import draw_token
 from specsim.models import random_model
-from specsim.testing import (SamplerError, check_step, check_step_exact, completed_and_target_laws,
-                             default_instance, step_from_verifier)
+from specsim.testing import SamplerError, check_step, check_step_exact, default_instance, step_from_verifier
+from specsim.testing.sampler import completed_and_target_laws
 from specsim.testing.mutants import CHAIN_MUTANTS
 from specsim.testing.stats import predicted_power
 from specsim.verifiers import block, token
@@ -188,7 +188,7 @@ def test_uniform_source_refuses_other_draws(pair):
 
 
 def test_uniform_source_hands_out_u_in_order_and_refuses_everything_else():
-    from specsim.testing import UniformSource
+    from specsim.testing.step import UniformSource
     src = UniformSource([0.25, 0.5, 0.75, 0.125])
     assert isinstance(src, np.random.Generator)
     assert src.random() == 0.25 and type(src.random()) is float

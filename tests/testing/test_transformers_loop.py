@@ -8,7 +8,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from specsim.models import random_model  # noqa: E402
-from specsim.testing import check_step, from_transformers, transformers_lm  # noqa: E402
+from specsim.testing import check_step
+from specsim.testing.language_models import from_transformers, transformers_lm  # noqa: E402
 
 CONTEXT = (1, 2)
 

@@ -23,7 +23,7 @@ v1 = pytest.importorskip("vllm.v1.sample.rejection_sampler")
 mrv2 = pytest.importorskip("vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils")
 
 from specsim.testing import check_sampler, default_instance  # noqa: E402
-from specsim.testing.layouts import vllm_mrv2_rejection_sampler, vllm_rejection_sampler  # noqa: E402
+from specsim.testing.engines import vllm_mrv2_rejection_sampler, vllm_rejection_sampler  # noqa: E402
 from specsim.testing.properties import check_engine_properties  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "interpreter_log1p")

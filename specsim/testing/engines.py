@@ -146,7 +146,7 @@ def check_batch(drafts, p, q, seeds, uniforms=None):
     rows not renormalised; ``TypeError`` / ``ValueError`` naming the argument and the entry.
 
     >>> import numpy as np
-    >>> from specsim.testing.layouts import check_batch
+    >>> from specsim.testing.engines import check_batch
     >>> p, q = np.full((1, 3, 3), 1 / 3), np.full((1, 2, 3), 1 / 3)
     >>> check_batch(np.array([[1, -1]]), p, q, np.array([7]))[0].tolist()
     [[1, -1]]
@@ -302,7 +302,7 @@ def vllm_rejection_sampler(rejection_sample, dtype="float32", device="cpu", pad_
     Returns: an :class:`EngineAdapter`.
 
     >>> import torch
-    >>> from specsim.testing.layouts import vllm_rejection_sampler
+    >>> from specsim.testing.engines import vllm_rejection_sampler
     >>> def accept_none(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
     ...                 target_logits, bonus_token_ids, sampling_metadata):  # rejects x_1, emits token 0
     ...     out = torch.full((len(num_draft_tokens), max_spec_len + 1), -1, dtype=torch.int32)
@@ -392,7 +392,7 @@ def vllm_mrv2_rejection_sampler(rejection_sample, dtype="float32", device="cpu",
     Returns: an :class:`EngineAdapter`.
 
     >>> import numpy as np, torch
-    >>> from specsim.testing.layouts import vllm_mrv2_rejection_sampler
+    >>> from specsim.testing.engines import vllm_mrv2_rejection_sampler
     >>> def accept_all(target_logits, draft_logits, draft_sampled, cu_num_logits, pos, idx_mapping,
     ...                expanded_idx_mapping, expanded_local_pos, temperature, seed, num_speculative_steps,
     ...                **kw):  # keeps every draft, bonus token 0
@@ -514,7 +514,7 @@ def sglang_tree_sampler(tree_speculative_sampling_target_only, dtype="float32", 
     Returns: an :class:`EngineAdapter` (``takes_uniforms`` true).
 
     >>> import numpy as np, torch
-    >>> from specsim.testing.layouts import sglang_tree_sampler
+    >>> from specsim.testing.engines import sglang_tree_sampler
     >>> def keep_first(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
     ...                retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
     ...                draft_probs, **kw):  # keeps x_1 iff its coin is 0, then emits token 0

@@ -10,8 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from reference_gpu.api import ChainNoise, verify_chain  # noqa: E402
-from specsim.testing import SamplerError, check_sampler, find_transformers_speculative_sampling  # noqa: E402
-from specsim.testing.layouts import (EngineAdapter, flashinfer_chain_sampler, sglang_tree_sampler,  # noqa: E402
+from specsim.testing import SamplerError, check_sampler
+from specsim.testing.adapters import find_transformers_speculative_sampling  # noqa: E402
+from specsim.testing.engines import (EngineAdapter, flashinfer_chain_sampler, sglang_tree_sampler,  # noqa: E402
                                      transformers_chain_sampler, vllm_mrv2_rejection_sampler, vllm_rejection_sampler)
 from specsim.testing.power import default_instance  # noqa: E402
 from specsim.testing.properties import check_engine_properties  # noqa: E402
