@@ -137,7 +137,7 @@ def certify_case(verifier, case: Case, atol: float = LOSSLESS_ATOL) -> Certifica
         raise TypeError(f"case must be a specsim.testing.assertions.Case, got {type(case).__name__}")
     atol = check_real(atol, "atol", 0.0, 1.0)
     pair = case.pair
-    return check_lossless(_guarded(verifier, pair.V), pair.target, pair.draft, case.L, case.drafting, atol=atol)
+    return check_lossless(_guarded(verifier, pair.V), pair.target, pair.draft_model, case.L, case.drafting, atol=atol)
 
 
 def describe_failure(cert: Certificate, case: Case) -> str:
@@ -158,7 +158,7 @@ def describe_failure(cert: Certificate, case: Case) -> str:
     hsd_released is not lossless: Case(ModelPair(V=3, random_model seeds=(0, 1)), L=2, drafting='chain')
     """
     z = cert.worst_sequence
-    t, d = case.pair.target, case.pair.draft
+    t, d = case.pair.target, case.pair.draft_model
     lines = [
         f"{cert.verifier} is not lossless: {case!r}",
         f"  V = {cert.V}, L = {cert.L}, drafting = {cert.drafting}",
@@ -196,7 +196,7 @@ def _rows_along(pair: ModelPair, z, L: int) -> str:
     for k in range(L + 1):
         s = f"    p{k} = {_fmt(pair.target(tuple(z[:k])))}"
         if k < L:
-            s += f"   q{k} = {_fmt(pair.draft(tuple(z[:k])))}"
+            s += f"   q{k} = {_fmt(pair.draft_model(tuple(z[:k])))}"
         lines.append(s)
     return "\n".join(lines)
 
@@ -330,7 +330,7 @@ def assert_sampler_lossless(sample_fn, *, L: int = 2, pairs=None, n: int = 4000,
     @_settings(max_examples, derandomize, shrink)
     @given(cases)
     def run(case):
-        res = check_sampler(sample_fn, case.pair.target, case.pair.draft, case.L, n=n, alpha=level, **check_kw)
+        res = check_sampler(sample_fn, case.pair.target, case.pair.draft_model, case.L, n=n, alpha=level, **check_kw)
         if res.inconclusive:
             raise InconclusiveCheckError(f"{res}\n  more data needed: n = {n} is too small for this check to detect "
                                          f"anything (INCONCLUSIVE is not a pass); increase n\n  instance: {case!r}", res)

@@ -83,7 +83,7 @@ def mutation_suites() -> dict:
 def _instances(err: LossyVerifierError | None, overrides: dict):
     """(target, draft, L, drafting): the shrunk counterexample, then random prefix-dependent pairs."""
     if err is not None:
-        yield err.case.pair.target, err.case.pair.draft, err.case.L, err.case.drafting
+        yield err.case.pair.target, err.case.pair.draft_model, err.case.L, err.case.drafting
     drafting = overrides.get("drafting", chain())
     for L in ((overrides["L"],) if "L" in overrides else (1, 2, 3)):
         for s in (0, 1):

@@ -15,7 +15,7 @@ Rows are built from integer weights, so failing examples shrink to readable rows
 >>> @settings(max_examples=5, database=None)
 ... @given(model_pairs())
 ... def test_token_is_lossless(pair):
-...     assert check_lossless(token, pair.target, pair.draft, 2).lossless
+...     assert check_lossless(token, pair.target, pair.draft_model, 2).lossless
 >>> test_token_is_lossless()
 """
 from __future__ import annotations
@@ -147,25 +147,25 @@ class ModelPair:
     Rows depend on the last ``depth`` tokens of the prefix (``rows[c]`` for every context c of
     length <= depth; longer prefixes use their last ``depth`` tokens).  ``relations[c]`` says how
     the draft row was made from the target row at c.  ``seed`` is set instead when the pair comes
-    from :func:`specsim.models.random_model`.  ``target, draft = pair`` unpacks it.
+    from :func:`specsim.models.random_model`.  ``target, draft_model = pair`` unpacks it.
 
     >>> from specsim.models import random_model
     >>> from specsim.testing.strategies import ModelPair
     >>> pair = ModelPair(random_model(3, 0), random_model(3, 1), 3, None, seed=(0, 1))
     >>> pair
     ModelPair(V=3, random_model seeds=(0, 1))
-    >>> target, draft = pair
+    >>> target, draft_model = pair
     """
 
     target: Model
-    draft: Model
+    draft_model: Model
     V: int
     depth: int | None
     relations: dict = field(default_factory=dict, repr=False)
     seed: tuple | None = None
 
-    def __iter__(self):  # allows ``target, draft = pair``
-        return iter((self.target, self.draft))
+    def __iter__(self):  # allows ``target, draft_model = pair``
+        return iter((self.target, self.draft_model))
 
     def __repr__(self) -> str:
         if self.seed is not None:
@@ -203,7 +203,7 @@ def model_pairs(draw, V=st.integers(3, 4), depth=st.integers(1, 2), relations=RE
     >>> @settings(max_examples=10, database=None, derandomize=True)
     ... @given(model_pairs(V=3, seeded=False))
     ... def rows_are_distributions(pair):
-    ...     assert pair.V == 3 and abs(pair.draft((2, 1)).sum() - 1) < 1e-12
+    ...     assert pair.V == 3 and abs(pair.draft_model((2, 1)).sum() - 1) < 1e-12
     >>> rows_are_distributions()
     """
     V = draw(_as_strategy(V))
@@ -282,10 +282,10 @@ def chain_inputs(draw, V=st.integers(3, 4), L=st.integers(1, 3), pairs=None):
     L = draw(_as_strategy(L))
     draft: list[int] = []
     for _ in range(L):
-        support = np.flatnonzero(pair.draft(tuple(draft)) > 0).tolist()
+        support = np.flatnonzero(pair.draft_model(tuple(draft)) > 0).tolist()
         draft.append(draw(st.sampled_from(support)))
     p = np.array([pair.target(tuple(draft[:k])) for k in range(L + 1)])
-    q = np.array([pair.draft(tuple(draft[:k])) for k in range(L)])
+    q = np.array([pair.draft_model(tuple(draft[:k])) for k in range(L)])
     return tuple(draft), p, q
 
 

@@ -28,9 +28,9 @@ COSTS = [CostModel(draft=0.1), CostModel(draft=0.3, target=[1.0, 1.05, 1.1, 1.2]
 @given(model_pairs(V=3, depth=st.integers(1, 2)), st.sampled_from(COSTS), st.sampled_from([token, block]))
 def test_optimal_stopping_equals_brute_force_over_all_rules_V3_L2(pair, cost, verifier):
     """Every deterministic rule on the 1 + 3 internal prefixes (16 rules), against Dinkelbach and bisection."""
-    brute = brute_force_stopping(verifier, pair.target, pair.draft, 2, cost)
-    dink = optimal_stopping(verifier, pair.target, pair.draft, 2, cost)
-    bis = optimal_stopping(verifier, pair.target, pair.draft, 2, cost, method="bisection")
+    brute = brute_force_stopping(verifier, pair.target, pair.draft_model, 2, cost)
+    dink = optimal_stopping(verifier, pair.target, pair.draft_model, 2, cost)
+    bis = optimal_stopping(verifier, pair.target, pair.draft_model, 2, cost, method="bisection")
     assert dink.value == pytest.approx(brute, abs=1e-12)
     assert bis.value == pytest.approx(brute, abs=1e-10)
 
@@ -138,9 +138,9 @@ def test_specdecpp_threshold_is_sufficient_for_token_level_sd(pair, c):
     """With a flat target call and draft pass c, extending x^{1:k} by m tokens adds at most
     m (1 - P(>=1 rejection)) tokens at cost m c, so at lambda* every prefix with
     P(>= 1 rejection) > 1 - lambda* c is a stopping point of the optimal rule (docs/theory.md §14.4)."""
-    opt = optimal_stopping(token, pair.target, pair.draft, 3, CostModel(draft=c))
+    opt = optimal_stopping(token, pair.target, pair.draft_model, 3, CostModel(draft=c))
     h = 1.0 - opt.value * c
-    assert all(stop for _, prej, _, _, stop in _prefix_stats(token, pair.target, pair.draft, 3, opt) if prej > h + 1e-9)
+    assert all(stop for _, prej, _, _, stop in _prefix_stats(token, pair.target, pair.draft_model, 3, opt) if prej > h + 1e-9)
 
 
 @pytest.mark.parametrize("verifier,stat", [(token, "survival"), (block, "weight")])
@@ -178,8 +178,8 @@ def test_block_verification_needs_its_own_statistic():
 @settings(max_examples=10)
 @given(model_pairs(V=3, depth=st.integers(1, 2)))
 def test_block_one_step_gain_is_bounded_by_its_weight(pair):
-    opt = optimal_stopping(block, pair.target, pair.draft, 3, CostModel(draft=0.1))
-    assert all(gain <= w + 1e-9 for _, _, w, gain, _ in _prefix_stats(block, pair.target, pair.draft, 3, opt))
+    opt = optimal_stopping(block, pair.target, pair.draft_model, 3, CostModel(draft=0.1))
+    assert all(gain <= w + 1e-9 for _, _, w, gain, _ in _prefix_stats(block, pair.target, pair.draft_model, 3, opt))
 
 
 def test_schedule_with_two_closed_classes_settles_where_it_starts():

@@ -31,7 +31,7 @@ STOPPING_POLICIES = [
 @given(model_pairs(V=3, depth=st.integers(1, 2)), st.sampled_from(STOPPING_POLICIES),
        st.sampled_from([token, block]))
 def test_every_stopping_time_policy_is_certified_lossless(pair, policy, verifier):
-    cert = check_policy_lossless(verifier, pair.target, pair.draft, 3, policy)
+    cert = check_policy_lossless(verifier, pair.target, pair.draft_model, 3, policy)
     assert cert.lossless, str(cert)
     assert cert.kind == "stopping time" and cert.uses_target == policy.uses_target
 

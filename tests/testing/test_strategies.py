@@ -37,7 +37,7 @@ def test_shrinks_to_small_simple_pairs():
     assert pair.V == 3 and (pair.seed is not None or pair.depth == 1)
     drawn = find(model_pairs(seeded=False), lambda pr: True)
     assert drawn.V == 3 and drawn.depth == 1
-    for row in (drawn.target(()), drawn.draft(()), find(distributions(4, near_onehot=False), lambda r: r.max() > 0.5)):
+    for row in (drawn.target(()), drawn.draft_model(()), find(distributions(4, near_onehot=False), lambda r: r.max() > 0.5)):
         assert _simple(row), row
 
 
@@ -54,7 +54,7 @@ def _rows_along(model, V, depth, L=3):
 @given(model_pairs(seeded=False))
 def test_model_pairs_are_markov_of_the_given_depth(pair):
     assert pair.V >= 3
-    t, d, D = pair.target, pair.draft, pair.depth
+    t, d, D = pair.target, pair.draft_model, pair.depth
     for s, row in _rows_along(t, pair.V, D).items():
         if len(s) > D:  # longer prefixes use their last `depth` tokens
             assert np.array_equal(row, t(s[len(s) - D:]))
@@ -65,7 +65,7 @@ def test_model_pairs_are_markov_of_the_given_depth(pair):
 @given(adversarial_pairs())
 def test_adversarial_relations_hold(pair):
     for ctx, rel in pair.relations.items():
-        p, q = pair.target(ctx), pair.draft(ctx)
+        p, q = pair.target(ctx), pair.draft_model(ctx)
         assert rel in RELATIONS[1:]
         if rel == "equal":
             assert np.array_equal(p, q)
@@ -133,4 +133,4 @@ def test_chain_inputs_read_the_rows_along_the_draft():
     for k in range(3):
         assert np.array_equal(p[k], pair.target(draft[:k]))
         if k < 2:
-            assert np.array_equal(q[k], pair.draft(draft[:k]))
+            assert np.array_equal(q[k], pair.draft_model(draft[:k]))

@@ -31,11 +31,11 @@ def _max_gap(a, b) -> float:
 @settings(max_examples=4, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pair=model_pairs(V=3, depth=2))
 def test_node_state_path_equals_the_per_tree_law(process, pair):
-    ref = output_law(PER_TREE, pair.target, pair.draft, 2, process)
-    fast = output_law(traversal, pair.target, pair.draft, 2, process)
+    ref = output_law(PER_TREE, pair.target, pair.draft_model, 2, process)
+    fast = output_law(traversal, pair.target, pair.draft_model, 2, process)
     assert _max_gap(fast, ref) <= 1e-13
     assert abs(fast.expected_accepted - ref.expected_accepted) <= 1e-13
-    assert _max_gap(output_law(BATCH_ONLY, pair.target, pair.draft, 2, process), ref) <= 1e-13
+    assert _max_gap(output_law(BATCH_ONLY, pair.target, pair.draft_model, 2, process), ref) <= 1e-13
 
 
 @pytest.mark.parametrize("process,V,L", [(swor_tree(2), 4, 3), (iid_paths(2), 3, 3), (delayed_expansion(1, 2), 4, 3),
@@ -51,7 +51,7 @@ def test_node_state_path_at_v4_and_depth_3(process, V, L):
 @given(pair=model_pairs(V=3, depth=2))
 def test_lossless_on_iid_children_with_repeats_merged(process, pair):
     """Certified by the per-tree law, so the certificate does not rest on the node-state path."""
-    assert check_lossless(PER_TREE, pair.target, pair.draft, 2, process).lossless
+    assert check_lossless(PER_TREE, pair.target, pair.draft_model, 2, process).lossless
 
 
 @pytest.mark.parametrize("process,V", [(iid_paths(2), 3), (iid_paths(3), 3), (delayed_expansion(1, 2), 3),

@@ -37,7 +37,7 @@ def _max_gap(a, b) -> float:
 @settings(max_examples=3, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pair=model_pairs(V=3, depth=2))
 def test_lossless_on_every_iid_process_by_the_per_tree_law(verifier, process, pair):
-    cert = check_lossless(PER_TREE[verifier.name], pair.target, pair.draft, 2, process)
+    cert = check_lossless(PER_TREE[verifier.name], pair.target, pair.draft_model, 2, process)
     assert cert.lossless, str(cert)
 
 
@@ -58,8 +58,8 @@ def test_lossless_at_depth_3_and_v4_and_the_node_state_law_agrees(verifier, proc
 @settings(max_examples=2, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pair=model_pairs(V=3, depth=2))
 def test_node_state_law_equals_the_per_tree_law(verifier, process, pair):
-    fast = output_law(verifier, pair.target, pair.draft, 2, process)
-    ref = output_law(PER_TREE[verifier.name], pair.target, pair.draft, 2, process)
+    fast = output_law(verifier, pair.target, pair.draft_model, 2, process)
+    ref = output_law(PER_TREE[verifier.name], pair.target, pair.draft_model, 2, process)
     assert _max_gap(fast, ref) <= 1e-13
 
 

@@ -37,9 +37,9 @@ def test_fast_paths_equal_the_per_tree_law(name, process, pair):
     """Batch law alone, and the engine's default (fastest) path, give the per-tree law to 1e-13."""
     v = TREE_VERIFIERS[name]
     batch_only = dataclasses.replace(v, node_rule=None, path_model=None, process_law=None)
-    ref = output_law(_per_tree(v), pair.target, pair.draft, 2, process)
-    assert _max_gap(output_law(batch_only, pair.target, pair.draft, 2, process), ref) <= 1e-13
-    fast = output_law(v, pair.target, pair.draft, 2, process)
+    ref = output_law(_per_tree(v), pair.target, pair.draft_model, 2, process)
+    assert _max_gap(output_law(batch_only, pair.target, pair.draft_model, 2, process), ref) <= 1e-13
+    fast = output_law(v, pair.target, pair.draft_model, 2, process)
     assert _max_gap(fast, ref) <= 1e-13
     assert abs(fast.expected_accepted - ref.expected_accepted) <= 1e-13
 
