@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specsim._validate import as_pair, check_int, check_real
-from specsim.models import check_model_pair
+from specsim.models import validate_model_pair
 from specsim.divergences import kl, tv
 from specsim.drafts import chain
 from specsim.exact import check_lossless, output_law
@@ -240,7 +240,7 @@ def certify_sequence(rule, target: Model, draft_model: Model, L: int, n: int | N
     >>> c.stream.shape, bool(c.kl_out_p <= c.kl_out_p_bound), round(c.tv, 6)
     ((27,), True, 0.214083)
     """
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     n = L + 1 if n is None else check_int(n, "n", 1)
     if isinstance(rule, SingleTokenRule):
         verifier = single_token_chain(rule)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specsim._validate import as_pair, check_real
-from specsim.divergences import check_kind, divergence, tv
+from specsim.divergences import validate_kind, divergence, tv
 from specsim.verifiers._clip_family import ClipFamily
 
 from ._solvers import CONIC_SOLVERS, check_solvers, solve
@@ -201,7 +201,7 @@ def frontier(p, q, budget: float, divergence: str = "tv") -> FrontierPoint:
     (0.535138, 1.702753, 0.831078)
     """
     p, q = as_pair(p, q)
-    return _frontier_point(p, q, _budget(budget), check_kind(divergence))
+    return _frontier_point(p, q, _budget(budget), validate_kind(divergence))
 
 
 def frontier_curve(p, q, budgets, divergence: str = "tv") -> FrontierCurve:
@@ -218,7 +218,7 @@ def frontier_curve(p, q, budgets, divergence: str = "tv") -> FrontierCurve:
     [0.4, 0.5, 1.0]
     """
     p, q = as_pair(p, q)
-    kind = check_kind(divergence)
+    kind = validate_kind(divergence)
     eps = _budgets(budgets)
     if kind == "tv":
         pts = [_frontier_tv(p, q, e) for e in eps]
@@ -283,7 +283,7 @@ def frontier_cvxpy(p, q, budget: float, divergence: str = "tv",
     (0.53514, 'CLARABEL')
     """
     p, q = as_pair(p, q)
-    kind = check_kind(divergence)
+    kind = validate_kind(divergence)
     budget = _budget(budget)
     solvers = check_solvers(solver)
     return _solve_frontier(_frontier_program(p, q, kind), p, kind, budget, solvers)
@@ -302,7 +302,7 @@ def frontier_curve_cvxpy(p, q, budgets, divergence: str = "tv",
     [0.42, 0.6]
     """
     p, q = as_pair(p, q)
-    kind = check_kind(divergence)
+    kind = validate_kind(divergence)
     eps = _budgets(budgets)
     solvers = check_solvers(solver)
     program = _frontier_program(p, q, kind)

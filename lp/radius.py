@@ -22,7 +22,7 @@ import numpy as np
 from scipy.special import entr
 
 from specsim._validate import as_distribution, check_int, check_real, check_seed
-from specsim.divergences import check_kind, divergence
+from specsim.divergences import validate_kind, divergence
 
 from ._solvers import check_solvers, solve
 
@@ -272,7 +272,7 @@ def acceptance_radius(rule: AcceptanceRule, b, x: int, divergence: str = "kl") -
     rule = _rule(rule)
     b = as_distribution(b, "b (reference distribution)")
     x = _token(x, b.size)
-    kind = check_kind(divergence)
+    kind = validate_kind(divergence)
     if rule.kind == "top_m":
         return _top_m_radius(b, x, rule.m, kind)
     others = np.delete(b, x)
@@ -303,7 +303,7 @@ def margin_radius(margin: float, divergence: str = "kl", m: int = 1) -> float:
     (0.020411, 0.020136, 0.1)
     """
     d = check_real(margin, "margin", 0.0, 1.0)
-    kind = check_kind(divergence)
+    kind = validate_kind(divergence)
     m = check_int(m, "m", 1)
     if m > 1:
         t = m * d / (m + 1)
@@ -374,7 +374,7 @@ def acceptance_radius_numeric(rule: AcceptanceRule, b, x: int, divergence: str =
     rule = _rule(rule)
     b = as_distribution(b, "b (reference distribution)")
     x = _token(x, b.size)
-    kind = check_kind(divergence)
+    kind = validate_kind(divergence)
     solver = check_solvers(solver)
     restarts, seed = check_int(restarts, "restarts", 1), check_seed(seed)
     others = [v for v in range(b.size) if v != x]

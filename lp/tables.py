@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from specsim._validate import as_pair, check_int, check_seed
-from specsim.models import check_model_pair
+from specsim.models import validate_model_pair
 from specsim.models import Model, random_model
 
 from specsim.multidraft import multidraft_acceptance
@@ -220,7 +220,7 @@ def model_gap_table(target: Model, draft_model: Model, K_values=(1, 2, 4), conte
     >>> [(r.name, r.replacement, round(r.acceptance, 6)) for r in t.rows if r.name == "optimum"]
     [('optimum', True, 0.75), ('optimum', False, 1.0)]
     """
-    check_model_pair(target, draft_model, 0, min_L=0)   # one position: no draft length
+    validate_model_pair(target, draft_model, 0, min_L=0)   # one position: no draft length
     return gap_table(target(context), draft_model(context), K_values, verifiers,
                      f"{target.name} vs {draft_model.name} at context {tuple(context)}")
 

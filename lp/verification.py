@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specsim.drafts import DraftProcess, DraftTree, chain, draft_laws
-from specsim.models import Model, check_model_pair
+from specsim.models import Model, validate_model_pair
 from specsim.verifiers.base import Outcome, Verifier, tree_verifier
 
 from ._solvers import LP_SOLVERS, check_solvers, solve
@@ -141,7 +141,7 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     """
     import cvxpy as cp
 
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     drafting = chain() if drafting is None else drafting
     if not callable(getattr(drafting, "enumerate", None)):
         raise TypeError(f"drafting must be a draft process (specsim.drafts: chain(), iid_paths(K), ...; "

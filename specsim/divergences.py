@@ -89,7 +89,7 @@ def tv(a, b) -> float:
     return float(0.5 * np.abs(d, out=d).sum())
 
 
-def check_kind(kind: str) -> str:
+def validate_kind(kind: str) -> str:
     """``kind`` if it is one of :data:`DIVERGENCES`, else ``ValueError`` listing them."""
     if not isinstance(kind, str) or kind not in DIVERGENCES:
         raise ValueError(f"divergence must be one of {sorted(DIVERGENCES)}, got {kind!r}")
@@ -106,5 +106,5 @@ def divergence(a, b, kind: str) -> float:
     >>> round(divergence([0.9, 0.1], [0.5, 0.5], "kl_reverse"), 6)
     0.510826
     """
-    check_kind(kind)
+    validate_kind(kind)
     return tv(a, b) if kind == "tv" else kl(a, b) if kind == "kl" else kl(b, a)

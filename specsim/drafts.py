@@ -31,7 +31,7 @@ import numpy as np
 
 from ._validate import (_float_array, as_distribution, as_rows, check_bool, check_int, check_rng, check_tokens,
                         sum_tolerance)
-from .models import Model, check_model_pair
+from .models import Model, validate_model_pair
 
 __all__ = ["DraftTree", "DraftProcess", "Chain", "chain", "TreeProcess", "iid_paths", "swor_tree",
            "fixed_shape", "topk_tree", "delayed_expansion", "greedy_drafts", "parse_drafting",
@@ -298,7 +298,7 @@ class Chain:
         >>> drafts.tolist(), Q.tolist(), p.shape, q.shape
         ([[0, 0], [0, 1], [1, 0], [1, 1]], [0.5625, 0.1875, 0.1875, 0.0625], (4, 3, 2), (4, 2, 2))
         """
-        check_model_pair(target, draft_model, L)
+        validate_model_pair(target, draft_model, L)
         V = target.V
         ptab, qtab = target.table(L), draft_model.table(L - 1)
         codes = np.arange(V ** L)
@@ -338,7 +338,7 @@ class Chain:
         >>> chain().sample(iid([0.5, 0.5]), iid([1.0, 0.0]), 3, np.random.default_rng(0)).tokens
         (-1, 0, 0, 0)
         """
-        check_model_pair(target, draft_model, L)
+        validate_model_pair(target, draft_model, L)
         check_rng(rng)
         toks: list[int] = []
         qs = []
@@ -554,7 +554,7 @@ class TreeProcess:
         return tuple(self.widths[d] if d < len(self.widths) else 1 for d in range(L))
 
     def _grow(self, target: Model, draft_model: Model, L: int, options) -> Iterator[tuple[float, DraftTree]]:
-        check_model_pair(target, draft_model, L)
+        validate_model_pair(target, draft_model, L)
         V, widths, iid_mode = target.V, self.widths_for(L), self.mode == "iid"
         ptab, qtab = target.table(L), draft_model.table(L - 1)
         zero = np.zeros(V)

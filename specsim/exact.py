@@ -20,8 +20,8 @@ import numpy as np
 
 from ._validate import check_bool, check_real, check_tokens
 from .drafts import DraftProcess, DraftTree, chain
-from .models import Model, check_model_pair, prefix_index
-from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, check_applies, check_outcomes
+from .models import Model, validate_model_pair, prefix_index
+from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, validate_applies, validate_outcomes
 
 __all__ = ["OutputLaw", "Certificate", "output_law", "completed_law", "check_lossless",
            "expected_accepted", "outcomes_on_tree"]
@@ -206,7 +206,7 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
 
     Returns: an :class:`OutputLaw`.  A process that guarantees none of the children laws the
     verifier needs (``Verifier.needs``, :func:`specsim.drafts.draft_laws`) is refused with a
-    ``ValueError`` (:func:`specsim.verifiers.base.check_applies`), here and in
+    ``ValueError`` (:func:`specsim.verifiers.base.validate_applies`), here and in
     :func:`check_lossless` and :func:`expected_accepted`: off its contract a verifier's law
     certifies nothing about it.  ``check_needs=False`` computes it anyway, for the one question
     where that law is the point: what an engine that runs the verifier on such drafts emits (a
@@ -221,11 +221,11 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     >>> round(output_law(block, iid([0.2, 0.8]), iid([0.2, 0.8]), L=2).expected_accepted, 12)  # q = p: all accepted
     2.0
     """
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     verifier = as_verifier(verifier)
     drafting = _check_drafting(drafting)
     if check_bool(check_needs, "check_needs"):
-        check_applies(verifier, drafting)  # a law off the verifier's contract certifies nothing
+        validate_applies(verifier, drafting)  # a law off the verifier's contract certifies nothing
     atol = check_real(atol, "atol", 0.0, 1.0)
     if progress is not None:
         check_bool(progress, "progress")
@@ -278,7 +278,7 @@ def _accumulate_trees(verifier, items, emitted, depth_mass, V, atol) -> int:
         total += prob
         outs = outcomes_on_tree(verifier, tree)
         where = f" (draft tree tokens {tree.tokens}, parents {tree.parent})"
-        check_outcomes(outs, tree.num_nodes, V, where, atol)
+        validate_outcomes(outs, tree.num_nodes, V, where, atol)
         for o in outs:
             if o.prob <= 0:
                 continue

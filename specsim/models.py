@@ -22,7 +22,7 @@ Prefix = tuple[int, ...]
 
 __all__ = [
     "Model", "iid", "markov", "from_function", "random_model",
-    "temperature", "mix", "top_k", "top_p", "prefix_index", "check_model_pair",
+    "temperature", "mix", "top_k", "top_p", "prefix_index", "validate_model_pair",
 ]
 
 
@@ -367,7 +367,7 @@ def top_p(model: Model, p_mass: float) -> Model:
     return _truncated(model, keep, f"{model.name}|topp{p_mass:g}")
 
 
-def check_model_pair(target, draft_model, L, min_L: int = 1) -> int:
+def validate_model_pair(target, draft_model, L, min_L: int = 1) -> int:
     """Check the (target, draft model, L) arguments of an exact or sampled computation.
 
     Both models must be :class:`specsim.models.Model` objects over the same vocabulary (strings
@@ -380,9 +380,9 @@ def check_model_pair(target, draft_model, L, min_L: int = 1) -> int:
     an integer, ``ValueError`` when the vocabularies differ or ``L`` is out of range.
 
     >>> from specsim.models import iid
-    >>> check_model_pair(iid([0.5, 0.5]), iid([0.9, 0.1]), 2)
+    >>> validate_model_pair(iid([0.5, 0.5]), iid([0.9, 0.1]), 2)
     2
-    >>> check_model_pair(iid([0.5, 0.5]), iid([0.2, 0.3, 0.5]), 2)
+    >>> validate_model_pair(iid([0.5, 0.5]), iid([0.2, 0.3, 0.5]), 2)
     Traceback (most recent call last):
     ...
     ValueError: target has V=2 but draft_model has V=3

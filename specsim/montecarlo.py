@@ -19,8 +19,8 @@ from ._validate import as_rng, check_int
 from .chisquare import SubTest, complete_with_target, goodness_of_fit
 from .drafts import DraftProcess
 from .exact import _check_drafting, _name
-from .models import Model, check_model_pair
-from .verifiers.base import as_verifier, check_applies, sample_outcome
+from .models import Model, validate_model_pair
+from .verifiers.base import as_verifier, validate_applies, sample_outcome
 
 __all__ = ["MonteCarloEstimate", "estimate", "sample_iteration"]
 
@@ -131,11 +131,11 @@ def estimate(verifier, target: Model, draft_model: Model, L: int, n: int = 10_00
     >>> round(e.expected_accepted, 3), round(e.expected_accepted_se, 3), e.completion.rejected  # exact: 0.34161
     (0.331, 0.015, False)
     """
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     verifier = as_verifier(verifier)
     check_int(n, "n", 2)
     drafting = _check_drafting(drafting)
-    check_applies(verifier, drafting)
+    validate_applies(verifier, drafting)
     rng = as_rng(rng)
     target, draft_model = target.shifted(context), draft_model.shifted(context)
     it = range(n)

@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .._validate import check_int
-from ..models import check_model_pair
+from ..models import validate_model_pair
 from ..drafts import Chain, DraftTree
 from ..exact import _check_drafting, output_law
 from ..verifiers.base import as_verifier
@@ -110,7 +110,7 @@ def expected_cost(target, draft_model, L: int, drafting=None, cost: CostModel | 
     >>> expected_cost(iid([0.5, 0.5]), iid([0.5, 0.5]), 1, iid_paths(2), CostModel(target=[1.0, 2.0, 3.0]))
     2.5
     """
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     drafting = _check_drafting(drafting)
     cost = _check_cost(cost)
     if isinstance(drafting, Chain):  # every chain of L tokens costs the same
@@ -158,7 +158,7 @@ def throughput(verifier, target, draft_model, L: int, drafting=None, cost: CostM
     verifier = as_verifier(verifier)
     drafting = _check_drafting(drafting)
     cost = _check_cost(cost)
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     if verifier.kind == "tree" and not verifier.applies_to(drafting):
         raise ValueError(f"verifier {verifier.name!r} does not apply to drafting {_label(drafting)!r} "
                          f"(it needs {sorted(verifier.needs)})")

@@ -45,7 +45,7 @@ import numpy as np
 from .._validate import check_int, check_rng, check_real
 from ..drafts import DraftTree
 from ..exact import Certificate, LOSSLESS_ATOL, check_lossless, outcomes_on_tree
-from ..models import Model, check_model_pair, prefix_index
+from ..models import Model, validate_model_pair, prefix_index
 from ..verifiers import as_verifier
 from .cost import CostModel
 from .policies import DraftState, DroppingDesign, HeuristicSchedule, Policy, as_policy
@@ -113,7 +113,7 @@ def _tokens_level(verifier, k: int, codes: np.ndarray, ptab, qtab, V: int) -> np
 
 
 def _prefixes(verifier, target: Model, draft_model: Model, L: int, context) -> _Prefixes:
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     verifier = as_verifier(verifier)
     V = target.V
     _check_horizon(V, L)
@@ -416,7 +416,7 @@ class PolicyDrafting:
         return frozenset() if isinstance(self.rule, DroppingDesign) else frozenset({"chain", "iid", "swor"})
 
     def _walk(self, target: Model, draft_model: Model, L: int):
-        L = check_model_pair(target, draft_model, L)
+        L = validate_model_pair(target, draft_model, L)
         _check_horizon(target.V, L)
         V = target.V
         rule = self.rule
@@ -464,7 +464,7 @@ class PolicyDrafting:
 
     def sample(self, target: Model, draft_model: Model, L: int, rng: np.random.Generator) -> DraftTree:
         """One draft of the rule, drawn token by token with ``rng`` (x_{k+1} ~ q_k, then the rule)."""
-        L = check_model_pair(target, draft_model, L)
+        L = validate_model_pair(target, draft_model, L)
         check_rng(rng)
         V, rule = target.V, self.rule
         prefix: tuple[int, ...] = ()

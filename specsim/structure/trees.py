@@ -38,7 +38,7 @@ import numpy as np
 from .._validate import check_int, check_real
 from ..drafts import DraftTree, TreeProcess, _options_iid, _options_swor
 from ..exact import expected_accepted, outcomes_on_tree
-from ..models import Model, check_model_pair
+from ..models import Model, validate_model_pair
 from ..verifiers import TREE_VERIFIERS, deterministic_children
 from ..verifiers.base import Verifier, as_verifier
 from .cost import CostModel
@@ -122,7 +122,7 @@ class ShapeProcess:
         return frozenset({"swor"})
 
     def enumerate(self, target, draft_model, L) -> Iterator[tuple[float, DraftTree]]:
-        L = check_model_pair(target, draft_model, L)
+        L = validate_model_pair(target, draft_model, L)
         if _shape_layers(self.shape) > L + 1:
             raise ValueError(f"shape has {_shape_layers(self.shape) - 1} levels of drafts, deeper than L={L}")
         V = target.V
@@ -453,7 +453,7 @@ def search_shapes(verifier, target: Model, draft_model: Model, budget: int, L: i
     ('iid[3]', 0.503796, 5)
     """
     verifier = as_verifier(verifier)
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     budget = check_int(budget, "budget", 1)
     max_shapes = check_int(max_shapes, "max_shapes", 1)
     cost = None if cost is None else _check_cost(cost)
@@ -514,7 +514,7 @@ def sequoia_shape(target: Model, draft_model: Model, budget: int, L: int, verifi
     DP's per-node shapes are not in the per-depth search space, so the gap may have either sign).
     """
     verifier = as_verifier(TREE_VERIFIERS[verifier] if isinstance(verifier, str) else verifier)
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     budget = check_int(budget, "budget", 1)
     width = check_int(width, "width", 1)
     if not verifier.applies_to(ShapeProcess(((),))):
@@ -579,7 +579,7 @@ def optimal_tree(target: Model, draft_model: Model, budget: int, verifier=None, 
         if not (verifier.kind == "tree" and verifier.applies_to(FixedTree(None))):
             raise ValueError(f"verifier {verifier.name!r} does not apply to deterministic trees (it needs "
                              f"{sorted(verifier.needs)}); use family='sampled' or verifier='deterministic_children'")
-        check_model_pair(target, draft_model, 1)
+        validate_model_pair(target, draft_model, 1)
         L = budget if L is None else check_int(L, "L", 1)
         return _deterministic(target, draft_model, budget, L, method, threshold, max_depth,
                               None if cost is None else _check_cost(cost), None)

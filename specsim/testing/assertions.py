@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from .._validate import check_bool, check_int, check_real
 from ..drafts import chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless
-from ..verifiers.base import OUTCOME_ATOL, Verifier, as_verifier, chain_verifier, check_outcomes, tree_verifier
+from ..verifiers.base import OUTCOME_ATOL, Verifier, as_verifier, chain_verifier, validate_outcomes, tree_verifier
 from .strategies import ModelPair, _as_strategy, draft_processes, model_pairs
 
 __all__ = ["assert_lossless", "assert_sampler_lossless", "LossyVerifierError", "InconclusiveCheckError", "Case", "certify_case",
@@ -106,7 +106,7 @@ def _guarded(verifier, V: int) -> Verifier:
             raise _VerifierFault(f"{name} raised {type(exc).__name__}: {exc}\n  on {describe(args)}") from exc
         n = len(args[0]) + 1 if kind == "chain" else args[0].num_nodes
         try:
-            return check_outcomes(outs, n, V, atol=OUTCOME_ATOL)
+            return validate_outcomes(outs, n, V, atol=OUTCOME_ATOL)
         except ValueError as exc:
             raise _VerifierFault(f"{name} returned an invalid outcome list: {exc}\n  on {describe(args)}") from None
 

@@ -64,7 +64,7 @@ from .adapters import _check_callable, _check_name, _torch_device, _torch_float_
 from .sampler import BatchSampler
 from .step import SamplerError
 
-__all__ = ["EngineAdapter", "EngineOutputError", "check_batch", "vllm_rejection_sampler", "vllm_mrv2_rejection_sampler",
+__all__ = ["EngineAdapter", "EngineOutputError", "validate_batch", "vllm_rejection_sampler", "vllm_mrv2_rejection_sampler",
            "flashinfer_chain_sampler", "sglang_tree_sampler", "transformers_chain_sampler"]
 
 
@@ -132,7 +132,7 @@ def _check_rows(a: np.ndarray, name: str, eps: float) -> None:
         raise ValueError(f"{name}{list(i)}: entries sum to {float(sums[i])!r}, more than 1 (tolerance {tol:g})")
 
 
-def check_batch(drafts, p, q, seeds, uniforms=None):
+def validate_batch(drafts, p, q, seeds, uniforms=None):
     """The arguments of one call in the seeded dense layout, validated and converted.
 
     ``drafts`` integer [B, L] (B, L >= 1) with ids in 0..V-1 and -1 only after a request's real
@@ -146,11 +146,11 @@ def check_batch(drafts, p, q, seeds, uniforms=None):
     rows not renormalised; ``TypeError`` / ``ValueError`` naming the argument and the entry.
 
     >>> import numpy as np
-    >>> from specsim.testing.engines import check_batch
+    >>> from specsim.testing.engines import validate_batch
     >>> p, q = np.full((1, 3, 3), 1 / 3), np.full((1, 2, 3), 1 / 3)
-    >>> check_batch(np.array([[1, -1]]), p, q, np.array([7]))[0].tolist()
+    >>> validate_batch(np.array([[1, -1]]), p, q, np.array([7]))[0].tolist()
     [[1, -1]]
-    >>> check_batch(np.array([[1, -1]]), 2 * p, q, np.array([7]))
+    >>> validate_batch(np.array([[1, -1]]), 2 * p, q, np.array([7]))
     Traceback (most recent call last):
     ...
     ValueError: p[0, 0]: entries sum to 2.0, more than 1 (tolerance 1e-08)
@@ -203,7 +203,7 @@ class EngineAdapter:
     prefix differs from the draft, or which has no emitted token, raises :class:`EngineOutputError`
     (a :class:`SamplerError`) naming the request and the row, and so does ``fn`` returning
     anything but two integer arrays of length B.  The batch is checked first
-    (:func:`check_batch`: ``TypeError`` / ``ValueError`` naming the argument).
+    (:func:`validate_batch`: ``TypeError`` / ``ValueError`` naming the argument).
 
     ``fn`` may itself be a function in the dense layout (``EngineAdapter(fn, name)``), which then
     gets the checked batch (drafts int64, rows float64).
@@ -222,7 +222,7 @@ class EngineAdapter:
     def __call__(self, drafts, p, q, seeds, uniforms=None):
         if uniforms is not None and not self.takes_uniforms:
             raise TypeError(f"{self.name} draws its own uniforms: uniforms cannot be injected")
-        *args, uniforms = check_batch(drafts, p, q, seeds, uniforms)
+        *args, uniforms = validate_batch(drafts, p, q, seeds, uniforms)
         out = self.fn(*args) if uniforms is None else self.fn(*args, uniforms=uniforms)
         with _reading_output(self.name):
             acc, tok = (np.asarray(x.detach().cpu() if hasattr(x, "detach") else x) for x in out)
@@ -233,9 +233,9 @@ class EngineAdapter:
                                         f"expected integers [{B}]")
         return acc.astype(np.int64), tok.astype(np.int64)
 
-    def check_batch(self, drafts, p, q, seeds, uniforms=None):
-        """:func:`check_batch` (what a call checks before the engine runs)."""
-        return check_batch(drafts, p, q, seeds, uniforms)
+    def validate_batch(self, drafts, p, q, seeds, uniforms=None):
+        """:func:`validate_batch` (what a call checks before the engine runs)."""
+        return validate_batch(drafts, p, q, seeds, uniforms)
 
     def batch_sampler(self, chunk: int = 4096) -> BatchSampler:
         """The :class:`~specsim.testing.BatchSampler` calling the engine on whole chunks, one fresh

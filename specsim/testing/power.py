@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_int, check_real
-from ..models import check_model_pair
+from ..models import validate_model_pair
 from ..drafts import Chain
 from ..models import Model, random_model
 from . import mutants, tree_mutants
@@ -190,7 +190,7 @@ def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, 
     >>> rep.detects_all, rep.undetectable
     (False, ('block_token_residual',))
     """
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     check_int(n, "n", 1)
     alpha = check_real(alpha, "alpha", 0.0, 1.0, lo_open=True, hi_open=True)
     if check not in ("sampler", "step"):

@@ -184,7 +184,7 @@ def _raised(verify, *args, **kw):
     adapter's contract before the call, so a batch the adapter refuses is an error of the probe,
     never counted as the engine's refusal."""
     if isinstance(verify, EngineAdapter):
-        verify.check_batch(*args[:4], kw.get("uniforms"))
+        verify.validate_batch(*args[:4], kw.get("uniforms"))
     try:
         return None, _call(verify, *args, **kw)
     except EngineOutputError:

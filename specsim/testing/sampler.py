@@ -24,7 +24,7 @@ import numpy as np
 
 from .._sampling import draw_rows
 from .._validate import check_int, check_real, check_seed
-from ..models import check_model_pair
+from ..models import validate_model_pair
 from ..drafts import Chain, chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, completed_law as _exact_completed_law, output_law
 from ..models import Model
@@ -257,7 +257,7 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     >>> res.passed, len(res.subtests), round(res.detectable_tv, 3)
     (True, 5, 0.179)
     """
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     if not (isinstance(sample_fn, BatchSampler) or callable(sample_fn)):
         raise TypeError(f"sample_fn must be callable or a BatchSampler, got {type(sample_fn).__name__}")
     check_int(n, "n", 1)
@@ -655,7 +655,7 @@ def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_
     >>> cert.lossless, cert.max_abs_error < 1e-9, cert.boundary_points
     (True, True, ())
     """
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     if not callable(sample_fn):
         raise TypeError(f"sample_fn must be callable, got {type(sample_fn).__name__}")
     if n_uniforms is not None:

@@ -12,7 +12,7 @@ is valid for; :func:`verifiers_for` reads it.
 >>> [v.name for v in verifiers_for(swor_tree(2))]
 ['sequoia', 'traversal', 'deterministic_children']
 """
-from .base import (NEED_TAGS, Outcome, Verifier, as_verifier, chain_verifier, check_outcomes, meets_needs,
+from .base import (NEED_TAGS, Outcome, Verifier, as_verifier, chain_verifier, validate_outcomes, meets_needs,
                    tree_verifier)
 from .chain import CHAIN_VERIFIERS, block, greedy, hsd_capped, hsd_released, onehot, token
 from .greedy_draft import greedy_multidraft
@@ -23,7 +23,7 @@ from .registry import TREE_VERIFIERS, verifiers_for
 from .traversals import traversal, traversal_paths, traversal_repeats
 from .two_step import khisti, khisti_optimal
 
-__all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "check_outcomes", "as_verifier",
+__all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "validate_outcomes", "as_verifier",
            "NEED_TAGS", "meets_needs",
            "token", "onehot", "block", "greedy", "hsd_released", "hsd_capped", "CHAIN_VERIFIERS",
            "specinfer", "specinfer_first_path", "sequoia", "traversal", "traversal_repeats", "traversal_paths",

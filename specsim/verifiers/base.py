@@ -26,7 +26,7 @@ from .._validate import as_rows, check_rng, check_tokens
 from ..drafts import DRAFT_LAWS, DraftTree, draft_laws
 
 __all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "NEED_TAGS", "meets_needs",
-           "check_applies", "as_verifier", "verifier_kind", "law_from_batch", "check_outcomes", "sample_outcome",
+           "validate_applies", "as_verifier", "verifier_kind", "law_from_batch", "validate_outcomes", "sample_outcome",
            "validate_chain_inputs"]
 
 #: Tolerance on ``|sum(prob) - 1|`` for an outcome list and on each ``next_dist``.
@@ -99,7 +99,7 @@ def meets_needs(drafting, needs) -> bool:
     return "any" in tags or bool(tags & draft_laws(drafting))
 
 
-def check_applies(verifier: "Verifier", drafting) -> None:
+def validate_applies(verifier: "Verifier", drafting) -> None:
     """``ValueError`` unless ``drafting`` guarantees one of the children laws ``verifier`` needs.
 
     A verifier's exact law is only the algorithm's law on drafts drawn as it assumes: run on
@@ -115,8 +115,8 @@ def check_applies(verifier: "Verifier", drafting) -> None:
 
     >>> from specsim.drafts import iid_paths, swor_tree
     >>> from specsim.verifiers import gbv
-    >>> check_applies(gbv, iid_paths(2))
-    >>> check_applies(gbv, swor_tree(2))
+    >>> validate_applies(gbv, iid_paths(2))
+    >>> validate_applies(gbv, swor_tree(2))
     Traceback (most recent call last):
     ...
     ValueError: verifier 'gbv' does not apply to draft process 'swor_tree(2)': it needs one of the children laws ['paths'], which the process does not guarantee (it guarantees ['swor']); specsim.verifiers.verifiers_for(process) lists the verifiers that apply
@@ -423,7 +423,7 @@ def verifier_kind(verifier) -> Kind:
     return verifier.kind if isinstance(verifier, Verifier) else "chain"
 
 
-def check_outcomes(outcomes, n_accept: int, V: int, where: str = "",
+def validate_outcomes(outcomes, n_accept: int, V: int, where: str = "",
                    atol: float = OUTCOME_ATOL) -> list[Outcome]:
     """Validate an outcome list: ``ValueError`` naming the problem and the input ``where``.
 
@@ -436,9 +436,9 @@ def check_outcomes(outcomes, n_accept: int, V: int, where: str = "",
     Returns: the outcomes as a ``list[Outcome]``.
 
     >>> import numpy as np
-    >>> len(check_outcomes([Outcome(1.0, 0, np.array([0.5, 0.5]))], 2, 2))
+    >>> len(validate_outcomes([Outcome(1.0, 0, np.array([0.5, 0.5]))], 2, 2))
     1
-    >>> check_outcomes([Outcome(0.9, 0, np.array([0.5, 0.5]))], 2, 2)
+    >>> validate_outcomes([Outcome(0.9, 0, np.array([0.5, 0.5]))], 2, 2)
     Traceback (most recent call last):
     ...
     ValueError: outcome probabilities sum to 0.9, not 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..drafts import DraftTree
-from ..models import Model, check_model_pair
+from ..models import Model, validate_model_pair
 from .._validate import check_int
 from .base import Outcome, tree_verifier
 from .chain import block
@@ -109,7 +109,7 @@ def gbv_path_model(draft_model: Model, K: int, capped: bool = False, target: Mod
     """
     if target is None:
         raise ValueError("gbv_path_model needs the target model (the selection order uses p/q)")
-    check_model_pair(target, draft_model, 1)  # no draft length here: only the models are checked
+    validate_model_pair(target, draft_model, 1)  # no draft length here: only the models are checked
     check_int(K, "K", 1)
 
     def row(prefix):
@@ -252,7 +252,7 @@ def gbv_path_arrays(target: Model, draft_model: Model, L: int, K: int, capped: b
     >>> drafts.shape, round(float(Q.sum()), 12), qt.shape
     ((9, 2), 1.0, (9, 2, 3))
     """
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     check_int(K, "K", 1)
     V = target.V
     ptab, qtab = target.table(L), draft_model.table(L - 1)

@@ -11,7 +11,7 @@ import pytest
 from specsim import divergences, drafts, exact, models, montecarlo, sequoia_dp
 from specsim._validate import (as_distribution, as_pair, as_rows, check_bool, check_int, check_real, check_rng,
                                check_tokens)
-from specsim.models import check_model_pair, iid
+from specsim.models import validate_model_pair, iid
 from specsim.verifiers import block, token
 
 
@@ -216,12 +216,12 @@ VALIDATE = [
     ("check_tokens-negative", lambda: check_tokens((1, -1), "s", 2), ValueError, r"s\[1\] = -1 is outside 0..1"),
     ("check_tokens-string", lambda: check_tokens("01", "s", 2), TypeError, "s must be a sequence of token ids"),
     ("check_rng-None", lambda: check_rng(None), TypeError, "rng must be a numpy.random.Generator"),
-    ("check_model_pair-target-type", lambda: check_model_pair([0.5, 0.5], HALF, 1), TypeError,
+    ("validate_model_pair-target-type", lambda: validate_model_pair([0.5, 0.5], HALF, 1), TypeError,
      "target must be a specsim.models.Model, got list"),
-    ("check_model_pair-draft-type", lambda: check_model_pair(HALF, None, 1), TypeError,
+    ("validate_model_pair-draft-type", lambda: validate_model_pair(HALF, None, 1), TypeError,
      "draft_model must be a specsim.models.Model, got NoneType"),
-    ("check_model_pair-V", lambda: check_model_pair(HALF, HALF3, 1), ValueError, "target has V=2 but draft_model has V=3"),
-    ("check_model_pair-L", lambda: check_model_pair(HALF, HALF, 0), ValueError, "L must be >= 1, got 0"),
+    ("validate_model_pair-V", lambda: validate_model_pair(HALF, HALF3, 1), ValueError, "target has V=2 but draft_model has V=3"),
+    ("validate_model_pair-L", lambda: validate_model_pair(HALF, HALF, 0), ValueError, "L must be >= 1, got 0"),
 ]
 
 

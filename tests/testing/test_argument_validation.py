@@ -416,24 +416,24 @@ def test_layout_batch_check_keeps_low_precision_and_degenerate_rows():
     pass (the float64 tolerance would refuse them), and so do the degenerate rows
     check_engine_properties sends on purpose (all NaN, all zero, mass removed)."""
     torch = pytest.importorskip("torch")
-    from specsim.testing.engines import check_batch
+    from specsim.testing.engines import validate_batch
 
     V = 7
     w = np.random.default_rng(0).random((1, 3, V))
     rows = (w / w.sum(-1, keepdims=True)).astype(np.float32)
     assert np.abs(rows.astype(np.float64).sum(-1) - 1).max() > 1e-8  # off by more than the float64 tolerance
     drafts, seeds = np.array([[1, 2]]), np.array([0])
-    assert check_batch(drafts, rows, rows[:, :2], seeds)[1].dtype == np.float64
+    assert validate_batch(drafts, rows, rows[:, :2], seeds)[1].dtype == np.float64
     bf = torch.as_tensor(rows).to(torch.bfloat16)
     assert float((bf.double().sum(-1) - 1).abs().max()) > 1e-8
-    check_batch(drafts, bf, bf[:, :2], seeds)
+    validate_batch(drafts, bf, bf[:, :2], seeds)
     with pytest.raises(ValueError, match="more than 1"):  # but a bfloat16 row summing to 1.1 is refused
-        check_batch(drafts, bf * 1.1, bf[:, :2], seeds)
+        validate_batch(drafts, bf * 1.1, bf[:, :2], seeds)
     degenerate = rows.astype(np.float64)
     degenerate[0, 0] = np.nan
     degenerate[0, 1] = 0.0
     degenerate[0, 2, 3] = 0.0
-    check_batch(drafts, degenerate, degenerate[:, :2], seeds)
+    validate_batch(drafts, degenerate, degenerate[:, :2], seeds)
 
 
 def test_dense_engine_adapter_output_is_checked():

@@ -11,7 +11,7 @@ import specsim as s
 from specsim._sampling import draw_rows
 from specsim.drafts import chain, fixed_shape, iid_paths
 from specsim.verifiers import Outcome, Verifier, as_verifier, chain_verifier, meets_needs, tree_verifier
-from specsim.verifiers.base import check_outcomes
+from specsim.verifiers.base import validate_outcomes
 from specsim.verifiers.lossy import (cactus, cascade, consultant_standin, ensemble, fuzzy, lenience, margin_standin,
                                      mentored, single_token_chain, topk_accept, typical)
 from specsim.multidraft import multidraft_acceptance
@@ -66,13 +66,13 @@ OUTCOME_LISTS = [
         lambda draft, p, q: [Outcome(0.9, 0, p[0])]), TOY_P, TOY_Q, 2), ValueError, "sum to 0.9"),
     ("engine-accepts-beyond-draft", lambda: s.check_lossless(chain_verifier("beyond")(
         lambda draft, p, q: [Outcome(1.0, len(draft) + 1, p[0])]), TOY_P, TOY_Q, 2), ValueError, "outside 0..2"),
-    ("not-a-list", lambda: check_outcomes(3, 2, 2), ValueError, "not a list of Outcome"),
-    ("not-an-outcome", lambda: check_outcomes([(1.0, 0, HALF)], 2, 2), ValueError, "not an Outcome"),
-    ("negative-probability", lambda: check_outcomes([Outcome(-0.5, 0, HALF), Outcome(1.5, 1, HALF)], 2, 2),
+    ("not-a-list", lambda: validate_outcomes(3, 2, 2), ValueError, "not a list of Outcome"),
+    ("not-an-outcome", lambda: validate_outcomes([(1.0, 0, HALF)], 2, 2), ValueError, "not an Outcome"),
+    ("negative-probability", lambda: validate_outcomes([Outcome(-0.5, 0, HALF), Outcome(1.5, 1, HALF)], 2, 2),
      ValueError, "negative or not finite"),
-    ("next-dist-shape", lambda: check_outcomes([Outcome(1.0, 0, np.ones(3) / 3)], 2, 2), ValueError,
+    ("next-dist-shape", lambda: validate_outcomes([Outcome(1.0, 0, np.ones(3) / 3)], 2, 2), ValueError,
      r"expected \(2,\)"),
-    ("next-dist-not-a-law", lambda: check_outcomes([Outcome(1.0, 0, np.array([0.9, 0.9]))], 2, 2), ValueError,
+    ("next-dist-not-a-law", lambda: validate_outcomes([Outcome(1.0, 0, np.array([0.9, 0.9]))], 2, 2), ValueError,
      "not a probability vector"),
 ]
 
