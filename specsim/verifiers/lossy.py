@@ -246,7 +246,9 @@ def lenience(l: float) -> LossyVerifier:  # noqa: E741 (the paper's name)
 
     def out(p, q):
         acc = np.minimum(q, p / l)
-        return acc + max(0.0, 1.0 - acc.sum()) * _pos_part(p - q, p)  # beta may round to 1 + 1e-16
+        # 1 - beta as the rejected mass sum (q - p/l)_+: exactly 0 when nothing is ever rejected, where
+        # 1 - sum(acc) leaves ~1e-16 and a finite KL(p || out) for an infinite one
+        return acc + np.maximum(q - p / l, 0.0).sum() * _pos_part(p - q, p)
 
     return single_token_chain(SingleTokenRule("lenience", decide, out, beta, dict(l=l)), doc=lenience.__doc__)
 

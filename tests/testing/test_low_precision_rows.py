@@ -59,4 +59,5 @@ def test_exact_sampler_check_certifies_the_token_rule_on_low_precision_rows(pair
 def test_sampler_check_passes_lossless_verifiers_on_low_precision_rows(pair, verifier):
     target, draft_model, how = pair
     res = check_sampler(from_verifier(verifier), target, draft_model, L=2, n=2000, alpha=1e-6)
-    assert res.passed, (how, str(res))
+    # never rejected; on a peaked pair n = 2000 may detect nothing at 1e-6, which is INCONCLUSIVE, not PASS
+    assert res.verdict in ("PASS", "INCONCLUSIVE") and not any(t.rejected for t in res.subtests), (how, str(res))
