@@ -231,10 +231,9 @@ class OptimalSelection:
                 return (s >= a[0]).astype(float)
             return np.clip(s[..., None] - a, 0.0, b - a).sum(axis=-1) / (b - a).sum()
 
-        def inside(x):
+        def inside(x):  # the cuts hold every end of x's pieces: a cell is inside one or outside all
             a, b = np.array(self.pieces[x]).T
-            mid = 0.5 * (lo + hi)
-            return ((mid[:, None] >= a) & (mid[:, None] < b)).any(axis=1)
+            return ((lo[:, None] >= a) & (hi[:, None] <= b)).any(axis=1)
 
         def below(x, t):  # P(a draw of x lies strictly below the position t)
             a, b = np.array(self.pieces[x]).T
@@ -323,12 +322,13 @@ def _place_block(mass_q, target, start, end, k):
         x0, x1 = position(s), position(s + qy)
         a, b = np.maximum(fa, x0), np.minimum(fb, x1)
         taken = b > a
-        pieces[j] = tuple(zip(a[taken].tolist(), b[taken].tolist()))
+        # q below the float spacing at s leaves no stretch: the class is the point at s
+        pieces[j] = tuple(zip(a[taken].tolist(), b[taken].tolist())) or ((float(x0), float(x0)),)
         keep_a, keep_b = np.r_[fa, np.maximum(x1, fa)], np.r_[np.minimum(fb, x0), fb]
         keep = keep_b > keep_a
         o = np.argsort(keep_a[keep], kind="stable")
         fa, fb = keep_a[keep][o], keep_b[keep][o]
-    pieces[order[-1]] = tuple(zip(fa.tolist(), fb.tolist()))
+    pieces[order[-1]] = tuple(zip(fa.tolist(), fb.tolist())) or ((float(end), float(end)),)
     return pieces
 
 

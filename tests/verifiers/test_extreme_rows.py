@@ -190,6 +190,10 @@ def _rows(draw, V=3):
 # a draft token of q below the float spacing at its position is a point; selected when it comes first
 # (khisti_optimal divided 0 by 0 on these draws before)
 @example(p=np.array([0.0, 1.18e-38, 1.0]), q=np.array([0.0, 1.0, 0.0]), q2=np.array([0.5, 4.3e-19, 0.5]))
+# a class whose q is below the float spacing at its place got no position at all (TypeError), or
+# an interval one ulp wide that the midpoint test missed (0/0); campaign seed 408767001
+@example(p=np.array([0.8, 1.12e-45, 0.2]), q=np.array([0.0, 1.0, 0.0]), q2=np.array([0.5, 2.0e-23, 0.5]))
+@example(p=np.array([2 / 3, 9.34e-46, 1 / 3]), q=np.array([0.0, 1.0, 0.0]), q2=np.array([0.5, 2.0e-23, 0.5]))
 def test_float32_rows_are_certified_lossless(p, q, q2):
     """float32-rounded rows (sums off by ~1e-7, above the float64 tolerance) are accepted,
     renormalised once, and every lossless verifier is certified lossless on them."""
