@@ -422,6 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_real_commands(sub.add_parser("real", help="real SmolLM2 next-token distributions: build | info | tables"))
     from .structure.report import add_stopping_command  # the command's logic lives in specsim.structure
     add_stopping_command(sub, model_pair, MODEL_KINDS)
+    from .structure.design import add_tree_design_command
+    add_tree_design_command(sub, model_pair, MODEL_KINDS)
     return ap
 
 
