@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._validate import check_int, check_model_pair, check_real
+from .._validate import check_int, check_real
+from ..models import validate_model_pair
 from ..verifiers import TREE_VERIFIERS, deterministic_children
 from .cost import CostModel
 from .renewal import _check_cost
@@ -97,7 +98,7 @@ def tree_design(target, draft_model, budget: int, L: int, cost: CostModel, famil
     apply, or if the search space is too large).  ``L`` caps every tree's depth.
     """
     budget = check_int(budget, "budget", 1)
-    L = check_model_pair(target, draft_model, L)
+    L = validate_model_pair(target, draft_model, L)
     cost = _check_cost(cost)
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
