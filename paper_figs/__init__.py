@@ -17,4 +17,5 @@ FIGURES = [
     "fig_certificate_radius",
     "fig_kernel_bandwidth",
     "fig_draft_stopping",
+    "fig_draft_structure",
 ]
