@@ -75,6 +75,17 @@ def test_tree_verifiers(tmp_path):
     assert all(r["metrics"]["lossless"] and r["metrics"]["objects"] > 0 for r in trees)
 
 
+def test_tree_search(tmp_path):
+    data = run_benchmark("tree_search", tmp_path)
+    rows = {(r["case"], r["name"]): r for r in data["rows"]}
+    searched = [r for r in data["rows"] if r["name"] == "search_shapes"]
+    assert searched
+    for r in searched:
+        base = rows[tuple(r["baseline"].split(" / ", 1))]
+        # the searched optimum is at least the largest shape's E[tau] (that shape is in the space)
+        assert r["metrics"]["E_tau"] >= base["metrics"]["E_tau"] - 1e-12 and r["metrics"]["shapes"] >= 2
+
+
 def test_lp_bounds(tmp_path):
     pytest.importorskip("cvxpy")
     data = run_benchmark("lp_bounds", tmp_path)
