@@ -49,6 +49,7 @@ from ..models import Model, validate_model_pair, prefix_index
 from ..verifiers import as_verifier
 from .cost import CostModel
 from .policies import DraftState, DroppingDesign, HeuristicSchedule, Policy, as_policy
+from .renewal import _check_cost
 
 __all__ = ["MAX_PREFIXES", "PolicyValue", "OptimalStopping", "PolicyDrafting", "PolicyCertificate",
            "optimal_stopping", "policy_value", "compare_policies", "policy_drafting", "check_policy_lossless",
@@ -64,12 +65,6 @@ def _check_horizon(V: int, L: int) -> int:
         raise ValueError(f"horizon L={L} over V={V} gives {n} draft prefixes, more than the exact "
                          f"enumeration's limit of {MAX_PREFIXES} (sum_k V^k for k <= L); lower L")
     return n
-
-
-def _check_cost(cost) -> CostModel:
-    if not isinstance(cost, CostModel):
-        raise TypeError(f"cost must be a specsim.structure.CostModel, got {type(cost).__name__}")
-    return cost
 
 
 def _decode(code: int, k: int, V: int) -> tuple[int, ...]:
