@@ -182,7 +182,7 @@ def test_next_token_pairs_rejects(kw, msg):
 
 @pytest.mark.parametrize("kw, msg", [(dict(T="1"), "temperature T must be a real number"),
                                      (dict(T=None), "temperature T must be a real number"),
-                                     (dict(drafts=(3,)), "draft spec must be a string"),
+                                     (dict(drafts=(3,)), r"drafts\[0\] must be a string such as 'topk:20', got 3"),
                                      (dict(prompts=[3]), "prompt 0: expected a string or a sequence of token ids")])
 def test_next_token_pairs_rejects_bad_types(kw, msg):
     """A wrong type is a TypeError naming the argument, also before any model is loaded."""
