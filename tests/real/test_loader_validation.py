@@ -311,6 +311,17 @@ def test_groups_no_named_verifier_applies_to_are_skipped_with_a_note(tiny_trees)
         real_trees.evaluate_trees(ds, ["sequoia", "nope"], progress=False)
 
 
+def test_cli_tree_tables_skip_processes_none_of_the_verifiers_applies_to(tiny_trees, capsys):
+    """``specsim real trees tables DIR --verifiers token block specinfer`` stopped at swor:2."""
+    from specsim.cli import main
+
+    assert main(["real", "trees", "tables", str(tiny_trees.parent), "--verifiers", "token", "block", "specinfer"]) == 0
+    out = capsys.readouterr().out
+    for draft in real_trees.load_trees(tiny_trees).manifest["drafts"]:
+        assert f"{draft} | swor:2 | skipped: none of the verifiers ['token', 'block', 'specinfer'] applies" in out
+        assert f"{draft} | iid:2 | " in out and f"{draft} | chain | " in out
+
+
 def test_a_verifier_that_applies_to_no_process_is_named(tmp_path, tiny_llama):
     path = real_trees.build_trees(tmp_path / "t", prompts=[[3, 1, 4]], positions=(-1,), drafts=("temperature:0.5",),
                                   processes=("swor:2",), L=1, samples=1, tail=0.0, model=tiny_llama, progress=False)
