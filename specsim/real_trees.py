@@ -404,10 +404,15 @@ def _check_shape(tree: DraftTree, process: str, L: int, where: str) -> None:
 def load_trees(path: str | Path) -> RealTrees:
     """Load and validate a ``specsim-real-trees-v1`` folder (or its ``manifest.json``).
 
-    Checks: format tag, the model hash, sha256 of ``trees.npz``, the arrays and their sizes against
-    each other and the manifest (trees, rows, contexts and their lengths, drafter, process, sample
-    and prompt indices), every stored row (kept mass + remainder = 1 within 1e-3, remainder in
-    [0, tail]); each tree is checked against its process when it is read (``ds[n]``: a
+    Checks, with the row format (:mod:`specsim._manifest`, the same validation as
+    :func:`specsim.real.load_dataset`): every manifest field (format tag, drafts, tail, V, prompts,
+    data file and its sha256, the model hash; then L, T, processes, samples, seed, positions,
+    n_trees), a readable archive, array ranks and dtypes, every stored row (ids strictly
+    increasing in [0, V), values finite and >= 0, kept mass + remainder = 1 within 1e-3,
+    remainder in [0, tail]) and context; then the tree arrays against each other and the
+    manifest (node tokens in [0, V) below the root, parents earlier in their tree, row and draw
+    indices, drafter, process, sample and prompt indices); each tree is checked against its
+    process when it is read (``ds[n]``: a
     :class:`~specsim.drafts.DraftTree` whose draws are its children, depth L, the process's number
     of draws per node).
 
