@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specsim._manifest import check_names
 from specsim._validate import as_distribution, check_int
 from specsim.verifiers.lossy import LOSSY_RULES
 
@@ -132,7 +133,7 @@ def _by_draft(source, drafts: Sequence[str] | None = None) -> dict[str, list[tup
         names = tuple(source[0].q)
         get = lambda d: [(p, qs[d]) for p, qs in rows]  # noqa: E731
     if drafts is not None:
-        drafts = (drafts,) if isinstance(drafts, str) else tuple(drafts)
+        drafts = check_names(drafts, "drafts", example=names[0] if names else "")   # a bare string is one name
         unknown = [d for d in drafts if d not in names]
         if unknown:
             raise ValueError(f"unknown drafts {unknown}; available: {names}")

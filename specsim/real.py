@@ -38,16 +38,15 @@ import hashlib
 import importlib.util
 import json
 import os
-import re
-import zipfile
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ._validate import as_distribution, check_int, check_real
+from ._manifest import (Fields, check_contexts, check_names, check_range, check_rows, check_sizes, data_path,
+                        dense_row, read_arrays)
+from ._validate import as_distribution, check_bool, check_int, check_real
 from .models import iid, top_k
 
 __all__ = ["MODEL_FILE", "DEFAULT_PROMPTS", "DEFAULT_DRAFTS", "FORMAT", "Pair", "LoadedModel", "RealDataset",
@@ -298,21 +297,36 @@ def _iter_pairs(prompts, positions, T, drafts, lm: LoadedModel, progress) -> Ite
 
 
 def _check_drafts(drafts) -> tuple[str, ...]:
-    """A non-empty tuple of distinct draft specs, each one :func:`parse_draft` knows."""
-    if isinstance(drafts, str):
-        drafts = (drafts,)
-    drafts = tuple(drafts)
-    if not drafts:
-        raise ValueError("drafts: give at least one draft spec")
-    if len(set(drafts)) != len(drafts):
-        raise ValueError(f"drafts: duplicate spec in {drafts}")
-    for d in drafts:
-        parse_draft(d)
-    return drafts
+    """A non-empty tuple of distinct draft specs, each one :func:`parse_draft` knows (a bare
+    string is one spec)."""
+    return check_names(drafts, "drafts", parse_draft, example="topk:20")
 
 
 def _check_common(T, drafts) -> tuple[float, tuple[str, ...]]:
     return check_real(T, "temperature T", 0.0, np.inf, lo_open=True, hi_open=True), _check_drafts(drafts)
+
+
+def _check_positions(positions, allow_all: bool = True) -> tuple[int, ...] | None:
+    """Context lengths as given (nonzero integers; negative counts from the end of each prompt),
+    checked before any prompt is tokenized; ``None`` = every context where ``allow_all``."""
+    if positions is None and allow_all:
+        return None
+    if isinstance(positions, (str, bytes)) or not hasattr(positions, "__iter__"):
+        raise TypeError(f"positions must be a sequence of context lengths (nonzero integers), got {positions!r}")
+    out = tuple(check_int(c, "position", -2 ** 62) for c in positions)
+    if not out:
+        raise ValueError("positions: give at least one context length")
+    if 0 in out:
+        raise ValueError("position 0 is no context length: use 1..n, or -1..-n from the end of the prompt")
+    return out
+
+
+def _check_run(model, progress) -> None:
+    """The ``model`` and ``progress`` arguments of a build, checked before a model is loaded."""
+    if model is not None and not isinstance(model, LoadedModel):
+        raise TypeError(f"model must be a LoadedModel (specsim.real.load_model) or None, got {type(model).__name__}")
+    if progress is not None:
+        check_bool(progress, "progress")
 
 
 def _check_prompts(prompts) -> list:
@@ -351,6 +365,8 @@ def next_token_pairs(prompts, positions: Sequence[int] | None = None, T: float =
     """
     prompts = _check_prompts(prompts)
     T, drafts = _check_common(T, drafts)
+    positions = _check_positions(positions)
+    _check_run(model, progress)
     lm = model if model is not None else load_model()
     return list(_iter_pairs(prompts, positions, T, drafts, lm, progress))
 
@@ -468,6 +484,10 @@ def build_dataset(out_dir: str | Path | None = None, prompts=DEFAULT_PROMPTS, po
     prompts = _check_prompts(prompts)
     T, drafts = _check_common(T, drafts)
     tail = check_real(tail, "tail", 0.0, 1.0, hi_open=True)
+    positions = _check_positions(positions)
+    _check_run(model, progress)
+    if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a path or None, got {type(out_dir).__name__}")
     lm = model if model is not None else load_model()
     out_dir = Path(out_dir) if out_dir is not None else cache_dir() / "real" / "smollm2"
     import torch
@@ -531,16 +551,7 @@ class RealDataset:
         return ((self.row(n), self.row(n, draft)) for n in range(len(self)))
 
 
-def _dense(a: Mapping[str, np.ndarray], r: int, V: int) -> np.ndarray:
-    lo, hi = a["offsets"][r], a["offsets"][r + 1]
-    ids, vals, rem = a["ids"][lo:hi], a["vals"][lo:hi].astype(np.float64), float(a["remainder"][r])
-    out = np.zeros(V)
-    if ids.size < V:
-        out[:] = rem / (V - ids.size)
-        out[ids] = vals * ((1.0 - rem) / vals.sum())
-    else:
-        out[ids] = vals / vals.sum()
-    return out
+_dense = dense_row   # one copy of the densification, shared with the loader's checks
 
 
 def _item(n, size: int, what: str) -> int:
@@ -553,63 +564,19 @@ def _item(n, size: int, what: str) -> int:
     return int(n) % size
 
 
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def _check_manifest(m, mpath: Path) -> None:
-    """Every manifest field of format ``specsim-real-v1``: ``ValueError`` naming the first bad one.
-    A numeric field of the wrong kind is a bad file, not a bad argument, so it is a ``ValueError``
-    too (the checks of :func:`check_int`/:func:`check_real`, their type errors re-raised)."""
-    def bad(key, expected):
-        raise ValueError(f"{mpath}: manifest field {key!r} must be {expected}, got {m.get(key)!r}"[:400])
-
-    def numeric(check, key, *bounds, **ends):
-        try:
-            return check(m[key], f"{mpath}: manifest field {key!r}", *bounds, **ends)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(str(exc)[:400]) from None   # the value may be a long JSON list
-
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise ValueError(f"{mpath}: format is {m.get('format') if isinstance(m, dict) else None!r}, expected {FORMAT!r}")
-    for key in ("data_file", "data_sha256", "V", "n_positions", "drafts", "tail", "whole_below", "max_remainder",
-                "prompts"):
-        if key not in m:
-            raise ValueError(f"{mpath}: manifest has no {key!r}")
-    if not isinstance(m.get("format_doc", ""), str):
-        bad("format_doc", "a string")
-    name = m["data_file"]
-    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
-        bad("data_file", "a file name in the dataset folder")
-    if not isinstance(m["data_sha256"], str) or not _SHA256.fullmatch(m["data_sha256"]):
-        bad("data_sha256", "a sha256 digest (64 lowercase hex characters)")
-    V = numeric(check_int, "V", 2)
-    numeric(check_int, "n_positions", 1)
-    numeric(check_int, "whole_below", 0)
-    if not isinstance(m["drafts"], list) or not all(isinstance(d, str) for d in m["drafts"]):
-        bad("drafts", "a list of draft specs")
-    try:
-        _check_drafts(m["drafts"])
-    except ValueError as exc:
-        raise ValueError(f"{mpath}: manifest field 'drafts': {exc}") from None
-    numeric(check_real, "tail", 0.0, 1.0, hi_open=True)
-    numeric(check_real, "max_remainder", 0.0, 1.0)
+def _check_manifest(m, mpath: Path) -> Fields:
+    """Every manifest field of format ``specsim-real-v1``: the fields it shares with the tree format
+    (:meth:`specsim._manifest.Fields.common`), then ``n_positions`` >= 1, ``whole_below`` >= 0 and
+    ``max_remainder`` in [0, tail]; ``ValueError`` naming the first bad one."""
+    f = Fields(m, mpath)
+    if not isinstance(m, dict):
+        raise ValueError(f"{mpath}: format is None, expected {FORMAT!r}")
+    f.common(FORMAT, ("n_positions", "whole_below", "max_remainder"), parse_draft, model_required=False)
+    f.integer("n_positions", 1)
+    f.real("max_remainder", 0.0, 1.0)
     if m["max_remainder"] > m["tail"]:
-        bad("max_remainder", f"at most tail = {m['tail']!r}")
-    prompts = m["prompts"]
-    if not isinstance(prompts, list) or not prompts:
-        bad("prompts", "a non-empty list")
-    for i, s in enumerate(prompts):
-        ok = isinstance(s, str) or (isinstance(s, list) and all(
-            isinstance(t, int) and not isinstance(t, bool) and 0 <= t < V for t in s))
-        if not ok:
-            raise ValueError(f"{mpath}: manifest prompt {i} must be a string or a list of token ids in [0, {V}), "
-                             f"got {s!r}"[:400])
-    if not isinstance(m.get("settings", {}), dict):
-        bad("settings", "a mapping")
-    model = m.get("model")
-    if model is not None and not (isinstance(model, dict) and isinstance(model.get("file"), str)
-                                  and isinstance(model.get("sha256"), str) and _SHA256.fullmatch(model["sha256"])):
-        bad("model", "null or {'file': name, 'sha256': 64 lowercase hex characters}")
+        f.bad("max_remainder", f"at most tail = {m['tail']!r}")
+    return f
 
 
 def read_manifest(path) -> tuple[dict, Path]:
@@ -658,66 +625,21 @@ def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
     atol = check_real(atol, "atol", 0.0, 1.0, hi_open=True)
     m, mpath = read_manifest(path)
     _check_manifest(m, mpath)
-    data = mpath.parent / m["data_file"]
-    if not data.is_file():
-        raise ValueError(f"{mpath}: data file {data} is missing")
-    if file_sha256(data) != m["data_sha256"]:
-        raise ValueError(f"{data}: sha256 {file_sha256(data)} does not match the manifest's {m['data_sha256']}")
-    try:
-        with np.load(data, allow_pickle=False) as z:
-            missing = [k for k in _ARRAYS if k not in z.files]
-            a = {k: z[k] for k in _ARRAYS if k in z.files}
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:
-        raise ValueError(f"{data}: cannot read the arrays, the file is truncated or not an .npz archive "
-                         f"({type(exc).__name__}: {exc})") from None
-    if missing:
-        raise ValueError(f"{data}: missing arrays {missing}")
+    data = data_path(m, mpath, file_sha256)
+    a = read_arrays(data, _ARRAYS, ints=("ids", "offsets", "prompt_index", "next_token", "contexts", "context_offsets"),
+                    floats=("vals", "remainder"))
     V, N, drafts, tail = m["V"], m["n_positions"], tuple(m["drafts"]), float(m["tail"])
     R = N * (1 + len(drafts))
-    for k in _ARRAYS:
-        if a[k].ndim != 1:
-            raise ValueError(f"{data}: array {k!r} must be 1-D, got shape {a[k].shape}")
-    for k in ("ids", "offsets", "prompt_index", "next_token", "contexts", "context_offsets"):
-        if a[k].dtype.kind not in "iu":
-            raise ValueError(f"{data}: array {k!r} must hold integers, got {a[k].dtype}")
-    expect = dict(offsets=R + 1, remainder=R, prompt_index=N, next_token=N, context_offsets=N + 1,
-                  vals=a["ids"].size)
-    for k, n in expect.items():
-        if a[k].size != n:
-            raise ValueError(f"{data}: array {k!r} has {a[k].size} entries, expected {n}")
-    off = a["offsets"]
-    if off[0] != 0 or off[-1] != a["ids"].size or np.any(np.diff(off) < 1):
-        raise ValueError(f"{data}: 'offsets' must start at 0, increase strictly and end at len(ids) = {a['ids'].size}")
-    co = a["context_offsets"]
-    if co[0] != 0 or co[-1] != a["contexts"].size or np.any(np.diff(co) < 1):
-        raise ValueError(f"{data}: 'context_offsets' must start at 0, increase strictly and end at len(contexts)")
-    if a["ids"].size and (a["ids"].min() < 0 or a["ids"].max() >= V):
-        raise ValueError(f"{data}: token ids must lie in [0, {V})")
-    if not np.all(np.isfinite(a["vals"])) or np.any(a["vals"] < 0):
-        raise ValueError(f"{data}: kept probabilities must be finite and >= 0")
+    check_sizes(a, data, dict(offsets=R + 1, remainder=R, prompt_index=N, next_token=N, context_offsets=N + 1,
+                              vals=a["ids"].size))
+    check_rows(a, data, V, tail, atol)
+    check_contexts(a, data, V)
     rem = a["remainder"]
-    if not np.all(np.isfinite(rem)) or np.any(rem < 0) or np.any(rem > tail + 1e-12):
-        bad = int(np.flatnonzero(~(np.isfinite(rem) & (rem >= 0) & (rem <= tail + 1e-12)))[0])
-        raise ValueError(f"{data}: row {bad} remainder {rem[bad]!r} outside [0, tail = {tail:g}]")
     if rem.size and float(rem.max()) != float(m["max_remainder"]):
         raise ValueError(f"{mpath}: manifest field 'max_remainder' is {m['max_remainder']!r}, but the largest "
                          f"stored remainder is {float(rem.max())!r}")
-    if np.any((a["prompt_index"] < 0) | (a["prompt_index"] >= len(m["prompts"]))):
-        raise ValueError(f"{data}: prompt_index out of range for {len(m['prompts'])} prompts")
-    if np.any(a["next_token"] < -1) or np.any(a["next_token"] >= V) or (a["contexts"].size and (
-            a["contexts"].min() < 0 or a["contexts"].max() >= V)):
-        raise ValueError(f"{data}: context tokens must lie in [0, {V}) and next_token in [-1, {V})")
-    sums = np.add.reduceat(a["vals"].astype(np.float64), off[:-1]) + rem
-    if np.any(np.abs(sums - 1.0) > atol):
-        bad = int(np.argmax(np.abs(sums - 1.0)))
-        raise ValueError(f"{data}: row {bad} kept mass + remainder = {sums[bad]!r}, not 1 (tolerance {atol:g})")
-    for r in range(R):
-        ids = a["ids"][off[r]:off[r + 1]]
-        if np.any(np.diff(ids) <= 0):
-            raise ValueError(f"{data}: row {r} token ids must be strictly increasing")
-        if ids.size == V and rem[r] > 0:
-            raise ValueError(f"{data}: row {r} keeps every token but records remainder {rem[r]!r}")
-        as_distribution(_dense(a, r, V), f"{data}: row {r}")
+    check_range(a, data, "prompt_index", 0, len(m["prompts"]), f"prompt indices ({len(m['prompts'])} prompts)")
+    check_range(a, data, "next_token", -1, V, "next tokens (-1 after the prompt's last token)")
     return RealDataset(mpath.parent, m, V, drafts, a)
 
 

@@ -35,6 +35,7 @@ Example (needs nothing but the committed dataset)::
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,11 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ._validate import as_distribution, check_int
+from ._manifest import (Fields, check_contexts, check_names, check_offsets, check_range,
+                        check_rows, check_sizes, data_path, read_arrays)
+from ._validate import as_distribution, check_bool, check_int, check_real, check_seed
 from .drafts import Chain, DraftTree, TreeProcess, _sample_greedy, parse_drafting
 from .models import iid, top_k
-from .real import (DEFAULT_PROMPTS, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_prompts, _resolve_positions,
-                   _item, _softmax64, _truncate, file_sha256, load_model, parse_draft)
+from .real import (DEFAULT_PROMPTS, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_positions,
+                   _check_prompts, _check_run, _resolve_positions, _item, _softmax64, _truncate, file_sha256, load_model, parse_draft)
 from .verifiers.base import Verifier
 from .verifiers.chain import CHAIN_VERIFIERS
 from .verifiers import TREE_VERIFIERS, verifiers_for
@@ -205,15 +208,20 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
     """
     from tqdm.auto import tqdm
 
+    # every argument is checked before the model is loaded (loading takes ~20 s)
     prompts = _check_prompts(prompts)
     T, drafts = _check_common(T, drafts)
+    positions = _check_positions(positions, allow_all=False)
     L = check_int(L, "L", 1)
     samples = check_int(samples, "samples", 1)
+    seed = check_seed(seed)
     batch = check_int(batch, "batch", 1)
-    if not (0.0 <= tail < 1.0):
-        raise ValueError(f"tail must be in [0, 1), got {tail!r}")
-    processes = tuple(processes)
-    specs = [_process(s) for s in processes]  # ValueError naming a bad spec
+    tail = check_real(tail, "tail", 0.0, 1.0, hi_open=True)
+    processes = check_names(processes, "processes", _process, example="iid:2")
+    specs = [_process(s) for s in processes]
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
+    _check_run(model, progress)
     lm = model if model is not None else load_model()
     for d in drafts:
         parse_draft(d, lm.n_layers)
@@ -396,10 +404,15 @@ def _check_shape(tree: DraftTree, process: str, L: int, where: str) -> None:
 def load_trees(path: str | Path) -> RealTrees:
     """Load and validate a ``specsim-real-trees-v1`` folder (or its ``manifest.json``).
 
-    Checks: format tag, the model hash, sha256 of ``trees.npz``, the arrays and their sizes against
-    each other and the manifest (trees, rows, contexts and their lengths, drafter, process, sample
-    and prompt indices), every stored row (kept mass + remainder = 1 within 1e-3, remainder in
-    [0, tail]); each tree is checked against its process when it is read (``ds[n]``: a
+    Checks, with the row format (:mod:`specsim._manifest`, the same validation as
+    :func:`specsim.real.load_dataset`): every manifest field (format tag, drafts, tail, V, prompts,
+    data file and its sha256, the model hash; then L, T, processes, samples, seed, positions,
+    n_trees), a readable archive, array ranks and dtypes, every stored row (ids strictly
+    increasing in [0, V), values finite and >= 0, kept mass + remainder = 1 within 1e-3,
+    remainder in [0, tail]) and context; then the tree arrays against each other and the
+    manifest (node tokens in [0, V) below the root, parents earlier in their tree, row and draw
+    indices, drafter, process, sample and prompt indices); each tree is checked against its
+    process when it is read (``ds[n]``: a
     :class:`~specsim.drafts.DraftTree` whose draws are its children, depth L, the process's number
     of draws per node).
 
@@ -413,59 +426,58 @@ def load_trees(path: str | Path) -> RealTrees:
     ('chain', True, 1.0)
     """
     m, mpath = read_manifest(path)
-    if m.get("format") != FORMAT:
-        raise ValueError(f"{mpath}: format is {m.get('format')!r}, expected {FORMAT!r}")
-    for key in ("data_file", "data_sha256", "V", "L", "drafts", "processes", "tail", "prompts", "n_trees", "model"):
-        if key not in m:
-            raise ValueError(f"{mpath}: manifest has no {key!r}")
-    if not isinstance(m["model"], dict) or not m["model"].get("sha256"):
-        raise ValueError(f"{mpath}: manifest has no model hash (model.sha256)")
-    for spec in m["processes"]:
-        _process(spec)
-    data = mpath.parent / m["data_file"]
-    if not data.is_file():
-        raise ValueError(f"{mpath}: data file {data} is missing")
-    if file_sha256(data) != m["data_sha256"]:
-        raise ValueError(f"{data}: sha256 does not match the manifest's {m['data_sha256']}")
-    with np.load(data, allow_pickle=False) as z:
-        missing = [k for k in _ARRAYS if k not in z.files]
-        if missing:
-            raise ValueError(f"{data}: missing arrays {missing}")
-        a = {k: z[k] for k in _ARRAYS}
-    nt, nn, nr = a["tree_offsets"].size - 1, a["node_tokens"].size, a["remainder"].size
-    if nt != int(m["n_trees"]):
-        raise ValueError(f"{data}: {nt} trees, the manifest says {m['n_trees']}")
-    sizes = dict(node_parent=nn, node_p=nn, node_q=nn, draw_offsets=nn + 1, offsets=nr + 1, vals=a["ids"].size,
-                 tree_context=nt, tree_draft=nt, tree_process=nt, tree_sample=nt)
-    for k, n in sizes.items():
-        if a[k].size != n:
-            raise ValueError(f"{data}: array {k!r} has {a[k].size} entries, expected {n}")
-    if a["tree_offsets"][-1] != nn or a["draw_offsets"][-1] != a["draws"].size or a["offsets"][-1] != a["ids"].size:
-        raise ValueError(f"{data}: offsets do not end at the array lengths")
-    if np.any(a["node_p"] < 0) or np.any(a["node_p"] >= nr) or np.any(a["node_q"] >= nr):
-        raise ValueError(f"{data}: node row indices out of range for {nr} rows")
-    if "n_rows" in m and nr != int(m["n_rows"]):
+    f = Fields(m, mpath)
+    V, drafts, tail = f.common(FORMAT, ("L", "T", "processes", "samples", "seed", "positions", "n_trees", "model"),
+                               parse_draft, model_required=True)
+    processes = f.names("processes", _process, "drafting specs")
+    f.integer("L", 1)
+    f.real("T", 0.0, np.inf, lo_open=True, hi_open=True)
+    samples = f.integer("samples", 1)
+    f.integer("seed", 0)
+    nt = f.integer("n_trees", 1)
+    pos = m["positions"]
+    if not isinstance(pos, list) or not pos or not all(isinstance(c, int) and not isinstance(c, bool) and c != 0
+                                                       for c in pos):
+        f.bad("positions", "a non-empty list of nonzero integers (context lengths; negative from the end)")
+    if "n_rows" in m:
+        f.integer("n_rows", 0)
+    data = data_path(m, mpath, file_sha256)
+    a = read_arrays(data, _ARRAYS, ints=[k for k in _ARRAYS if k not in ("vals", "remainder")],
+                    floats=("vals", "remainder"))
+    nn, nr, nc = a["node_tokens"].size, a["remainder"].size, a["context_prompt"].size
+    if "n_rows" in m and nr != m["n_rows"]:
         raise ValueError(f"{data}: {nr} rows, the manifest says {m['n_rows']}")
-    nc = a["context_prompt"].size
-    if a["context_position"].size != nc or a["context_offsets"].size != nc + 1 or a["context_offsets"][-1] != a["contexts"].size:
-        raise ValueError(f"{data}: context arrays disagree ({nc} prompts, {a['context_position'].size} positions, "
-                         f"{a['context_offsets'].size} offsets for {a['contexts'].size} tokens)")
+    check_sizes(a, data, dict(tree_offsets=nt + 1, node_parent=nn, node_p=nn, node_q=nn, draw_offsets=nn + 1,
+                              offsets=nr + 1, vals=a["ids"].size, tree_context=nt, tree_draft=nt, tree_process=nt,
+                              tree_sample=nt, context_position=nc, context_offsets=nc + 1))
+    check_rows(a, data, V, tail, 1e-3)
+    check_contexts(a, data, V)
     if np.any(np.diff(a["context_offsets"]) != a["context_position"]):
         raise ValueError(f"{data}: a stored context's length differs from its position")
-    for k, n in (("tree_draft", len(m["drafts"])), ("tree_process", len(m["processes"])),
-                 ("tree_context", nc), ("tree_sample", int(m.get("samples", 1))), ("context_prompt", len(m["prompts"]))):
-        if np.any(a[k] < 0) or np.any(a[k] >= n):
-            raise ValueError(f"{data}: {k} out of range (the manifest lists {n})")
-    V, tail = int(m["V"]), float(m["tail"])
-    if a["ids"].size and (a["ids"].min() < 0 or a["ids"].max() >= V):
-        raise ValueError(f"{data}: token ids must lie in [0, {V})")
-    rem = a["remainder"]
-    if not np.all(np.isfinite(rem)) or np.any(rem < 0) or np.any(rem > tail + 1e-12):
-        raise ValueError(f"{data}: a row's remainder lies outside [0, tail = {tail:g}]")
-    sums = np.add.reduceat(a["vals"].astype(np.float64), a["offsets"][:-1]) + rem
-    if np.any(np.abs(sums - 1.0) > 1e-3):
-        bad = int(np.argmax(np.abs(sums - 1.0)))
-        raise ValueError(f"{data}: row {bad} kept mass + remainder = {sums[bad]!r}, not 1")
+    check_offsets(a, data, "tree_offsets", "node_tokens")              # every tree has its root
+    check_offsets(a, data, "draw_offsets", "draws", strict=False)      # a leaf draws nothing
+    # node u of a tree (local index j = u - the tree's first node): the root holds token -1 and
+    # parent -1, every other node a token id in [0, V) and a parent in [0, j)
+    start = np.repeat(a["tree_offsets"][:-1], np.diff(a["tree_offsets"]))
+    local = np.arange(nn) - start
+    root = local == 0
+    lo, hi = np.where(root, -1, 0), np.where(root, 0, V)
+    tokens = a["node_tokens"]
+    if np.any((tokens < lo) | (tokens >= hi)):
+        raise ValueError(f"{data}: node_tokens out of range: a tree's root holds -1, its other nodes token ids in "
+                         f"[0, {V}); node {int(np.flatnonzero((tokens < lo) | (tokens >= hi))[0])}")
+    parent = a["node_parent"]
+    bad = (parent < np.where(root, -1, 0)) | (parent >= np.where(root, 0, local))
+    if np.any(bad):
+        raise ValueError(f"{data}: node_parent out of range: a tree's root has parent -1, node j of a tree a parent "
+                         f"in [0, j); node {int(np.flatnonzero(bad)[0])}")
+    check_range(a, data, "node_p", 0, nr, "node row indices")
+    check_range(a, data, "node_q", -1, nr, "node row indices (-1: no draws)")
+    check_range(a, data, "draws", 0, V, "drawn token ids")
+    for k, n, what in (("tree_draft", len(drafts), "drafter indices"), ("tree_process", len(processes), "process indices"),
+                       ("tree_context", nc, "context indices"), ("tree_sample", samples, "sample indices"),
+                       ("context_prompt", len(m["prompts"]), "prompt indices")):
+        check_range(a, data, k, 0, n, f"{what} (the manifest lists {n})")
     return RealTrees(mpath.parent, m, a)
 
 
@@ -518,7 +530,9 @@ class TreeEvaluation:
 
     ``groups[(draft, process)]`` maps verifier names to :class:`VerifierSummary` (trees in dataset
     order, so two verifiers of a group are paired); ``contexts`` lists the (prompt, position)
-    and ``samples`` the sample index of each group's trees.  :meth:`compare` pairs two verifiers
+    and ``samples`` the sample index of each group's trees; ``skipped[(draft, process)]`` says why
+    a group of the dataset was not evaluated (none of the chosen verifiers applies to its
+    process).  :meth:`compare` pairs two verifiers
     on the same trees, :meth:`compare_processes` two processes on the same contexts and
     :meth:`compare_oracle` the best branching depth per context with root branching, each a
     :class:`Comparison` with 95% intervals.
@@ -527,6 +541,7 @@ class TreeEvaluation:
     contexts: dict
     manifest: dict
     samples: dict
+    skipped: dict = field(default_factory=dict)
 
     def paired(self, draft: str, process: str, a: str, b: str) -> tuple[float, float, float]:
         """``(diff, lo, hi)`` of :meth:`compare`: the mean over the group's trees of
@@ -742,12 +757,14 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
     P(tau >= d | tree) = sum_j pi_j [depth(v_j) >= d].  Their means over a group's trees estimate
     E[tau] and P(tau >= d) under the group's (drafter, process); block efficiency is E[tau] + 1.
 
-    Parameters: ``ds`` (:class:`RealTrees`); ``verifiers`` (names; default every registered
-    verifier that applies to each process, :func:`specsim.verifiers.verifiers_for`);
+    Parameters: ``ds`` (:class:`RealTrees`); ``verifiers`` (a name or a list of names; default
+    every registered verifier that applies to each process, :func:`specsim.verifiers.verifiers_for`);
     ``progress``.
 
-    Returns: :class:`TreeEvaluation`; ``ValueError`` naming a verifier that does not apply to a
-    process of the dataset.
+    Returns: :class:`TreeEvaluation`, each group evaluated with the chosen verifiers that apply to
+    its process; a group none of them applies to is left out and listed in ``skipped`` with the
+    reason.  ``ValueError`` for an unknown name, a repeated one or a verifier that applies to no
+    process of the dataset; ``TypeError`` for a name that is not a string.
 
     >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
     >>> g = ev.groups[("temperature:0.7", "chain")]
@@ -761,14 +778,23 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
 
     if not isinstance(ds, RealTrees):
         raise TypeError(f"ds must be a RealTrees dataset (load_trees), got {type(ds).__name__}")
-    wanted = None if verifiers is None else [_lookup(v) for v in verifiers]
+    if progress is not None:
+        check_bool(progress, "progress")
+    processes = ds.manifest["processes"]
+    wanted = None
+    if verifiers is not None:
+        verifiers = list(check_names(verifiers, "verifiers", _lookup, example="block"))
+        wanted = [_lookup(v) for v in verifiers]
+        for v in wanted:   # a name that fits no process of the dataset is a mistake, not a note
+            if not any(v.applies_to(_process(p)[0]) for p in processes):
+                raise ValueError(f"verifier {v.name!r} applies to none of the processes {processes} of the dataset")
     by_group: dict = {}
     for n in range(len(ds)):
         key = (ds.manifest["drafts"][int(ds.arrays["tree_draft"][n])],
                ds.manifest["processes"][int(ds.arrays["tree_process"][n])])
         by_group.setdefault(key, []).append(n)
     L = int(ds.manifest["L"])
-    groups, contexts, samples = {}, {}, {}
+    groups, contexts, samples, skipped_groups = {}, {}, {}, {}
     for key in tqdm(sorted(by_group, key=lambda k: (ds.manifest["drafts"].index(k[0]),
                                                      ds.manifest["processes"].index(k[1]))),
                     desc="groups", disable=None if progress is None else not progress):
@@ -779,7 +805,8 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
         else:
             vs = [v for v in wanted if v.applies_to(proc)]
             if not vs:
-                raise ValueError(f"none of the verifiers {list(verifiers)} applies to process {process!r}")
+                skipped_groups[key] = f"none of the verifiers {verifiers} applies to process {process!r}"
+                continue
         records = [ds[n] for n in by_group[key]]
         contexts[key] = [(r.prompt, r.position) for r in records]
         samples[key] = [r.sample for r in records]
@@ -799,7 +826,7 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
             else:
                 out[v.name] = VerifierSummary(v.name, v.lossless, np.asarray(per), np.asarray(tails))
         groups[key] = out
-    return TreeEvaluation(groups, contexts, ds.manifest, samples)
+    return TreeEvaluation(groups, contexts, ds.manifest, samples, skipped_groups)
 
 
 def _ran(ev: TreeEvaluation, draft: str, process: str, verifier: str) -> bool:
@@ -912,7 +939,15 @@ def format_evaluation(ev: TreeEvaluation, reference: dict | None = None) -> str:
              f"{len(m['prompts'])} prompts x positions {m['positions']}, {m['samples']} samples per setting, "
              f"seed {m['seed']}, tail {m['tail']:g}; E[tau|tree] exact per tree, mean +- s.e. over trees; "
              f"diff = paired difference to the reference [95% interval]"]
-    for (draft, process), g in ev.groups.items():
+    keys = list(ev.groups) + [k for k in ev.skipped if k not in ev.groups]
+    if ev.skipped:   # skipped groups in the dataset's order among the evaluated ones
+        keys.sort(key=lambda k: (m["drafts"].index(k[0]) if k[0] in m["drafts"] else len(m["drafts"]),
+                                 m["processes"].index(k[1]) if k[1] in m["processes"] else len(m["processes"])))
+    for draft, process in keys:
+        if (draft, process) not in ev.groups:
+            lines.append(f"\n{draft} | {process} | skipped: {ev.skipped[(draft, process)]}")
+            continue
+        g = ev.groups[(draft, process)]
         ref = (reference or {}).get(process) or next((n for n, s in g.items() if s.lossless and not s.skipped), None)
         lines.append(f"\n{draft} | {process} | {len(ev.contexts[(draft, process)])} trees | reference {ref}")
         head = f"  {'verifier':24s} {'E[tau]':>16s} {'BE':>6s} " + " ".join(f"{'P>=' + str(d):>6s}" for d in range(1, L + 1))
@@ -942,10 +977,21 @@ def oracle_delayed(ev: TreeEvaluation, draft: str, verifier: str, K: int):
     Parameters: ``ev``; ``draft``; ``verifier`` (a name present in the delayed groups); ``K``
     (branches: the groups ``delayed:d,K`` and ``iid:K``).
 
-    Returns: ``(per-d means {process: mean}, oracle mean, {best process: number of contexts})``.
+    Returns: ``(per-d means {process: mean}, oracle mean, {best process: number of contexts})``;
+    ``ValueError`` naming an unknown drafter, a ``K`` without groups or a verifier evaluated on
+    none of them (never a NaN), ``TypeError`` for a ``K`` that is not an integer.
     """
+    K = check_int(K, "K", 1)
+    drafts = list(ev.manifest["drafts"])
+    if draft not in drafts:
+        raise ValueError(f"unknown drafter {draft!r}; the evaluation has {drafts}")
     procs = [p for (dr, p) in ev.groups if dr == draft and (p == f"iid:{K}" or (
         p.startswith("delayed:") and p.split(",")[1].split(":")[0] == str(K)))]
+    if not procs:
+        raise ValueError(f"no iid:{K} or delayed:d,{K} groups for drafter {draft!r} in the evaluation")
+    if not any(_ran(ev, draft, p, verifier) for p in procs):
+        raise ValueError(f"verifier {verifier!r} was not evaluated on {procs} for drafter {draft!r} "
+                         f"(or was skipped there)")
     table: dict = {}
     for p in procs:
         s = ev.groups[(draft, p)].get(verifier)
@@ -960,7 +1006,7 @@ def oracle_delayed(ev: TreeEvaluation, draft: str, verifier: str, K: int):
         p, v = max(((p, np.mean(v)) for p, v in t.items()), key=lambda x: x[1])
         best.append(v)
         wins[p] = wins.get(p, 0) + 1
-    return means, float(np.mean(best)) if best else float("nan"), wins
+    return means, float(np.mean(best)), wins
 
 
 def _oracle_lines(ev: TreeEvaluation) -> list[str]:
@@ -971,6 +1017,9 @@ def _oracle_lines(ev: TreeEvaluation) -> list[str]:
             continue
         K = delayed[0].split(",")[1].split(":")[0]
         for verifier in ("specinfer", "traversal", "gbv"):
+            cands = [f"iid:{K}"] + [p for p in delayed if p.split(",")[1].split(":")[0] == K]
+            if not any(_ran(ev, draft, p, verifier) for p in cands):
+                continue
             means, oracle, wins = oracle_delayed(ev, draft, verifier, int(K))
             if len(means) < 2 or f"iid:{K}" not in means:
                 continue

@@ -81,7 +81,7 @@ def test_bad_datasets_are_named(tmp_path, ds):
     with pytest.raises(ValueError, match="sha256"):
         real_trees.load_trees(folder)
     # trees that do not match the manifest's process: name the tree and the process
-    procs = ["fixed:3" if p.startswith("iid:") else p for p in ds.manifest["processes"]]
+    procs = [f"fixed:{int(p[4:]) + 1}" if p.startswith("iid:") else p for p in ds.manifest["processes"]]
     _edit(folder, data_sha256=ds.manifest["data_sha256"], processes=procs)
     bad = real_trees.load_trees(folder)
     with pytest.raises(ValueError, match="does not draw"):
@@ -113,7 +113,7 @@ def _set(index, value):
     (dict(context_prompt=_set(0, 99)), "context_prompt out of range"),
     (dict(context_position=lambda c: c + 1), "length differs from its position"),
     (dict(node_p=lambda x: x[:-1]), "node_p"),                                # shapes
-    (dict(node_q=_set(0, 10 ** 6)), "row indices out of range"),
+    (dict(node_q=_set(0, 10 ** 6)), "node_q out of range"),
     (dict(ids=_set(0, 10 ** 6)), "token ids"),
 ])
 def test_arrays_that_do_not_match_the_manifest_are_named(tmp_path, changes, match):
@@ -135,8 +135,12 @@ def test_draws_that_are_not_the_childrens_tokens_are_named(tmp_path, ds):
 
 
 def test_bad_arguments(ds):
-    with pytest.raises(ValueError, match="does not apply|applies"):
-        real_trees.evaluate_trees(ds, ["gbv"])
+    # a process the chosen verifiers do not apply to is skipped with a note (issue 26: it stopped
+    # the evaluation); one that applies to no process at all is refused (test_loader_validation.py)
+    ev = real_trees.evaluate_trees(ds, ["gbv"], progress=False)
+    fits = {p: real_trees._lookup("gbv").applies_to(real_trees._process(p)[0]) for p in ds.manifest["processes"]}
+    assert {p for _, p in ev.skipped} == {p for p, ok in fits.items() if not ok} != set()
+    assert {p for _, p in ev.groups} == {p for p, ok in fits.items() if ok} != set()
     with pytest.raises(ValueError, match="unknown verifier"):
         real_trees.evaluate_trees(ds, ["nope"])
     with pytest.raises(TypeError):
