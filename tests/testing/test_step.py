@@ -296,8 +296,9 @@ def test_false_alarm_rate_of_check_step_on_a_lossless_step_is_at_most_alpha():
     # counts are Multinomial(n, P), so its false-alarm rate is that of its sub-tests
     # (step._subtests, the code check_step runs) on Multinomial(n, P) counts: measured here on
     # 1200 seeds (the full measurement, 43,000 seeds and the real step on seeds 0.., is
-    # scripts/false_alarm_check_step.py).  At a rate of 1e-3 the count is Binomial(1200, 1e-3):
-    # P(count >= 7) = 2.5e-4.
+    # scripts/false_alarm_check_step.py; that the real step's tables are Multinomial(n, P) is
+    # test_real_check_step_counts_are_iid_draws_of_the_target_law).  At a rate of 1e-3 the count is
+    # Binomial(1200, 1e-3): P(count >= 7) = 2.5e-4.
     from scipy import stats as sps
     from specsim.testing.power import STEP_CONTEXT, default_instance
     from specsim.testing.step import _subtests
