@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_int
+from .._validate import as_distribution, check_int
 from ..chisquare import (MIN_EXPECTED, SubTest, _check_min_expected, _check_unit, chi_square_power,
                          complete_with_target, detectable_tv, detection_threshold, goodness_of_fit,
                          pool_small_cells)
@@ -21,7 +21,7 @@ from ..chisquare import (MIN_EXPECTED, SubTest, _check_min_expected, _check_unit
 __all__ = ["SubTest", "MIN_EXPECTED", "goodness_of_fit", "pool_small_cells", "detection_threshold",
            "chi_square_power", "detectable_tv", "chi_square_distance", "predicted_power",
            "samples_for_power", "complete_with_target", "StringCount", "largest_residuals",
-           "position_marginals"]
+           "position_marginals", "multinomial_dispersion"]
 
 
 def chi_square_distance(c, p) -> float:
@@ -204,3 +204,56 @@ def largest_residuals(counts, probs, V: int, length: int, k: int = 3):
     over = tuple(item(c) for c in order[:k] if r[c] > 0)
     under = tuple(item(c) for c in order[::-1][:k] if r[c] < 0)
     return over, under
+
+
+def multinomial_dispersion(tables, probs) -> tuple[float, float]:
+    """How far S count tables spread about their mean, against S independent Multinomial(n, p).
+
+    Each table N (n draws over the cells) gives D = sum_z (N_z - n p_z)^2 / (n (1 - s_2)),
+    s_k = sum_z p_z^k.  For n i.i.d. draws X_i of law p, Q = n (1 - s_2) D = |sum_i (e_{X_i} - p)|^2
+    has E Q = n (1 - s_2), so E D = 1 exactly, and (the n diagonal terms |e_X - p|^2 = 1 - 2 p_X
+    + s_2, independent of the n (n - 1) cross terms, which are uncorrelated)
+
+        Var Q = 4 n (s_3 - s_2^2) + 2 n (n - 1) (s_2 - 2 s_3 + s_2^2).
+
+    Draws that are dependent within a table raise E D (k copies of each draw: E D about k), as
+    do draws of a law c != p (E D = 1 + (n - 1) |c - p|^2 / (1 - s_2) + O(|c - p|)), so
+    (mean D - 1) / sd is a check that the tables are what a multinomial test assumes.
+
+    Parameters: ``tables`` (S x cells non-negative integer counts, every row summing to one
+    n >= 1); ``probs`` (the law p over the cells, not a point mass).
+
+    Returns: ``(mean D over the tables, its standard deviation under the null, sqrt(Var Q / S) /
+    (n (1 - s_2)))``.
+
+    >>> import numpy as np
+    >>> from specsim.testing.stats import multinomial_dispersion
+    >>> p = np.array([0.5, 0.3, 0.2])
+    >>> d, sd = multinomial_dispersion(np.random.default_rng(0).multinomial(50, p, size=400), p)
+    >>> abs(d - 1) < 4 * sd
+    True
+    >>> d, sd = multinomial_dispersion(2 * np.random.default_rng(0).multinomial(25, p, size=400), p)
+    >>> (d - 1) / sd > 10  # every draw counted twice
+    True
+    """
+    p = as_distribution(probs, "probs")
+    N = np.asarray(tables)
+    if N.ndim != 2 or N.shape[1] != p.size or N.shape[0] < 1:
+        raise ValueError(f"tables must be S x {p.size} counts (one row per table), got shape {N.shape}")
+    if not np.issubdtype(N.dtype, np.integer):
+        if not (np.issubdtype(N.dtype, np.floating) and np.all(np.isfinite(N)) and np.all(N == np.round(N))):
+            raise TypeError("tables must hold integer counts")
+    if np.any(N < 0):
+        raise ValueError("tables must hold counts >= 0")
+    sizes = N.sum(axis=1)
+    n = int(sizes[0])
+    if n < 1 or np.any(sizes != n):
+        raise ValueError(f"every table must hold the same number n >= 1 of draws, got totals "
+                         f"{sorted(set(sizes.tolist()))[:4]}")
+    s2, s3 = float((p ** 2).sum()), float((p ** 3).sum())
+    if s2 >= 1.0:
+        raise ValueError("probs is a point mass: every table is n on one cell, D is undefined")
+    scale = n * (1.0 - s2)
+    D = ((N - n * p) ** 2).sum(axis=1) / scale
+    var_q = 4 * n * (s3 - s2 ** 2) + 2 * n * (n - 1) * (s2 - 2 * s3 + s2 ** 2)
+    return float(D.mean()), float(np.sqrt(max(var_q, 0.0) / N.shape[0]) / scale)

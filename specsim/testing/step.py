@@ -58,7 +58,10 @@ class StepCheck:
     failure); ``over`` / ``under`` the strings with the largest positive / negative standardised
     residuals (impossible strings first); ``length_counts[k-1]`` the steps that emitted k tokens;
     ``tokens_per_call`` the emitted tokens per batched target-LM call (block efficiency for
-    steps that call the target once; nan when the step never called ``target_lm``).  ``str()`` is the report.
+    steps that call the target once; nan when the step never called ``target_lm``); ``counts``
+    the completed strings the sub-tests counted (int64 over V^m, base-V codes, first token most
+    significant: Multinomial(n, P) for a lossless step, since the n steps are independent calls
+    at one context).  ``str()`` is the report.
 
     >>> from specsim.testing import check_step
     >>> def one_target_token(context, target_lm, draft_lm, rng):  # lossless: y ~ p(.|context)
@@ -83,6 +86,7 @@ class StepCheck:
     length_counts: tuple = ()
     tokens_per_call: float = float("nan")
     name: str = "step"
+    counts: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def inconclusive(self) -> bool:
@@ -174,7 +178,8 @@ def check_step(step, target: Model | None = None, draft_model: Model | None = No
     call's false-alarm rate is at most ``alpha`` when the completed strings are i.i.d. draws from
     P (a chi-square p-value below the level is recomputed on the exact multinomial null law,
     :func:`~specsim.testing.stats.goodness_of_fit`; 36 false alarms in 43,000 exact-null tables
-    of the default instance at n = 3000, ``scripts/false_alarm_check_step.py null``).  With too little data (the
+    of the default instance at n = 3000, ``scripts/false_alarm_check_step.py null``; the real
+    ``step_from_verifier(block, L=2)`` there: 1 in 1300 fresh seeds, ``... step``).  With too little data (the
     joint test detects no completed law at this n) the verdict is INCONCLUSIVE, never a pass.  A completed string
     with P = 0 fails outright.  Every completed law with TV(C_m, P) >= ``detectable_tv`` is
     flagged with probability >= ``power`` (non-central chi-square).
@@ -240,7 +245,7 @@ def check_step(step, target: Model | None = None, draft_model: Model | None = No
     passed = not any(t.rejected for t in tests) and not tests[0].inconclusive
     return StepCheck(passed, n, V, m, alpha, power, tests[0].detectable_tv, tests[0].impossible, tuple(tests),
                      over, under, tuple(np.bincount(lengths - 1, minlength=m).tolist()),
-                     float(lengths.sum() / calls) if calls else float("nan"), name)
+                     float(lengths.sum() / calls) if calls else float("nan"), name, counts)
 
 
 def _subtests(counts, shifted: Model, V: int, m: int, alpha: float, power: float, min_expected: float,

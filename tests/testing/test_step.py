@@ -10,7 +10,7 @@ from specsim.models import random_model
 from specsim.testing import SamplerError, check_step, check_step_exact, default_instance, step_from_verifier
 from specsim.testing.sampler import completed_and_target_laws
 from specsim.testing.mutants import CHAIN_MUTANTS
-from specsim.testing.stats import predicted_power
+from specsim.testing.stats import goodness_of_fit, multinomial_dispersion, predicted_power
 from specsim.verifiers import block, token
 
 CONTEXT = (1,)
@@ -296,8 +296,9 @@ def test_false_alarm_rate_of_check_step_on_a_lossless_step_is_at_most_alpha():
     # counts are Multinomial(n, P), so its false-alarm rate is that of its sub-tests
     # (step._subtests, the code check_step runs) on Multinomial(n, P) counts: measured here on
     # 1200 seeds (the full measurement, 43,000 seeds and the real step on seeds 0.., is
-    # scripts/false_alarm_check_step.py).  At a rate of 1e-3 the count is Binomial(1200, 1e-3):
-    # P(count >= 7) = 2.5e-4.
+    # scripts/false_alarm_check_step.py; that the real step's tables are Multinomial(n, P) is
+    # test_real_check_step_counts_are_iid_draws_of_the_target_law).  At a rate of 1e-3 the count is
+    # Binomial(1200, 1e-3): P(count >= 7) = 2.5e-4.
     from scipy import stats as sps
     from specsim.testing.power import STEP_CONTEXT, default_instance
     from specsim.testing.step import _subtests
@@ -314,3 +315,78 @@ def test_false_alarm_rate_of_check_step_on_a_lossless_step_is_at_most_alpha():
     # power is kept: a lossy mutant step (99% power predicted from n = 1573) is still flagged at this n
     lossy = check_step(step_from_verifier(CHAIN_MUTANTS["wrong_draft_temperature"], L=2), n=3000)
     assert lossy.verdict == "FAIL"
+
+
+def test_multinomial_dispersion_mean_and_variance_are_exact():
+    # E D = 1 and Var Q by enumerating every table of n = 4 draws over 3 cells in rationals
+    from fractions import Fraction as F
+    from itertools import product
+    from math import factorial
+
+    p, n = [F(1, 2), F(1, 3), F(1, 6)], 4
+    EQ = EQ2 = F(0)
+    for t in product(range(n + 1), repeat=3):
+        if sum(t) == n:
+            pr = F(factorial(n))
+            for c, x in zip(t, p):
+                pr = pr / factorial(c) * x ** c
+            Q = sum((c - n * x) ** 2 for c, x in zip(t, p))
+            EQ, EQ2 = EQ + pr * Q, EQ2 + pr * Q * Q
+    s2 = sum(x ** 2 for x in p)
+    scale = n * (1 - s2)
+    assert EQ == scale  # E D = 1
+    sd = float(((EQ2 - EQ ** 2) / 7) ** 0.5 / scale)  # over S = 7 tables
+    tables = np.array([[4, 0, 0], [2, 1, 1], [1, 2, 1], [2, 2, 0], [3, 0, 1], [0, 3, 1], [2, 0, 2]])
+    d, got_sd = multinomial_dispersion(tables, [1 / 2, 1 / 3, 1 / 6])
+    assert got_sd == pytest.approx(sd, rel=1e-12)
+    D = [float(sum((c - n * x) ** 2 for c, x in zip(t, p)) / scale) for t in tables.tolist()]
+    assert d == pytest.approx(np.mean(D), rel=1e-12)
+    for bad, exc, match in (([[1, 2]], ValueError, "tables must be S x 3"), ([[1, 2, 0], [1, 1, 0]], ValueError,
+                            "same number n"), ([[1.5, 0.5, 0]], TypeError, "integer"),
+                            ([[-1, 2, 1]], ValueError, ">= 0")):
+        with pytest.raises(exc, match=match):
+            multinomial_dispersion(bad, [1 / 2, 1 / 3, 1 / 6])
+    with pytest.raises(ValueError, match="point mass"):
+        multinomial_dispersion([[2, 0]], [1.0, 0.0])
+
+
+def _sticky(step, r=0.5):
+    """Repeats its previous emission with probability r, else runs ``step``: every emission has
+    the law of ``step``'s (a lossless step stays lossless string by string), but consecutive
+    emissions are dependent, so check_step's n completed strings are not i.i.d."""
+    last = []
+
+    def sticky(context, target_lm, draft_lm, rng):
+        if not (last and rng.random() < r):
+            last[:] = [step(context, target_lm, draft_lm, rng)]
+        return last[0]
+
+    sticky.name = f"sticky({step.name})"
+    return sticky
+
+
+@pytest.mark.slow
+def test_real_check_step_counts_are_iid_draws_of_the_target_law():
+    # issue 26.  check_step's false-alarm rate is its sub-tests' rate on Multinomial(n, P) tables
+    # (the null mode of scripts/false_alarm_check_step.py) only if its n completed strings are
+    # i.i.d. of law P.  On the real step of the default instance: the law is certified exactly,
+    # the tables of 40 seeds pooled match P, their dispersion about n P is the multinomial one
+    # (E D = 1 exactly, multinomial_dispersion), and the verdicts at alpha = 0.1 fail at most 11
+    # of 40 times (Binomial(40, 0.1) >= 12 has probability 3.8e-4).  The counts do not depend on
+    # alpha (the steps and completions draw from rng before the sub-tests do).
+    step = step_from_verifier(block, L=2)
+    cert = check_step_exact(step, n_uniforms=5, max_tokens=3)
+    assert cert.lossless and cert.max_abs_error < 1e-9
+    P, n, seeds = cert.target, 300, 40
+    runs = [check_step(step, n=n, alpha=0.1, seed=s) for s in range(seeds)]
+    tables = np.stack([r.counts for r in runs])
+    assert tables.shape == (seeds, 64) and np.all(tables.sum(axis=1) == n)
+    assert not goodness_of_fit(tables.sum(axis=0), P, level=1e-4).rejected
+    d, sd = multinomial_dispersion(tables, P)
+    assert abs(d - 1) < 4.5 * sd, (d, sd)
+    fails = sum(r.verdict == "FAIL" for r in runs)
+    assert fails <= 11 and not any(r.verdict == "INCONCLUSIVE" for r in runs), fails
+    # negative control: emissions of the same law, dependent from call to call, are seen
+    sticky = np.stack([check_step(_sticky(step), n=n, alpha=0.1, seed=s).counts for s in range(12)])
+    d_sticky, sd_sticky = multinomial_dispersion(sticky, P)
+    assert d_sticky - 1 > 5 * sd_sticky, (d_sticky, sd_sticky)  # E D about (1 + r) / (1 - r) = 3 for full emissions
