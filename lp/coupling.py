@@ -17,6 +17,7 @@ arXiv 2410.18234.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -472,6 +473,14 @@ def _blocked_cumsum0(x: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def _sub_bin_pattern(V: int) -> np.ndarray:
+    """Sub-bin of each token id, (0, 1, .., _SUB_BINS - 1, 0, 1, ..): built once per V."""
+    pattern = np.arange(V, dtype=np.int64) & (_SUB_BINS - 1)
+    pattern.flags.writeable = False
+    return pattern
+
+
 def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound:
     """alpha* = min_k [Pc_k + 1 - Qc_k^K] over the prefixes in p/q order, without a full sort.
 
@@ -497,20 +506,22 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
         r = p / q                                                # inf: q = 0 < p; nan: p = q = 0
     shift = 52 - _MANT_BITS
     lo = (int(np.float64(K).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
-    ids = (r.view(np.int64) >> shift) - lo
-    np.maximum(ids, 0, out=ids)                                  # tiny ratios (and -0.0) share bucket 0
-    ids[~(r <= K)] = _N_BUCKETS                                  # dropped (r > K, inf, nan)
-    nb = _N_BUCKETS + 1
-    sub = ids * _SUB_BINS + (np.arange(V) & (_SUB_BINS - 1))
+    ids = r.view(np.int64) >> shift                              # (every step in place: at V ~ 1e5 a
+    ids -= lo                                                    # fresh array's page faults cost as
+    np.maximum(ids, 0, out=ids)                                  # much as the arithmetic)
+    ids[~(r <= K)] = _N_BUCKETS                                  # dropped (r > K, inf, nan); tiny
+    nb = _N_BUCKETS + 1                                          # ratios and -0.0 share bucket 0
+    sub = np.multiply(ids, _SUB_BINS)
+    sub += _sub_bin_pattern(V)
     Pb = np.bincount(sub, p, nb * _SUB_BINS).reshape(nb, _SUB_BINS).sum(axis=1)
     Qb = np.bincount(sub, q, nb * _SUB_BINS).reshape(nb, _SUB_BINS).sum(axis=1)
+    del sub
     P_edge = _blocked_cumsum0(Pb[:-1])                           # p of buckets < b, b = 0.._N_BUCKETS
     lam_edge = _blocked_cumsum0(Qb[::-1])[::-1][:nb]             # q of buckets >= b, dropped included
     obj_edge = P_edge + _iid_miss(lam_edge, K)
     lower = P_edge[:-1] + _iid_miss(lam_edge[1:], K)             # inside bucket b
-    counts = np.bincount(ids, minlength=nb)[:-1]
     # 1e-14: the edge objectives carry rounding of ~1e-15; opening a few more buckets costs little
-    opened = (lower <= obj_edge.min() + 1e-14) & (counts > 1)
+    opened = (lower <= obj_edge.min() + 1e-14) & (Qb[:-1] > 0)   # q = 0 only for p = 0: all in at the edge
     ke = int(np.argmin(obj_edge))
     best = (float(obj_edge[ke]), float(P_edge[ke]), float(lam_edge[ke]))
     H = None
