@@ -140,7 +140,7 @@ def goal3(run: Run) -> None:
 def goal4(run: Run) -> None:
     from specsim.exact import check_lossless
     from specsim.models import random_model
-    from specsim.testing import check_step_exact
+    from specsim.testing import check_step_exact, step_from_verifier
     from specsim.verifiers.chain import block
 
     run.section("[4] check_step_exact at V = 3 vs check_lossless(block) at the same size (goal: L = 3 <= 5 s)")
@@ -148,7 +148,8 @@ def goal4(run: Run) -> None:
     for L in (1, 2) if run.quick else (1, 2, 3):
         interleaved(run, f"V=3, L={L}", ("check_lossless(block) (baseline)",
                                          lambda L=L: check_lossless(block, target, draft_model, L)),
-                    [("check_step_exact(block)", lambda L=L: check_step_exact(block, target, draft_model, L))],
+                    [("check_step_exact(block)", lambda L=L: check_step_exact(
+                        step_from_verifier(block, L=L), target, draft_model, n_uniforms=2 * L + 1, max_tokens=L + 1))],
                     1 if L == 3 else max(1, run.repeats // 2), params={"V": 3, "L": L})
 
 
