@@ -179,10 +179,9 @@ def goal5(run: Run) -> None:
     subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True)
     compare_s = time.perf_counter() - t0
     interleaved(run, "start-up", cases[0], cases[1:], max(3, run.repeats),
-                metrics={"import specsim.cli": {"under_0.8s": None},
-                         "specsim --help": {"compare_imports_cvxpy": cvx, "compare_wall_s": compare_s}})
+                metrics={"specsim --help": {"compare_imports_cvxpy": cvx, "compare_wall_s": compare_s}})
     for row in run.rows[-3:]:
-        row["metrics"]["under_0.8s"] = row["median_s"] <= 0.8
+        row["metrics"]["under_0.8s"] = row["median_s"] <= 0.8       # (in the JSON; the table printed first)
 
 
 def main(argv=None) -> dict:
