@@ -15,7 +15,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-__all__ = ["LP_SOLVERS", "CONIC_SOLVERS", "SOLVER_OPTIONS", "SolveError", "check_solvers", "solve"]
+__all__ = ["LP_SOLVERS", "CONIC_SOLVERS", "SOLVER_OPTIONS", "SolveError", "check_solvers", "solve",
+           "solve_highs_direct"]
 
 #: Default for linear programs: HiGHS (simplex / interior point), then Clarabel.
 LP_SOLVERS = ("HIGHS", "CLARABEL")
@@ -139,3 +140,28 @@ def solve(problem, solvers: str | Sequence[str] = LP_SOLVERS, accept: Sequence[s
                 return name
             attempts.append((name, opts, f"status {problem.status}"))
     raise SolveError(attempts)
+
+
+def solve_highs_direct(c, A_eq, b_eq):
+    """min c @ x s.t. A_eq x = b_eq, x >= 0 by HiGHS through ``scipy.optimize.linprog``, no cvxpy.
+
+    The same tolerance ladder as :data:`SOLVER_OPTIONS` ["HIGHS"] (1e-10, then 1e-9, then HiGHS's
+    defaults); importing cvxpy costs 2-3 s, scipy's HiGHS binding a fraction of that, so callers
+    with a plain standard-form LP (``specsim compare``'s optimum row) use this first and the cvxpy
+    ladder :func:`solve` only if it fails.
+
+    Parameters: ``c`` (n,), ``A_eq`` (sparse or dense, m x n), ``b_eq`` (m,).
+
+    Returns: the solution ``x`` (``ndarray``), or ``None`` when no attempt reports optimal.
+
+    >>> import numpy as np
+    >>> solve_highs_direct(np.array([-1.0, 0.0]), np.array([[1.0, 1.0]]), np.array([1.0])).tolist()
+    [1.0, 0.0]
+    """
+    from scipy.optimize import linprog
+
+    for opts in SOLVER_OPTIONS["HIGHS"]:
+        res = linprog(c, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method="highs", options=dict(opts))
+        if res.status == 0 and res.x is not None:
+            return res.x
+    return None

@@ -15,14 +15,14 @@ import numpy as np
 
 from specsim._validate import as_pair, check_int, check_real
 from specsim.models import validate_model_pair
-from specsim.divergences import kl, tv
+from specsim.divergences import kl, kl_pair, tv
 from specsim.drafts import chain
 from specsim.exact import check_lossless, output_law
 from specsim.models import Model
 from specsim.verifiers.base import Verifier
 from specsim.verifiers.lossy import ClipFamily, LossyVerifier, SingleTokenRule, single_token_chain
 
-from .frontier import _frontier_point
+from .frontier import _frontier_beta
 
 __all__ = ["LossyCertificate", "certify", "SequenceCertificate", "certify_sequence"]
 
@@ -135,7 +135,7 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     with fam.shared():
         out = r.closed_out(p, q)
     beta = float(r.closed_beta(p, q))
-    k1, k2, t = kl(out, p), kl(p, out), tv(out, p)
+    (k1, k2), t = kl_pair(out, p), tv(out, p)     # one log pass for both directions
     if fam.r.size == p.size:  # p > 0 everywhere
         mr = float((out / p).max())
     else:
@@ -151,8 +151,8 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
         between = bool(np.all(out <= edge))
     return LossyCertificate(r.name, dict(r.params), out, beta, k1, k2, t, mr,
                             float(np.log(mr)) if mr > 0 else -np.inf, between,
-                            _frontier_point(p, q, t, "tv").beta, _frontier_point(p, q, k1, "kl", fam).beta,
-                            _frontier_point(p, q, k2, "kl_reverse", fam).beta, _support_note(out, p), r.label)
+                            _frontier_beta(p, q, t, "tv", fam), _frontier_beta(p, q, k1, "kl", fam),
+                            _frontier_beta(p, q, k2, "kl_reverse", fam), _support_note(out, p), r.label)
 
 
 @dataclass(frozen=True)

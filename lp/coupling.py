@@ -17,6 +17,7 @@ arXiv 2410.18234.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from ._solvers import LP_SOLVERS, check_solvers, solve
 
 __all__ = ["Coupling", "maximal_coupling", "draft_set_law", "MultidraftSolution", "multidraft_lp",
            "MultidraftBound", "multidraft_bound", "multidraft_bound_bruteforce", "union_bound",
-           "solve_lp", "STEP_RANGE"]
+           "solve_lp", "STEP_RANGE", "auto_step"]
 
 
 def solve_lp(problem, solver: str | Sequence[str] | None = None) -> str:
@@ -321,8 +322,8 @@ def _iid_miss(lam: np.ndarray, K: int) -> np.ndarray:
         return -np.expm1(K * np.log1p(-np.minimum(lam, 1.0)))
 
 
-#: Allowed log-t steps of the race quadrature: at 0.25 (the default) the trapezoid error
-#: exp(-pi^2/step) is ~1e-17; below 0.01 nothing is gained and the grid grows without bound.
+#: Allowed log-t steps of the race quadrature: at 0.25 (the default up to K = 5, :func:`auto_step`)
+#: the trapezoid error exp(-pi^2/step) is ~1e-17; below 0.01 nothing is gained and the grid grows without bound.
 STEP_RANGE = (0.01, 1.0)
 
 #: The cheap lower bound on Q_sub is evaluated on this many prefixes either side of the most
@@ -330,7 +331,7 @@ STEP_RANGE = (0.01, 1.0)
 _BOUND_WINDOW = 2048
 
 
-def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25) -> MultidraftBound:
+def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None = None) -> MultidraftBound:
     """Exact optimal multi-draft acceptance by the dual over sorted prefixes (docs/theory.md §6.6).
 
     alpha* = min_{H subset of V} [p(H) + 1 - Q_sub(H)], minimised over the V + 1 prefixes of the
@@ -350,17 +351,25 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25)
     1 - max q down to 2^-52 and subnormal entries: <= 1e-15.  The quadrature matches exact
     enumeration of Q_sub to 1e-10 on every prefix in the tests (measured <= 1e-14 at V <= 8); at
     V = 3000 step 0.25 agrees with step 0.05 to ~1e-14 (step 0.35 is off by up to 2e-9); for
-    uniform q at V = 151,936 it matches C(|H|, K)/C(V, K) to 2e-12.  For K >= 3 only prefixes whose
+    uniform q at V = 151,936 it matches C(|H|, K)/C(V, K) to 2e-12 at step 0.25 and K = 8, to
+    <= 1e-13 at the default step :func:`auto_step` (K = 3..15).  For K >= 3 only prefixes whose
     cheap lower bound can beat the best cheap upper bound are integrated, and the common part of
     their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`):
     20-65 ms at V = 151,936, K = 3..8, i.e. 8-24x one argsort of V on 2 loaded cores
     (``python benchmarks/lp_bounds.py``).
 
+    With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
+    "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
+    and only the few buckets that can hold the optimum are sorted; ~0.1x one argsort at
+    V = 151,936 (``python benchmarks/lp_bounds.py``), within 1e-13 of exact integer arithmetic
+    on random, tied, one-hot, subnormal and near-one-hot rows (tests/lp/test_bucketed_bound.py).
+
     Parameters: ``p`` target, ``q`` draft (probability rows under the input contract of
     docs/design.md), ``K`` >= 1 drafts (an integer), ``replacement`` (a bool: i.i.d. drafts if
     True, else successive sampling; needs K <= V, and if K > |supp q| the draws stop when the
     support is exhausted, so the set is supp q), ``step`` the quadrature's log-t step, a real
-    number in :data:`STEP_RANGE` (used for K >= 3 without replacement).  Target mass where q = 0
+    number in :data:`STEP_RANGE` or ``None`` for :func:`auto_step` (used for K >= 3 without
+    replacement).  Target mass where q = 0
     is never drafted and so never accepted: the bound counts it as lost (those tokens sort last
     and only enter H if nothing is gained by excluding them).
 
@@ -377,7 +386,19 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25)
     p, q = as_pair(p, q)
     replacement = check_bool(replacement, "replacement")
     k_eff = _check_K(q, K, replacement)
-    step = check_real(step, "step", *STEP_RANGE)
+    step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)
+    if replacement:
+        return _iid_bound_bucketed(p, q, k_eff)
+    return _sorted_prefix_bound(p, q, int(K), k_eff, replacement, step)
+
+
+def _sorted_prefix_bound(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, replacement: bool,
+                         step: float) -> MultidraftBound:
+    """:func:`multidraft_bound` on validated rows by one full sort of p/q (``k_eff`` from :func:`_check_K`).
+
+    The path without replacement, and the reference the bucketed i.i.d. path is tested against
+    (tests/lp/test_bucketed_bound.py).
+    """
     order = _prefix_order(p, q)
     ps, qs = np.take(p, order), np.take(q, order)
     Pc, Qc = _cumsum0(ps), _cumsum0(qs)
@@ -400,6 +421,138 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float = 0.25)
     H = np.flatnonzero(mask)                                     # sorted ids in O(V)
     return MultidraftBound(min(float(obj[k]), 1.0), H, int(K), replacement,
                            float(Pc[k]), 1.0 - float(miss[k]), "prefix")
+
+
+def auto_step(K: int) -> float:
+    """The default log-t step of the race quadrature for K draws without replacement.
+
+    The trapezoid rule's error grows with K: the integrand rises like t^K at small t, so it is
+    sharper in log t.  For a uniform draft at V = 151,936 (where C(|H|, K)/C(V, K) gives the exact
+    Q_sub) step 0.25 leaves 1.2e-13 at K = 6, 1.7e-12 at K = 8, 1.9e-11 at K = 10 and 5e-10 at
+    K = 15; step 0.2 leaves <= 1e-13 up to K = 15 and step 0.16 <= 5e-15.  Hence 0.25 up to
+    K = 5, 0.2 up to K = 12, then 0.16.
+
+    >>> auto_step(3), auto_step(8), auto_step(14)
+    (0.25, 0.2, 0.16)
+    """
+    return 0.25 if K <= 5 else 0.2 if K <= 12 else 0.16
+
+
+#: Bucketed i.i.d. bound: p/q is bucketed by its sign-free IEEE pattern shifted right by
+#: 52 - _MANT_BITS (2^_MANT_BITS buckets per octave, monotone in the ratio for non-negative
+#: floats); _N_BUCKETS buckets end at the bucket of K (64 octaves), smaller ratios share bucket 0.
+_MANT_BITS = 6
+_N_BUCKETS = 4096
+#: np.bincount adds sequentially; each bucket's sum is spread over this many sub-bins (by token
+#: id) and the sub-bins are added pairwise, so a bucket of 150,000 tied tokens is summed in runs
+#: of ~4,700 terms.
+_SUB_BINS = 32
+#: Prefix sums over at most this many terms are sequential; longer ones go block by block.
+_BLOCK = 64
+
+
+def _blocked_cumsum0(x: np.ndarray) -> np.ndarray:
+    """[0, x_0, x_0 + x_1, ...] with the error of ~(_BLOCK + len(x)/_BLOCK) additions, not len(x).
+
+    Prefix sums inside blocks of :data:`_BLOCK` terms, plus the running total of the block sums
+    (each block summed pairwise by ``np.sum``).  For non-negative x each entry is accurate
+    relative to itself.
+
+    >>> _blocked_cumsum0(np.array([1.0, 2.0, 3.0])).tolist()
+    [0.0, 1.0, 3.0, 6.0]
+    """
+    n = x.size
+    if n <= _BLOCK:
+        return _cumsum0(x)
+    blocks = np.concatenate((x, np.zeros(-n % _BLOCK))).reshape(-1, _BLOCK)
+    inner = np.cumsum(blocks, axis=1)
+    offset = _cumsum0(blocks.sum(axis=1))[:-1]
+    out = np.empty(n + 1)
+    out[0] = 0.0
+    out[1:] = (inner + offset[:, None]).ravel()[:n]
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _sub_bin_pattern(V: int) -> np.ndarray:
+    """Sub-bin of each token id, (0, 1, .., _SUB_BINS - 1, 0, 1, ..): built once per V."""
+    pattern = np.arange(V, dtype=np.int64) & (_SUB_BINS - 1)
+    pattern.flags.writeable = False
+    return pattern
+
+
+def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound:
+    """alpha* = min_k [Pc_k + 1 - Qc_k^K] over the prefixes in p/q order, without a full sort.
+
+    The result of Algorithm 6.6 AlphaIID (docs/theory.md §6.6, "Without a full sort"):
+
+    1. A token with p/q > K (or q = 0 < p) never belongs to an optimal H: adding it raises p(H) by
+       p_v > K q_v >= (Q + q_v)^K - Q^K.  It is "dropped" (kept only in lam = q(V minus H)).
+    2. The other tokens are bucketed by the top bits of the IEEE pattern of r = p/q (monotone in r,
+       so every bucket edge is a prefix of the sorted order); two weighted bincounts give p and q
+       per bucket, prefix sums give the objective at every edge (an upper bound on alpha*), and
+       the prefixes strictly inside bucket b have p(H) >= p(edge b) and lam >= lam(edge b + 1),
+       a lower bound.  Only buckets whose lower bound reaches the best edge are opened.
+    3. Inside the opened buckets the tokens are sorted and grouped into runs of equal r; a run is
+       all in or all out (the objective is concave in the tied mass), so only run ends are
+       evaluated.
+
+    Sums are compensated against the length of the row: sub-binned bincounts and
+    :func:`_blocked_cumsum0`; lam is summed from the top (accurate when small) and the miss
+    1 - (1 - lam)^K is -expm1(K log1p(-lam)).
+    """
+    V = p.size
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r = p / q                                                # inf: q = 0 < p; nan: p = q = 0
+    shift = 52 - _MANT_BITS
+    lo = (int(np.float64(K).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
+    ids = r.view(np.int64) >> shift                              # (every step in place: at V ~ 1e5 a
+    ids -= lo                                                    # fresh array's page faults cost as
+    np.maximum(ids, 0, out=ids)                                  # much as the arithmetic)
+    ids[~(r <= K)] = _N_BUCKETS                                  # dropped (r > K, inf, nan); tiny
+    nb = _N_BUCKETS + 1                                          # ratios and -0.0 share bucket 0
+    sub = np.multiply(ids, _SUB_BINS)
+    sub += _sub_bin_pattern(V)
+    Pb = np.bincount(sub, p, nb * _SUB_BINS).reshape(nb, _SUB_BINS).sum(axis=1)
+    Qb = np.bincount(sub, q, nb * _SUB_BINS).reshape(nb, _SUB_BINS).sum(axis=1)
+    del sub
+    P_edge = _blocked_cumsum0(Pb[:-1])                           # p of buckets < b, b = 0.._N_BUCKETS
+    lam_edge = _blocked_cumsum0(Qb[::-1])[::-1][:nb]             # q of buckets >= b, dropped included
+    obj_edge = P_edge + _iid_miss(lam_edge, K)
+    lower = P_edge[:-1] + _iid_miss(lam_edge[1:], K)             # inside bucket b
+    # 1e-14: the edge objectives carry rounding of ~1e-15; opening a few more buckets costs little
+    opened = (lower <= obj_edge.min() + 1e-14) & (Qb[:-1] > 0)   # q = 0 only for p = 0: all in at the edge
+    ke = int(np.argmin(obj_edge))
+    best = (float(obj_edge[ke]), float(P_edge[ke]), float(lam_edge[ke]))
+    H = None
+    if opened.any():
+        table = np.zeros(nb, dtype=bool)
+        table[:-1] = opened
+        tok = np.flatnonzero(table[ids])
+        rt = r[tok]
+        o = np.argsort(rt)
+        tok, rt = tok[o], rt[o]
+        starts = np.flatnonzero(np.concatenate(([True], rt[1:] != rt[:-1])))    # runs of equal r
+        p_run, q_run = np.add.reduceat(p[tok], starts), np.add.reduceat(q[tok], starts)
+        bucket = ids[tok[starts]]
+        C = _blocked_cumsum0(p_run)                             # p of the opened runs before run i
+        G = _blocked_cumsum0(q_run[::-1])[::-1]                 # q of the opened runs from run i on
+        first = np.searchsorted(bucket, bucket, side="left")    # first run of the same bucket
+        after = np.searchsorted(bucket, bucket, side="right")   # first run of a later bucket
+        # within-bucket parts by differences of the global sums: C[first] <= P_edge[bucket] and
+        # G[after] <= lam_edge[bucket + 1], so the rounding stays relative to the value
+        P_run = P_edge[bucket] + (C[1:] - C[first])
+        lam_run = lam_edge[bucket + 1] + (G[1:] - G[after])
+        obj_run = P_run + _iid_miss(lam_run, K)
+        kr = int(np.argmin(obj_run))
+        if obj_run[kr] < best[0]:
+            best = (float(obj_run[kr]), float(P_run[kr]), float(lam_run[kr]))
+            H = np.flatnonzero(r <= rt[starts[kr]])              # the prefix through that run
+    if H is None:
+        H = np.flatnonzero(ids < ke)
+    value, p_H, lam_H = best
+    return MultidraftBound(min(value, 1.0), H, K, True, p_H, 1.0 - float(_iid_miss(np.array([lam_H]), K)[0]),
+                           "prefix")
 
 
 def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float) -> np.ndarray:

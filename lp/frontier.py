@@ -142,6 +142,44 @@ def _frontier_tv(p, q, eps) -> FrontierPoint:
     return FrontierPoint("tv", eps, float(min(1.0, 1.0 - T + eps)), pi, np.nan, np.nan, tv(pi, p), t)
 
 
+def _clip_level(fam: ClipFamily, D: "_ClipDivergence", eps: float) -> float:
+    """The upper clip level a of Algorithm 9.2: the largest a >= 1 with D(pi(a), p) <= eps."""
+    hi = max(fam.a_max, 1.0)
+    if eps == 0.0:
+        return 1.0
+    if D(hi) <= eps:
+        return hi
+    return _bisect(lambda a: D(a) <= eps, 1.0, hi)[0]
+
+
+def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDivergence | None" = None) -> float:
+    """beta*(eps) alone, as :func:`_frontier_point` would give it, in O(log V) after ``fam``'s sort.
+
+    For certificates, which need only the number: D(q, p) is read from the prefix sums of
+    :class:`_ClipDivergence` (the last one) instead of a log pass, and beta* = sum_v min(q_v, pi_v)
+    = Q(r <= a) + a p(r > a) from ``fam``'s prefix sums (pi = clip(q, b p, a p) with b <= a, so
+    min(q, pi) = min(q, a p); tokens with p = 0 get pi = 0).  Where that shortcut could differ
+    from the direct sums (D(q, p) within 1e-9 of eps, ratios that underflow, the KL(p||pi) mixing
+    case) it returns :func:`_frontier_point`'s value.
+    """
+    if kind == "tv":
+        return float(min(1.0, 1.0 - tv(p, q) + eps))
+    if eps == np.inf:
+        return 1.0
+    D = dfun or _ClipDivergence(fam, kind)
+    if kind == "kl":
+        d_q = np.inf if fam.q0 > 0 else max(float(D.M[-1]), 0.0)
+    else:
+        d_q = np.inf if fam.n0 > 0 else max(float(D.M[-1]), 0.0)
+    if fam.n0 > 0 or fam.q0 > 0 or abs(d_q - eps) <= 1e-9 * max(1.0, eps):
+        return _frontier_clip(p, q, eps, kind, fam, D).beta
+    if d_q <= eps:
+        return 1.0
+    a = _clip_level(fam, D, eps)
+    hi = int(np.searchsorted(fam.r, a, "right"))
+    return float(fam.Qc[hi] + a * fam.Psuf[hi])
+
+
 def _frontier_clip(p, q, eps, kind, fam=None, dfun=None) -> FrontierPoint:
     """Algorithm 9.2 for a finite budget in a KL direction (``fam``: a :class:`ClipFamily` to reuse)."""
     d_q = divergence(q, p, kind)
@@ -152,14 +190,8 @@ def _frontier_clip(p, q, eps, kind, fam=None, dfun=None) -> FrontierPoint:
         return FrontierPoint(kind, eps, 1.0, q.copy(), a, float(ratios.min()), d_q)
     fam = fam or ClipFamily(p, q)
     D = dfun or _ClipDivergence(fam, kind)
-    lo, hi = 1.0, max(fam.a_max, 1.0)
-    if eps == 0.0:
-        hi = 1.0
-    elif D(hi) <= eps:
-        lo = hi
-    else:
-        lo, hi = _bisect(lambda a: D(a) <= eps, lo, hi)
-    a, b, mix = lo, fam.b(lo), None
+    a = _clip_level(fam, D, eps)
+    b, mix = fam.b(a), None
     pi = fam.pi(a, b)
     q0 = float(q[p <= 0].sum()) if kind == "kl_reverse" and a >= fam.a_max else 0.0
     if q0 > 0:

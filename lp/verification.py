@@ -26,7 +26,7 @@ from specsim.drafts import DraftProcess, DraftTree, chain, draft_laws
 from specsim.models import Model, validate_model_pair
 from specsim.verifiers.base import Outcome, Verifier, tree_verifier
 
-from ._solvers import LP_SOLVERS, check_solvers, solve
+from ._solvers import LP_SOLVERS, check_solvers, solve, solve_highs_direct
 
 __all__ = ["VerificationLP", "verification_lp", "tree_key"]
 
@@ -116,8 +116,9 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     draft tree D and the completion criterion C(z) = P(z) for all z in V^{L+1}.  Draft trees come
     from ``drafting.enumerate(target, draft_model, L)`` (chains by default; any
     :class:`~specsim.drafts.DraftProcess`), trees with the same paths are merged
-    (:func:`tree_key`), and the LP is built with scipy.sparse and solved by cvxpy through the
-    solver ladder :func:`lp._solvers.solve`.  For one path it equals block verification (Sun et al.,
+    (:func:`tree_key`), and the LP is built with scipy.sparse and solved by HiGHS through
+    ``scipy.optimize.linprog`` (:func:`lp._solvers.solve_highs_direct`: no cvxpy import), or, when
+    that fails or ``solver`` is given, by cvxpy through the solver ladder :func:`lp._solvers.solve`.  For one path it equals block verification (Sun et al.,
     arXiv 2403.10444); for L = 1 and K drafts it is the multi-draft OT of
     :func:`lp.coupling.multidraft_lp`.  Thomas & Pal, arXiv 2602.16961.  Size: sum over trees of
     nodes x V variables, V^{L+1} + #trees equalities (V = 3, L = 4: 1215 variables).
@@ -139,14 +140,12 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     >>> check_lossless(sol.verifier, target, draft_model, 2).lossless
     True
     """
-    import cvxpy as cp
-
     L = validate_model_pair(target, draft_model, L)
     drafting = chain() if drafting is None else drafting
     if not callable(getattr(drafting, "enumerate", None)):
         raise TypeError(f"drafting must be a draft process (specsim.drafts: chain(), iid_paths(K), ...; "
                         f"specsim.drafts.parse_drafting for a spec string), got {drafting!r}")
-    solvers = check_solvers(LP_SOLVERS if solver is None else solver)
+    solvers = None if solver is None else check_solvers(solver)   # (check_solvers imports cvxpy)
     target_c, draft_c = target.shifted(context), draft_model.shifted(context)
     V = target.V
 
@@ -199,14 +198,22 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     A = (sp.diags(scale) @ A).tocsr()
     b = b * scale
     S = sp.csr_matrix((np.ones(n), (np.concatenate(draft_of), np.arange(n))), shape=(len(keys), n))
-    x = cp.Variable(n, nonneg=True)
-    problem = cp.Problem(cp.Maximize(np.concatenate(objective) @ x), [A @ x == b, S @ x == 1])
+    obj = np.concatenate(objective)
+    M, rhs = sp.vstack([A, S]).tocsc(), np.concatenate([b, np.ones(len(keys))])
     start = time.perf_counter()
-    used = solve(problem, solvers)
+    xs = None
+    if solvers is None:      # default: HiGHS directly (no cvxpy import), the cvxpy ladder if it fails
+        xs, used = solve_highs_direct(-obj, M, rhs), "HIGHS"
+    if xs is None:
+        import cvxpy as cp
+
+        x = cp.Variable(n, nonneg=True)
+        problem = cp.Problem(cp.Maximize(obj @ x), [A @ x == b, S @ x == 1])
+        used = solve(problem, LP_SOLVERS if solvers is None else solvers)
+        xs = x.value
     seconds = time.perf_counter() - start
 
-    xv = _polish(np.asarray(x.value, dtype=np.float64), sp.vstack([A, S]).tocsc(),
-                 np.concatenate([b, np.ones(len(keys))])).reshape(-1, V)
+    xv = _polish(np.asarray(xs, dtype=np.float64), M, rhs).reshape(-1, V)
     table: dict[tuple, list[tuple[tuple[int, ...], float, np.ndarray]]] = {}
     row = 0
     for key in keys:

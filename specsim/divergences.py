@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DIVERGENCES", "kl", "tv", "divergence"]
+__all__ = ["DIVERGENCES", "kl", "kl_pair", "tv", "divergence"]
 
 #: The divergence kinds accepted everywhere, with the formula each names for ``D(a, b)``.
 DIVERGENCES = {"tv": "TV(a, b)", "kl": "KL(a || b)", "kl_reverse": "KL(b || a)"}
@@ -42,11 +42,19 @@ def _measures(a, b) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """sum_v x_v y_v by numpy's pairwise sum (no BLAS threads; see :func:`kl`)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.multiply(x, y).sum())
+
+
 def kl(a, b) -> float:
     """KL(a || b) = sum_v a_v log(a_v / b_v) in nats; +inf if a_v > 0 = b_v somewhere (0 log 0 = 0).
 
     One log over the support of a, vectorised (``scipy.special.rel_entr`` costs ~15x more at
-    V ~ 1e5), with rel_entr's conventions.
+    V ~ 1e5), with rel_entr's conventions.  The sum of a_v log(a_v / b_v) is numpy's pairwise
+    sum, not ``np.dot``: a multi-threaded BLAS dot of 150,000 terms took 28 ms instead of 0.03 ms
+    on a loaded 2-core machine (its threads wait for cores).
 
     Parameters: ``a``, ``b`` vectors of one length with finite entries >= 0 (``ValueError``
     naming the argument otherwise; NaN never comes out).
@@ -69,12 +77,43 @@ def kl(a, b) -> float:
     with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
         lr = np.divide(a, b)
         np.log(lr, out=lr)
-        val = np.dot(a, lr)
+        val = _dot(a, lr)
         if not np.isfinite(val):  # a / b over- or underflowed (subnormal entries)
             bad = ~np.isfinite(lr)
             lr[bad] = np.log(a[bad]) - np.log(b[bad])
-            val = np.dot(a, lr)
+            val = _dot(a, lr)
     return float(max(val, 0.0))
+
+
+def kl_pair(a, b) -> tuple[float, float]:
+    """(KL(a || b), KL(b || a)) with one log pass where a and b have the same support.
+
+    Both directions use log(a_v / b_v) on the common support, so a certificate that needs both
+    pays for one vectorised log instead of two; where the supports differ at least one direction
+    is infinite and each is computed by :func:`kl` (same conventions).
+
+    Parameters: as :func:`kl`.  Returns: a pair of ``float`` >= 0, possibly ``inf``.
+
+    >>> [round(x, 6) for x in kl_pair([0.5, 0.5], [0.9, 0.1])], round(kl([0.9, 0.1], [0.5, 0.5]), 6)
+    ([0.510826, 0.368064], 0.368064)
+    """
+    a, b = _measures(a, b)
+    sa, sb = a > 0.0, b > 0.0
+    if not np.array_equal(sa, sb):
+        return kl(a, b), kl(b, a)
+    if not sa.all():
+        a, b = a[sa], b[sa]
+    if a.size == 0:
+        return 0.0, 0.0
+    with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+        lr = np.divide(a, b)
+        np.log(lr, out=lr)
+        ab, ba = _dot(a, lr), -_dot(b, lr)
+        if not (np.isfinite(ab) and np.isfinite(ba)):     # a / b over- or underflowed (subnormals)
+            bad = ~np.isfinite(lr)
+            lr[bad] = np.log(a[bad]) - np.log(b[bad])
+            ab, ba = _dot(a, lr), -_dot(b, lr)
+    return float(max(ab, 0.0)), float(max(ba, 0.0))
 
 
 def tv(a, b) -> float:

@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -21,6 +22,48 @@ def _cumsum0(x: np.ndarray) -> np.ndarray:
 
 
 _SHARED_FAMILY: ContextVar = ContextVar("specsim_clip_family", default=None)
+
+#: Rows at least this long are ordered by :func:`_argsort_nonneg`'s packed-key sort.
+_PACKED_SORT_MIN = 4096
+
+
+@functools.lru_cache(maxsize=4)
+def _token_ids(n: int) -> np.ndarray:
+    """0..n-1 as int64, built once per n (read-only)."""
+    ids = np.arange(n, dtype=np.int64)
+    ids.flags.writeable = False
+    return ids
+
+
+def _argsort_nonneg(r: np.ndarray) -> np.ndarray:
+    """An argsort of ``r`` (entries >= 0 or +inf, no NaN; ties in any order), as int64 indices.
+
+    For non-negative floats the IEEE bit pattern read as int64 is monotone in the value, so one
+    in-place sort of int64 keys (the pattern with its low ``b`` bits replaced by the token id,
+    2^b >= len(r)) gives the order; numpy sorts plain keys ~1.4x faster than it argsorts floats
+    (7.6 vs 10-11 ms CPU at V = 151,936).  Entries whose patterns agree above those ``b`` bits
+    (relative gap < 2^(b - 52)) come out in id order instead; a pass over the sorted values finds
+    any such inversion and a stable argsort of the nearly sorted values (linear on sorted runs)
+    repairs it, so the order is exactly that of ``np.argsort(r)`` up to ties.
+
+    >>> r = np.array([0.5, 0.25, np.inf, 0.0, 0.25 * (1 + 2.0 ** -52)])
+    >>> _argsort_nonneg(r).tolist()
+    [3, 1, 4, 0, 2]
+    """
+    n = r.size
+    if n < _PACKED_SORT_MIN or n >= 2 ** 31:
+        return np.argsort(r)
+    b = max(int(n - 1).bit_length(), 1)
+    key = (r + 0.0).view(np.int64)                  # a fresh copy; + 0.0 turns -0.0 into +0.0
+    key >>= b
+    key <<= b
+    key |= _token_ids(n)
+    key.sort()
+    key &= (1 << b) - 1
+    rs = np.take(r, key)
+    if (rs[1:] < rs[:-1]).any():                    # patterns tied above the low b bits
+        key = key[np.argsort(rs, kind="stable")]
+    return key
 
 
 class ClipFamily:
@@ -53,7 +96,7 @@ class ClipFamily:
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
                 r = np.where(pos, q / np.where(pos, p, 1.0), np.inf)
-        order = np.argsort(r)[:m]  # p = 0 sorts last and is dropped
+        order = _argsort_nonneg(r)[:m]  # p = 0 sorts last (r = inf) and is dropped
         self.idx = order
         # Every O(V) step writes into as few fresh arrays as possible: at V ~ 1e5 a new array's
         # first touch (page faults) costs as much as the arithmetic.  q/p is elementwise, so

@@ -137,3 +137,14 @@ def test_measure_reports_median_and_min_of_the_timed_calls():
 def test_harness_examples_run():
     result = doctest.testmod(harness, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 5 and result.failed == 0
+
+
+def test_issue27(tmp_path):
+    """Goals 1 and 3 (quick sizes): interleaved rows, each subject against its same-run baseline,
+    and the fast paths agree with the old ones they are timed against."""
+    data = run_benchmark("issue27", tmp_path, "--only", "1,3")
+    iid = [r for r in data["rows"] if r["name"] == "bucketed (new)"]
+    assert len(iid) == 4 and all(r["metrics"]["abs_diff_old"] <= 1e-13 for r in iid)
+    cert = [r for r in data["rows"] if r["name"] == "certify (new)"]
+    assert len(cert) == 9 and all(r["metrics"]["max_frontier_diff_old"] <= 1e-10 for r in cert)
+    assert all("cpu_s" in r["metrics"] for r in data["rows"])

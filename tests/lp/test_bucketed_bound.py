@@ -1,0 +1,185 @@
+"""The i.i.d. multi-draft bound without a full sort (lp.coupling._iid_bound_bucketed, issue 27).
+
+References, independent of the bucketing:
+
+- exact integer arithmetic: every float is an integer multiple of 2^-1074, so the rows, their
+  prefix sums in exact p/q order (sorted by ``Fraction`` keys) and the objective
+  p(H) + 1 - q(H)^K at EVERY prefix are exact rationals (rows normalised by their exact sums);
+- the old sort-based path ``_sorted_prefix_bound``, kept as the reference at V = 151,936;
+- without replacement, the exact Q_sub of a uniform draft, C(|H|, K) / C(V, K).
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from lp.coupling import _check_K, _iid_bound_bucketed, _sorted_prefix_bound, auto_step, multidraft_bound
+from specsim._validate import as_pair
+
+TOL = 1e-13
+
+
+def _ints(row) -> list[int]:
+    """The row as integers over its common denominator (a power of two: the largest one)."""
+    ratios = [float(x).as_integer_ratio() for x in row]
+    scale = max(d for _, d in ratios)
+    return [n * (scale // d) for n, d in ratios]
+
+
+def _exact_iid_alpha(p, q, K: int) -> Fraction:
+    """min over every prefix of the exact p/q order of p(H) + 1 - q(H)^K, rows normalised exactly."""
+    a, b = _ints(p), _ints(q)
+    A, B = sum(a), sum(b)
+    order = sorted(range(len(a)), key=lambda v: Fraction(a[v], b[v]) if b[v] else math.inf)
+    best, pa, qb = Fraction(1), 0, 0
+    for v in order:
+        pa, qb = pa + a[v], qb + b[v]
+        best = min(best, Fraction(pa, A) + 1 - Fraction(qb, B) ** K)
+    return best
+
+
+def _exact_objective(p, q, K: int, H) -> Fraction:
+    a, b = _ints(p), _ints(q)
+    return Fraction(sum(a[v] for v in H), sum(a)) + 1 - Fraction(sum(b[v] for v in H), sum(b)) ** K
+
+
+def _rows(kind: str, V: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    if kind == "random":
+        return rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3))
+    if kind == "llm":                                           # peaked target, correlated draft
+        z = 3 * rng.standard_normal(V)
+        p, q = np.exp(z - z.max()), np.exp(0.8 * z + rng.standard_normal(V) - z.max())
+        return p / p.sum(), q / q.sum()
+    if kind == "tied":                                          # most tokens share p/q = 1
+        q = rng.dirichlet(np.ones(V))
+        p = q.copy()
+        k = V // 5
+        p[:k] = rng.dirichlet(np.ones(k)) * q[:k].sum()
+        return p, q
+    if kind == "one-hot":
+        p = np.zeros(V)
+        p[int(rng.integers(V))] = 1.0
+        return p, rng.dirichlet(np.ones(V))
+    if kind == "one-hot draft":
+        q = np.zeros(V)
+        q[int(rng.integers(V))] = 1.0
+        return rng.dirichlet(np.ones(V)), q
+    if kind == "subnormal":
+        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+        p[: V // 3] = 5e-324 * rng.integers(1, 9, V // 3)
+        q[V // 3: 2 * V // 3] = 5e-324 * rng.integers(1, 9, 2 * V // 3 - V // 3)
+        return p / p.sum(), q / q.sum()
+    if kind == "near-one-hot":                                  # 1 - max q = 2^-40
+        q = rng.dirichlet(np.ones(V)) * 2.0 ** -40
+        q[0] = 1.0 - 2.0 ** -40
+        p = rng.dirichlet(np.full(V, 0.5))
+        return p, q
+    raise ValueError(kind)
+
+
+KINDS = ("random", "llm", "tied", "one-hot", "one-hot draft", "subnormal", "near-one-hot")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("K", [1, 2, 3, 8])
+def test_bucketed_against_exact_integers_small_V(kind, K):
+    for seed in range(3):
+        p, q = as_pair(*_rows(kind, 24, seed))
+        b = _iid_bound_bucketed(p, q, K)
+        exact = _exact_iid_alpha(p, q, K)
+        assert abs(b.value - float(exact)) <= TOL, (kind, K, seed)
+        assert abs(float(_exact_objective(p, q, K, b.H)) - float(exact)) <= TOL   # H attains it
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bucketed_against_exact_integers_with_pruning(kind):
+    """V = 1500: most buckets are pruned, the optimum lies inside an opened one or on an edge."""
+    p, q = as_pair(*_rows(kind, 1500, 7))
+    for K in (2, 8):
+        exact = float(_exact_iid_alpha(p, q, K))
+        assert abs(_iid_bound_bucketed(p, q, K).value - exact) <= TOL, (kind, K)
+
+
+def _tie_row(V: int, ties: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ties`` tokens at p = q = 0.6 / ties (not a dyadic number, so every addition rounds; ratio
+    exactly 1 before and after renormalisation), the other tokens random (mass 0.4 each)."""
+    rng = np.random.default_rng(seed)
+    p, q = np.full(V, 0.6 / ties), np.full(V, 0.6 / ties)
+    p[ties:], q[ties:] = 0.4 * rng.dirichlet(np.ones(V - ties)), 0.4 * rng.dirichlet(np.ones(V - ties))
+    perm = rng.permutation(V)
+    return p[perm], q[perm]
+
+
+@pytest.mark.parametrize("K", [8])
+def test_bucketed_150000_ties_against_exact_integers(K):
+    """V = 151,936 with 150,000 tied tokens: sequential sums over the tied block drift by ~1e-13;
+    the reference is exact at EVERY prefix of one exact order (the tied block in any order)."""
+    V, ties = 151_936, 150_000
+    raw_p, raw_q = _tie_row(V, ties, K)
+    p, q = as_pair(raw_p, raw_q)
+    a, b = _ints(p), _ints(q)
+    A, B = sum(a), sum(b)
+    is_tied = raw_p == raw_q
+    tied = np.flatnonzero(is_tied).tolist()
+    r0 = Fraction(a[tied[0]], b[tied[0]])
+    assert len(tied) == ties and all(Fraction(a[v], b[v]) == r0 for v in tied)
+    untied = sorted(np.flatnonzero(~is_tied).tolist(), key=lambda v: Fraction(a[v], b[v]))
+    cut = sum(1 for v in untied if Fraction(a[v], b[v]) < r0)    # below the tied ratio, the block, above
+    order = untied[:cut] + tied + untied[cut:]
+    BK = B ** K
+    # obj_k A B^K = pa_k B^K + A B^K - A qb_k^K, exact in Python integers
+    best, pa, qb = A * BK, 0, 0
+    for v in order:
+        pa, qb = pa + a[v], qb + b[v]
+        best = min(best, pa * BK + A * BK - A * qb ** K)
+    exact = Fraction(best, A * BK)
+    got = multidraft_bound(p, q, K)
+    assert abs(got.value - float(exact)) <= TOL
+    assert abs(float(_exact_objective(p, q, K, got.H)) - float(exact)) <= TOL
+
+
+@pytest.mark.parametrize("kind", ["llm", "random", "one-hot", "subnormal", "near-one-hot"])
+def test_bucketed_equals_sorted_reference_at_V_151936(kind):
+    p, q = as_pair(*_rows(kind, 151_936, 3))
+    for K in (1, 2, 8):
+        new = _iid_bound_bucketed(p, q, K)
+        old = _sorted_prefix_bound(p, q, K, K, True, 0.25)
+        assert abs(new.value - old.value) <= TOL, (kind, K)
+        assert abs(new.p_H - old.p_H) <= TOL and abs(new.q_subset - old.q_subset) <= TOL
+
+
+def test_dropped_tokens_and_zero_draft_mass():
+    """Tokens with p/q > K or q = 0 never enter H; tokens with p = q = 0 do not matter."""
+    p = np.array([0.0, 0.1, 0.2, 0.7, 0.0])
+    q = np.array([0.3, 0.3, 0.4, 0.0, 0.0])
+    for K in (1, 2, 3):
+        b = multidraft_bound(p, q, K)
+        assert 3 not in b.H.tolist()
+        assert abs(b.value - float(_exact_iid_alpha(p, q, K))) <= TOL
+
+
+@pytest.mark.parametrize("K", [3, 8])
+def test_without_replacement_uniform_draft_default_step(K):
+    """Uniform q: Q_sub(H) = C(|H|, K) / C(V, K); the optimum is over prefixes of ascending p."""
+    V = 20_000
+    p, _ = _rows("llm", V, 1)
+    q = np.full(V, 1.0 / V)
+    ps = np.sort(p)
+    Pc = np.concatenate(([0.0], np.cumsum(ps)))
+    h = np.arange(V + 1, dtype=np.float64)
+    qsub = np.ones(V + 1)
+    for j in range(K):
+        qsub *= np.maximum(h - j, 0.0) / (V - j)
+    exact = float(np.min(Pc + 1.0 - qsub))
+    assert abs(multidraft_bound(p, q, K, replacement=False).value - exact) <= 1e-12
+    assert auto_step(K) <= 0.25
+
+
+def test_check_K_matches_validated_path():
+    p, q = as_pair([0.2, 0.3, 0.5], [0.5, 0.25, 0.25])
+    assert _check_K(q, 2, True) == 2
+    assert abs(multidraft_bound(p, q, 2).value - _sorted_prefix_bound(p, q, 2, 2, True, 0.25).value) <= TOL

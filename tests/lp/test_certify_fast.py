@@ -1,0 +1,127 @@
+"""certify's shared-work path (issue 27) against the previous implementation, kept here as the
+reference: two separate KL passes, and full frontier points (with their own KL of q and the law
+pi materialised) for every divergence."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from lp.certificates import _rule_of, _support_note, certify
+from lp.frontier import _frontier_beta, _frontier_point
+from specsim._validate import as_pair
+from specsim.divergences import kl, kl_pair, tv
+from specsim.testing.strategies import distribution_pairs
+from specsim.verifiers._clip_family import ClipFamily
+from specsim.verifiers.lossy import (cactus, consultant_standin, ensemble, fuzzy, lenience, margin_standin,
+                                     mentored, topk_accept, typical)
+
+RULES = (typical(), lenience(0.7), topk_accept(3), fuzzy(0.3, "js_released"), cactus(0.05), cactus(0.5),
+         mentored(0.6), ensemble(0.6, "geometric"), margin_standin(0.5), consultant_standin(1e-4))
+
+
+def _certify_reference(rule, p, q, atol=1e-12):
+    """The certificate as computed before issue 27 (fields that certify returns)."""
+    r = _rule_of(rule)
+    p, q = as_pair(p, q)
+    fam = ClipFamily(p, q)
+    with fam.shared():
+        out = r.closed_out(p, q)
+    k1, k2, t = kl(out, p), kl(p, out), tv(out, p)
+    return dict(out=out, beta=float(r.closed_beta(p, q)), kl_out_p=k1, kl_p_out=k2, tv=t,
+                frontier_tv=_frontier_point(p, q, t, "tv").beta,
+                frontier_kl=_frontier_point(p, q, k1, "kl", fam).beta,
+                frontier_kl_reverse=_frontier_point(p, q, k2, "kl_reverse", fam).beta,
+                infinite=_support_note(out, p))
+
+
+def _same(c, ref):
+    np.testing.assert_array_equal(c.out, ref["out"])
+    assert c.beta == ref["beta"] and c.infinite == ref["infinite"]
+    for f in ("kl_out_p", "kl_p_out", "tv"):
+        got, want = c.__dict__[f], ref[f]
+        assert (got == want == np.inf) or abs(got - want) <= 1e-13 * max(1.0, want), (f, got, want)
+    for f in ("frontier_tv", "frontier_kl", "frontier_kl_reverse"):
+        assert abs(c.__dict__[f] - ref[f]) <= 1e-10, (f, c.__dict__[f], ref[f])
+
+
+def _extreme(kind: str, V: int, seed: int):
+    rng = np.random.default_rng(seed)
+    p, q = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3))
+    if kind == "zeros":
+        p[: V // 4] = 0.0
+        q[V // 4: V // 2] = 0.0
+    elif kind == "subnormal":
+        p[: V // 5] = 5e-324 * rng.integers(1, 9, V // 5)
+        q[V // 5: 2 * V // 5] = 5e-320
+    elif kind == "near-one-hot":
+        q = q * 2.0 ** -40
+        q[0] = 1.0 - 2.0 ** -40
+    elif kind == "tied":
+        q[: V // 2] = 2.0 * p[: V // 2]
+    elif kind == "equal":
+        q = p.copy()
+    elif kind == "llm":
+        z = 3 * rng.standard_normal(V)
+        p, q = np.exp(z - z.max()), np.exp(z + rng.standard_normal(V) - z.max())
+    return p / p.sum(), q / q.sum()
+
+
+@pytest.mark.parametrize("kind", ["random", "zeros", "subnormal", "near-one-hot", "tied", "equal", "llm"])
+def test_certify_equals_reference_on_extreme_rows(kind):
+    for V, seed in ((5, 0), (60, 1), (4000, 2)):
+        p, q = _extreme(kind, V, seed)
+        for rule in RULES:
+            try:
+                ref = _certify_reference(rule, p, q)
+            except ValueError as err:                     # q/p overflows: both refuse the row
+                with pytest.raises(ValueError, match=str(err).split(" (")[0]):
+                    certify(rule, p, q)
+                continue
+            _same(certify(rule, p, q), ref)
+
+
+def test_certify_equals_reference_at_V_151936():
+    p, q = _extreme("llm", 151_936, 3)
+    for rule in (typical(), mentored(0.6), cactus(0.05), fuzzy(0.3, "js_released")):
+        _same(certify(rule, p, q), _certify_reference(rule, p, q))
+
+
+@settings(max_examples=30, deadline=None)
+@given(distribution_pairs(st.integers(2, 40)), st.floats(0.0, 3.0))
+def test_frontier_beta_equals_frontier_point(pq, eps):
+    p, q = pq
+    fam = ClipFamily(p, q)
+    for kind in ("tv", "kl", "kl_reverse"):
+        assert abs(_frontier_beta(p, q, eps, kind, fam) - _frontier_point(p, q, eps, kind, fam).beta) <= 1e-10
+
+
+@settings(max_examples=50, deadline=None)
+@given(distribution_pairs(st.integers(2, 40)))
+def test_kl_pair_equals_two_kl_calls(pq):
+    p, q = pq
+    ab, ba = kl_pair(p, q)
+    for got, want in ((ab, kl(p, q)), (ba, kl(q, p))):
+        assert (got == want == np.inf) or abs(got - want) <= 1e-13 * max(1.0, want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(4096, 9000), st.sampled_from(["spread", "ties", "near-ties", "inf-zero"]), st.integers(0, 2 ** 32 - 1))
+def test_packed_key_argsort_orders_like_argsort(n, kind, seed):
+    """The ClipFamily order (int64 keys with the token id in the low bits) equals np.argsort's up to
+    ties, including values that agree above the id bits (repaired by the stable pass)."""
+    from specsim.verifiers._clip_family import _argsort_nonneg
+
+    rng = np.random.default_rng(seed)
+    r = rng.random(n) * 10.0 ** float(rng.integers(-300, 300))
+    if kind == "ties":
+        r = np.round(rng.random(n), 2)
+    elif kind == "near-ties":
+        r = 1.0 + rng.integers(0, 50, n) * 2.0 ** -52
+    elif kind == "inf-zero":
+        r[rng.random(n) < 0.2] = np.inf
+        r[rng.random(n) < 0.1] = 0.0
+        r[:5], r[5:10] = -0.0, 5e-324
+    o = _argsort_nonneg(r)
+    assert o.dtype == np.int64 and np.array_equal(np.sort(o), np.arange(n))
+    assert np.array_equal(r[o], r[np.argsort(r)])
