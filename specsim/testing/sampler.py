@@ -250,7 +250,7 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     Returns: a :class:`SamplerCheck` (``passed``, ``detectable_tv``, sub-tests; ``str()`` reports).
 
     >>> from specsim.testing import check_sampler
-    >>> from specsim.testing.power import default_instance
+    >>> from specsim.testing import default_instance
     >>> from specsim.verifiers import token
     >>> target, draft_model, L = default_instance()  # every self-test mutant detectable by n = 4,718
     >>> res = check_sampler(lambda d, p, q, rng: token.sample(d, p, q, rng=rng), target, draft_model, L, n=2000)
@@ -380,7 +380,7 @@ def completed_and_target_laws(verifier, target: Model, draft_model: Model, L: in
     Returns: ``(C, P)``, flat float64 arrays of length V^{L+1} indexed by base-V codes.
 
     >>> from specsim.testing.sampler import completed_and_target_laws
-    >>> from specsim.testing.power import default_instance
+    >>> from specsim.testing import default_instance
     >>> from specsim.verifiers import hsd_released
     >>> C, P = completed_and_target_laws(hsd_released, *default_instance())
     >>> round(float(abs(C - P).sum() / 2), 6)  # TV(C, P): the released-residual fault
@@ -408,7 +408,7 @@ def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float
     Returns: n as a ``float``, ``inf`` when C = P.
 
     >>> from specsim.testing.sampler import completed_and_target_laws, samples_to_detect
-    >>> from specsim.testing.power import default_instance
+    >>> from specsim.testing import default_instance
     >>> from specsim.verifiers import hsd_released
     >>> target, draft_model, L = default_instance()
     >>> C, P = completed_and_target_laws(hsd_released, target, draft_model, L)

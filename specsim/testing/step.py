@@ -39,7 +39,7 @@ from ..verifiers.base import as_verifier
 from .sampler import MAX_JOINT_CELLS, SamplerError, _integrate
 from .stats import StringCount, SubTest, complete_with_target, goodness_of_fit, largest_residuals
 from .language_models import ToyLM, _as_prefix, toy_lm
-from .power import STEP_CONTEXT, default_instance
+from .selftest.power import STEP_CONTEXT, default_instance
 
 __all__ = ["StringCount", "StepCheck", "StepCertificate", "check_step", "check_step_exact",
            "step_from_verifier", "UniformSource"]
@@ -185,7 +185,7 @@ def check_step(step, target: Model | None = None, draft_model: Model | None = No
     ``numpy.random.Generator``); ``target``, ``draft_model`` (Models over one V; both None, the
     default: ``default_instance("step", max_tokens=max_tokens)``, a V = 4 pair on which the step
     of every chain mutant is flagged with 99% power by n = 9149 at max_tokens 3 and 4, see
-    :mod:`specsim.testing.power`); ``n``;
+    :mod:`specsim.testing.selftest.power`); ``n``;
     ``alpha``; ``power``; ``max_tokens`` (>= 1, the horizon m; longer emissions are errors);
     ``seed``; ``context`` (default (1,), so a step that drops the context is seen); ``backend``,
     ``output`` (of the LMs, see :func:`~specsim.testing.language_models.toy_lm`); ``min_expected``; ``report``

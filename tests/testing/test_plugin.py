@@ -84,7 +84,7 @@ def test_sampler_check_hypothesis_mode(pytester, residual, ok):
 
 STEP_TEST = '''
 from specsim.testing import step_from_verifier
-from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS
 from specsim.verifiers import block
 
 def test_block_step(step_check):

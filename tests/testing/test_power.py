@@ -6,10 +6,10 @@ import pytest
 from specsim.drafts import iid_paths
 from specsim.models import random_model
 from specsim.testing import BatchSampler, check_sampler, check_step, default_instance, step_from_verifier
-from specsim.testing.power import power_report
-from specsim.testing.mutants import CHAIN_MUTANTS
-from specsim.testing.power import DEFAULT_STEP_INSTANCE
-from specsim.testing.tree_mutants import MUTANTS
+from specsim.testing.selftest.power import power_report
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS
+from specsim.testing.selftest.power import DEFAULT_STEP_INSTANCE
+from specsim.testing.selftest.tree_mutants import MUTANTS
 
 
 def _law_batch_sampler(verifier):

@@ -9,7 +9,7 @@ from specsim.models import random_model
 from specsim.testing import BatchSampler, check_sampler, check_sampler_exact, from_verifier
 from specsim.testing.sampler import completed_and_target_laws, samples_to_detect
 from specsim.testing.stats import detection_threshold
-from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS
 from specsim.verifiers import block, hsd_released, token
 from specsim.verifiers.base import Outcome, chain_verifier
 
@@ -204,7 +204,7 @@ def test_check_sampler_on_tree_samplers():
     False-alarm rate alpha = 1e-3 per call; the faulty sampler's completed-law TV on this pair is
     computed exactly first, and n is chosen so the call has power >= 0.99 against it."""
     from specsim.drafts import iid_paths
-    from specsim.testing.tree_mutants import MUTANTS
+    from specsim.testing.selftest.tree_mutants import MUTANTS
     from specsim.verifiers import specinfer
     t, d = random_model(3, 11, concentration=0.6), random_model(3, 12, concentration=0.6)
     ok = check_sampler(lambda tree, rng: specinfer.sample(tree, rng=rng), t, d, 2, n=6000,

@@ -9,7 +9,7 @@ from specsim._sampling import draw_token
 from specsim.models import random_model
 from specsim.testing import SamplerError, check_step, check_step_exact, default_instance, step_from_verifier
 from specsim.testing.sampler import completed_and_target_laws
-from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS
 from specsim.testing.stats import predicted_power
 from specsim.verifiers import block, token
 
@@ -260,7 +260,7 @@ def test_exact_bad_arguments(pair, kw, exc, match):
 
 def test_default_models_are_the_recorded_step_instance():
     """check_step without models runs on default_instance("step") (the search of
-    specsim.testing.power), for which the report states every mutant step is detectable."""
+    specsim.testing.selftest.power), for which the report states every mutant step is detectable."""
     step = step_from_verifier(block, L=2)
     target, draft_model, m = default_instance("step")
     res = check_step(step, n=300)
@@ -299,7 +299,7 @@ def test_false_alarm_rate_of_check_step_on_a_lossless_step_is_at_most_alpha():
     # scripts/false_alarm_check_step.py).  At a rate of 1e-3 the count is Binomial(1200, 1e-3):
     # P(count >= 7) = 2.5e-4.
     from scipy import stats as sps
-    from specsim.testing.power import STEP_CONTEXT, default_instance
+    from specsim.testing.selftest.power import STEP_CONTEXT, default_instance
     from specsim.testing.step import _subtests
 
     target, _, m = default_instance("step", max_tokens=3)

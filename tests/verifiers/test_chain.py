@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import specsim as s
 from specsim.exact import completed_law
-from specsim.testing.mutants import CHAIN_MUTANTS, LOSSLESS_CONTROLS
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS, LOSSLESS_CONTROLS
 from specsim.testing.strategies import distributions, model_pairs
 from specsim.verifiers.chain import block_weights
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from specsim import drafts
-from specsim.testing.mutants import CHAIN_MUTANTS, LOSSLESS_CONTROLS
-from specsim.testing.tree_mutants import CONTROLS, MUTANTS
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS, LOSSLESS_CONTROLS
+from specsim.testing.selftest.tree_mutants import CONTROLS, MUTANTS
 from specsim.verifiers import NEED_TAGS, Verifier, chain_verifier, tree_verifier
 from specsim.verifiers.chain import CHAIN_VERIFIERS
 from specsim.verifiers.lossy import LOSSY_RULES, LossyVerifier, fuzzy, topk_accept

@@ -9,7 +9,7 @@ from specsim.drafts import chain, delayed_expansion, fixed_shape, iid_paths, par
 from specsim.exact import check_lossless, expected_accepted
 from specsim.models import iid, random_model
 from specsim.testing.strategies import distributions, model_pairs
-from specsim.testing.tree_mutants import CONTROLS, MUTANTS
+from specsim.testing.selftest.tree_mutants import CONTROLS, MUTANTS
 from specsim.verifiers.chain import block, hsd_released, token
 from specsim.multidraft import multidraft_acceptance
 from specsim.verifiers import gbv, gbv_capped, khisti, sequoia, specinfer, spectr, traversal, verifiers_for

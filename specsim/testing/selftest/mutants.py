@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import normalize
-from ..verifiers.base import Outcome, chain_verifier
-from ..verifiers.chain import _outcomes, _residual, _stop_law, block, block_weights, hsd_capped, onehot, token
+from ..._validate import normalize
+from ...verifiers.base import Outcome, chain_verifier
+from ...verifiers.chain import _outcomes, _residual, _stop_law, block, block_weights, hsd_capped, onehot, token
 
 __all__ = ["CHAIN_MUTANTS", "LOSSLESS_CONTROLS"]
 
@@ -190,7 +190,7 @@ LOSSLESS_CONTROLS = {v.name: v for v in (
 #: (docs/theory.md §14.2): a drawn token dropped because of its value (grammar truncation), and
 #: SpecDec++'s oracle applied one token late (the token that crosses the threshold is dropped
 #: after its target row was read).  Certify with specsim.structure.check_policy_lossless.
-from ..structure.policies import drop_on_target, grammar_truncation  # noqa: E402
+from ...structure.policies import drop_on_target, grammar_truncation  # noqa: E402
 
 POLICY_MUTANTS = {d.name.split(":")[0]: d for d in (grammar_truncation(), drop_on_target(0.5))}
 __all__ += ["POLICY_MUTANTS"]

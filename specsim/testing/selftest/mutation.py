@@ -1,7 +1,7 @@
 """Self-test of the suite: every mutant flagged, every lossless control passed, through the public API.
 
-For each faulty verifier in :data:`specsim.testing.mutants.CHAIN_MUTANTS` and the tree suite
-:data:`specsim.testing.tree_mutants.MUTANTS` (and each lossless control) :func:`mutation_table` records
+For each faulty verifier in :data:`specsim.testing.selftest.mutants.CHAIN_MUTANTS` and the tree suite
+:data:`specsim.testing.selftest.tree_mutants.MUTANTS` (and each lossless control) :func:`mutation_table` records
 
 * the exact verdict of :func:`~specsim.testing.assert_lossless` and its shrunk counterexample;
 * the samples :func:`~specsim.testing.check_sampler` needs to flag it with 99% power, computed from
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_seed
-from ..drafts import chain
-from ..models import random_model
+from ..._validate import check_seed
+from ...drafts import chain
+from ...models import random_model
 from . import mutants, tree_mutants
-from .adapters import from_verifier
-from .assertions import LossyVerifierError, assert_lossless
-from .sampler import check_sampler, completed_and_target_laws, samples_to_detect
+from ..adapters import from_verifier
+from ..assertions import LossyVerifierError, assert_lossless
+from ..sampler import check_sampler, completed_and_target_laws, samples_to_detect
 
 __all__ = ["MutationRow", "mutation_table", "format_table", "mutation_suites"]
 
@@ -34,7 +34,7 @@ class MutationRow:
     ``check_sampler`` flags it with 99% power at false-alarm rate ``alpha``; ``counterexample``:
     the first line of the exact failure report.
 
-    >>> from specsim.testing.selftest import MutationRow
+    >>> from specsim.testing.selftest.mutation import MutationRow
     >>> row = MutationRow("bonus_wrong_row", "mutants", False, "bonus from p_{L-1}", True, 120.0, None, None, "")
     >>> row.correct
     True
@@ -66,7 +66,7 @@ def mutation_suites() -> dict:
     for ``mutants`` (``CHAIN_MUTANTS`` and ``LOSSLESS_CONTROLS``, no overrides) and
     ``tree_mutants`` (``MUTANTS`` and ``CONTROLS``; each entry's draft process, depth L and V = 3).
 
-    >>> from specsim.testing.selftest import mutation_suites
+    >>> from specsim.testing.selftest.mutation import mutation_suites
     >>> suites = mutation_suites()
     >>> sorted(suites), suites["mutants"]["block"][1]
     (['mutants', 'tree_mutants'], True)
@@ -108,7 +108,7 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
 
     Returns: a list of :class:`MutationRow`, one per verifier (see :func:`format_table`).
 
-    >>> from specsim.testing.selftest import mutation_suites, mutation_table
+    >>> from specsim.testing.selftest.mutation import mutation_suites, mutation_table
     >>> one = {"mutants": {k: v for k, v in mutation_suites()["mutants"].items() if k == "bonus_wrong_row"}}
     >>> [(r.name, r.exact_flagged, r.correct) for r in mutation_table(one, max_examples=10, run_sampler=False, shrink=False)]
     [('bonus_wrong_row', True, True)]
@@ -149,7 +149,7 @@ def format_table(rows: list[MutationRow]) -> str:
 
     Returns: the table, a ``str`` (header, rule, one line per row).
 
-    >>> from specsim.testing.selftest import MutationRow, format_table
+    >>> from specsim.testing.selftest.mutation import MutationRow, format_table
     >>> print(format_table([MutationRow("token", "mutants", True, "", False, float("inf"), False, 2000, "")]))
     | suite | verifier | declared | exact mode | sampler mode (n) | samples to detect (99% power) |
     |---|---|---|---|---|---|

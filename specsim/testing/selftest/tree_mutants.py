@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from ..drafts import iid_paths, parse_drafting, swor_tree, topk_tree
-from ..verifiers import kseq, multipath, nodewise, traversals, two_step
-from ..verifiers.base import Verifier, tree_verifier
+from ...drafts import iid_paths, parse_drafting, swor_tree, topk_tree
+from ...verifiers import kseq, multipath, nodewise, traversals, two_step
+from ...verifiers.base import Verifier, tree_verifier
 
 __all__ = ["TreeMutant", "MUTANTS", "CONTROLS"]
 
