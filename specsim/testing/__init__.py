@@ -25,7 +25,8 @@ The back rooms, imported from their modules: :mod:`.engines` (vLLM, FlashInfer, 
 transformers layouts), :mod:`.stats` (the chi-square's power planning and failure reports),
 :mod:`.strategies` (Hypothesis strategies), :mod:`.language_models` (toy and transformers LMs),
 :mod:`.selftest` (the suite tested on known-broken implementations: its :mod:`~.selftest.mutants`,
-:mod:`~.selftest.tree_mutants`, :mod:`~.selftest.power` and the :mod:`~.selftest.mutation` table),
+:mod:`~.selftest.power` and the :mod:`~.selftest.mutation` table), :mod:`.report` (the result
+base of the statistical checks),
 :mod:`.plugin` (pytest fixtures).
 
 Names are loaded on first use (so the pytest plugin, which lives in this package, imports only

@@ -1,11 +1,10 @@
 """The suite tested on known-broken implementations: mutants, the power of the checks against
 them, and the self-test that runs them all through the public API.
 
-* :mod:`.mutants` -- faulty chain verifiers (:data:`~.mutants.CHAIN_MUTANTS`) with lossless
-  re-implementations as controls, and drafting rules that change the output law
-  (:data:`~.mutants.POLICY_MUTANTS`);
-* :mod:`.tree_mutants` -- faulty tree verifiers, each pinned to the draft process and depth
-  where the exact engine flags it, with the correct verifiers on the same processes as controls;
+* :mod:`.mutants` -- faulty chain and tree verifiers (:data:`~.mutants.CHAIN_MUTANTS`,
+  :data:`~.mutants.TREE_MUTANTS`) and lossless controls, each a :class:`~.mutants.Mutant` record
+  pinned to the draft process and depth where the exact engine flags it, and drafting rules that
+  change the output law (:data:`~.mutants.POLICY_MUTANTS`);
 * :mod:`.power` -- which mutants :func:`~specsim.testing.check_sampler` and
   :func:`~specsim.testing.check_step` detect at a given instance and n (exact laws, non-central
   chi-square), and :func:`~.power.default_instance`, the searched instance on which every chain

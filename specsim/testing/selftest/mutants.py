@@ -1,28 +1,84 @@
-"""A mutation suite for chain verifiers: realistic faulty variants and lossless controls.
+"""Mutation suites: realistic faulty verifiers, chain and tree, each in one record with where it is
+flagged, and lossless controls.
 
-Each mutant is a chain :class:`~specsim.verifiers.base.Verifier` whose exact law reproduces a bug
-seen (or easy to make) in real speculative-decoding implementations.  A losslessness checker is
-only trustworthy if it flags every entry of :data:`CHAIN_MUTANTS` and passes every entry of
-:data:`LOSSLESS_CONTROLS` (independent re-implementations of lossless rules).  Some faults only
-show with V >= 3 or with rows that change along the draft; the docstrings say what exposes them.
+A losslessness checker is only trustworthy if it flags every mutant and passes every control.
+Every entry of the four tables is a :class:`Mutant`: the verifier, the draft process and depth
+``L`` at which the exact engine flags it (``check_lossless(m.verifier, target, draft_model,
+m.L, m.drafting).lossless`` is False on generic prefix-dependent V = 3 pairs), the fault it
+reproduces, and its family (``"chain"`` or ``"tree"``, the verifier's kind).
+
+* :data:`CHAIN_MUTANTS` -- chain verifiers written as separate law functions, each reproducing a bug
+  seen (or easy to make) in real speculative-decoding implementations; :data:`CHAIN_CONTROLS` --
+  the package's lossless chain rules and independent re-implementations of them.  Some faults only
+  show with V >= 3, with rows that change along the draft, or (the block-verification faults,
+  which coincide with block verification = token-level at L = 1) from L = 2 on.
+* :data:`TREE_MUTANTS` -- tree verifiers that reuse the real node rules of the
+  :mod:`specsim.verifiers` family modules through their private switches, so each differs from the
+  correct verifier in exactly one place; :data:`TREE_CONTROLS` -- the correct verifiers on the
+  same processes.
+* :data:`POLICY_MUTANTS` -- not verifiers: drafting rules that change the output law although the
+  verifier is applied as written (certified by :func:`specsim.structure.check_policy_lossless`).
+
+Design note: chain and tree mutants share this one record rather than a flag on production
+functions; how a mutant is built (a separate law function for chains, a private switch of the
+shared node rule for trees, so as not to copy the rule) is the builder's business, not the
+record's.
 
 >>> from specsim import check_lossless, random_model
 >>> target, draft_model = random_model(3, 21, 0.7), random_model(3, 1021, 0.7)
->>> check_lossless(CHAIN_MUTANTS["reused_uniform"], target, draft_model, 3).lossless
-False
->>> check_lossless(LOSSLESS_CONTROLS["block_forward"], target, draft_model, 3).lossless
+>>> m = CHAIN_MUTANTS["reused_uniform"]
+>>> m.family, check_lossless(m.verifier, target, draft_model, 3).lossless
+('chain', False)
+>>> check_lossless(CHAIN_CONTROLS["block_forward"].verifier, target, draft_model, 3).lossless
 True
+>>> m = TREE_MUTANTS["specinfer_stale_residual"]
+>>> m.family, check_lossless(m.verifier, random_model(3, 0), random_model(3, 1), m.L, m.drafting).lossless
+('tree', False)
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from ..._validate import normalize
-from ...verifiers.base import Outcome, chain_verifier
+from ...drafts import chain, iid_paths, parse_drafting, swor_tree, topk_tree
+from ...verifiers import kseq, multipath, nodewise, traversals, two_step
+from ...verifiers.base import Outcome, Verifier, chain_verifier, tree_verifier
 from ...verifiers.chain import _outcomes, _residual, _stop_law, block, block_weights, hsd_capped, onehot, token
 
-__all__ = ["CHAIN_MUTANTS", "LOSSLESS_CONTROLS"]
+__all__ = ["Mutant", "CHAIN_MUTANTS", "CHAIN_CONTROLS", "TREE_MUTANTS", "TREE_CONTROLS", "POLICY_MUTANTS"]
 
+
+@dataclass(frozen=True)
+class Mutant:
+    """A faulty verifier (or, in a controls table, a correct one) and where it is tested:
+    ``drafting`` (a draft process) and depth ``L`` at which the exact engine flags a mutant,
+    ``fault`` (what is wrong; ``""`` for a control).  Whether it is a mutant or a control is the
+    verifier's own claim, ``verifier.lossless``.
+
+    >>> m = TREE_MUTANTS["sequoia_unmasked"]
+    >>> m.family, m.verifier.lossless, m.drafting.name, m.L, sorted(m.verifier.needs)
+    ('tree', False, 'binary(2)', 2, ['swor'])
+    >>> m = CHAIN_MUTANTS["block_token_residual"]
+    >>> m.family, m.drafting.name, m.L
+    ('chain', 'chain', 2)
+    """
+
+    name: str
+    verifier: Verifier
+    drafting: object
+    L: int
+    fault: str
+
+    @property
+    def family(self) -> str:
+        """``"chain"`` or ``"tree"``: the verifier's kind (one source, so the two cannot disagree)."""
+        return self.verifier.kind
+
+
+# ----------------------------------------------------------------------------- chain mutants
 
 def _token_like(draft, p, q, accept, residual, bonus=None):
     """Law of 'accept x_i with accept(i), else emit residual(i)'; bonus row defaults to p[L]."""
@@ -175,16 +231,107 @@ def _block_forward(draft, p, q):
     return [Outcome(float(pr), k, d) for k, (pr, d) in enumerate(zip(probs, res + [p[L]])) if pr > 0]
 
 
-#: Faulty chain verifiers a losslessness checker must flag (name -> Verifier).
-CHAIN_MUTANTS = {v.name: v for v in (
-    residual_from_target, residual_next_row, inverted_residual, inverted_ratio, bonus_wrong_row,
-    accept_wrong_row, reused_uniform, wrong_draft_temperature, onehot_no_removal, block_first_failure,
-    block_token_residual, block_uncapped_weights)}
+def _chain(v: Verifier, L: int = 1) -> Mutant:
+    # L: the smallest depth at which the fault shows (the block faults coincide with block = token
+    # verification at L = 1)
+    return Mutant(v.name, v, chain(), L, v.doc.strip().splitlines()[0] if not v.lossless else "")
+
+
+#: Faulty chain verifiers a losslessness checker must flag (name -> :class:`Mutant`).
+CHAIN_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
+    *(_chain(v) for v in (residual_from_target, residual_next_row, inverted_residual, inverted_ratio,
+                          bonus_wrong_row, accept_wrong_row, reused_uniform, wrong_draft_temperature,
+                          onehot_no_removal)),
+    *(_chain(v, 2) for v in (block_first_failure, block_token_residual, block_uncapped_weights)))}
 
 #: Lossless chain verifiers (the package's and independent re-implementations) a checker must pass.
-LOSSLESS_CONTROLS = {v.name: v for v in (
+CHAIN_CONTROLS: dict[str, Mutant] = {m.name: m for m in (_chain(v, 2) for v in (
     token, block, onehot, hsd_capped,
-    chain_verifier("token_logspace")(_token_logspace), chain_verifier("block_forward")(_block_forward))}
+    chain_verifier("token_logspace")(_token_logspace), chain_verifier("block_forward")(_block_forward)))}
+
+
+# ----------------------------------------------------------------------------- tree mutants
+
+def _mutant(name, law, drafting, L, fault, needs):
+    # ``needs``: the correct verifier's, so ``assert_lossless`` searches the processes it claims
+    return Mutant(name, tree_verifier(name, needs=needs, lossless=False, doc=fault)(law), drafting, L, fault)
+
+
+_BINARY2 = parse_drafting("binary:2")
+
+#: Faulty tree verifiers a losslessness checker must flag (name -> :class:`Mutant`).
+TREE_MUTANTS: dict[str, Mutant] = {m.name: m for m in (
+    _mutant("specinfer_stale_residual",
+            lambda t: nodewise._nodewise(t, partial(nodewise._specinfer_rule, update_residual=False)), iid_paths(2), 1,
+            "SpecInfer RRS without the residual update between siblings: every sibling tested against p",
+            nodewise.specinfer.needs),
+    _mutant("specinfer_bonus_from_parent",
+            lambda t: nodewise._nodewise(t, nodewise._specinfer_rule, bonus_from_parent=True), iid_paths(2), 2,
+            "bonus token at a fully accepted leaf drawn from the parent's row instead of the leaf's",
+            nodewise.specinfer.needs),
+    _mutant("sequoia_unmasked",
+            lambda t: nodewise._nodewise(t, partial(nodewise._sequoia_rule, mask_rejected=False)), _BINARY2, 2,
+            "SWOR-RRS that does not remove the rejected sibling from D (tests later children against q)",
+            nodewise.sequoia.needs),
+    _mutant("traversal_mass_update",
+            partial(traversals._traversal_law, parent_update="mass"), _BINARY2, 2,
+            "traversal with parent weight w_b <- S (residual mass) instead of S / (S + 1 - w_b)",
+            traversals.traversal.needs),
+    _mutant("traversal_stale_weights",
+            partial(traversals._traversal_law, recompute=False), _BINARY2, 2,
+            "traversal that does not recompute the weights below the parent after a rejection",
+            traversals.traversal.needs),
+    _mutant("traversal_iid_masked",
+            partial(traversals._traversal_law, variant="paths", mask=True), iid_paths(2), 1,
+            "traversal on i.i.d. draws (each its own subtree) masking the rejected token, the "
+            "without-replacement row update, although the next draw is from q again",
+            traversals.traversal_paths.needs),
+    _mutant("traversal_iid_repeats_skipped",
+            partial(traversals._traversal_law, variant="repeats", skip_repeats=True), iid_paths(2), 1,
+            "traversal on the i.i.d. trie with the draft row kept at q but repeated draws skipped "
+            "(no attempt, no row update)",
+            traversals.traversal_repeats.needs),
+    _mutant("gbv_select_by_q",
+            lambda t: multipath._gbv_law(t, select_by_q=True), iid_paths(2), 2,
+            "GBV selecting the path by draft probability while the skewed law assumes the p/q order",
+            multipath.gbv.needs),
+    _mutant("gbv_tie_mismatch_capped",
+            lambda t: multipath._gbv_law(t, capped=True, mismatch=True), iid_paths(2), 2,
+            "GBV with the capped key and ties broken differently in selection and in the skewed law",
+            multipath.gbv.needs),
+    _mutant("spectr_rho_one",
+            lambda t: nodewise._nodewise(t, partial(kseq._spectr_rule, rho=1.0)), iid_paths(2), 1,
+            "K-SEQ with rho = 1 regardless of validity (negative residual clipped)",
+            kseq.spectr.needs),
+    _mutant("khisti_against_q",
+            lambda t: nodewise._nodewise(t, partial(two_step._khisti_rule, against_q=True)), iid_paths(2), 1,
+            "two-step verifier that tests the selected token against q instead of the selection law",
+            two_step.khisti.needs),
+    _mutant("deterministic_unmasked",
+            lambda t: nodewise._nodewise(t, partial(nodewise._deterministic_rule, mask_children=False)), topk_tree((2,)), 1,
+            "deterministic children with the rejection sample from p without zeroing the children",
+            nodewise.deterministic_children.needs),
+    _mutant("specinfer_on_topk",
+            nodewise.specinfer.law, topk_tree((2, 2)), 2,
+            "correct RRS applied to a deterministic top-k tree: q is not the law the children came from",
+            {"any"}),  # its fault is claiming every process
+)}
+
+#: The correct tree verifiers on the same processes: all must pass.
+TREE_CONTROLS: dict[str, Mutant] = {m.name: m for m in (
+    Mutant("specinfer", nodewise.specinfer, iid_paths(2), 2, ""),
+    Mutant("sequoia", nodewise.sequoia, swor_tree(2), 2, ""),
+    Mutant("traversal", traversals.traversal, _BINARY2, 2, ""),
+    Mutant("traversal_paths", traversals.traversal_paths, iid_paths(2), 2, ""),
+    Mutant("traversal_repeats", traversals.traversal_repeats, iid_paths(2), 2, ""),
+    Mutant("gbv", multipath.gbv, iid_paths(2), 2, ""),
+    Mutant("spectr", kseq.spectr, iid_paths(2), 2, ""),
+    Mutant("khisti", two_step.khisti, iid_paths(2), 2, ""),
+    Mutant("deterministic_children", nodewise.deterministic_children, topk_tree((2, 2)), 2, ""),
+)}
+
+
+# ----------------------------------------------------------------------------- drafting rules
 
 #: Drafting rules that change the output law although every verifier above is applied as written
 #: (docs/theory.md §14.2): a drawn token dropped because of its value (grammar truncation), and
@@ -193,4 +340,3 @@ LOSSLESS_CONTROLS = {v.name: v for v in (
 from ...structure.policies import drop_on_target, grammar_truncation  # noqa: E402
 
 POLICY_MUTANTS = {d.name.split(":")[0]: d for d in (grammar_truncation(), drop_on_target(0.5))}
-__all__ += ["POLICY_MUTANTS"]

@@ -6,7 +6,7 @@ fault whose completed law C differs from the target law P there (docs/theory.md 
 vanish on some instances (block verification with the token-level residual is exact whenever the
 joint-ratio weights never exceed 1, e.g. on ``random_model(3, 0)`` / ``random_model(3, 1)`` at
 L = 2).  :func:`power_report` computes, for each mutant of :data:`specsim.testing.selftest.mutants.CHAIN_MUTANTS`
-(and, in tree mode, of :data:`specsim.testing.selftest.tree_mutants.MUTANTS`), the exact C (from
+(and, in tree mode, of :data:`specsim.testing.selftest.mutants.TREE_MUTANTS`), the exact C (from
 :func:`~specsim.testing.sampler.completed_and_target_laws`), TV(C, P), the power of the check at n and
 the n needed for 99% power (:func:`~specsim.testing.sampler.samples_to_detect`).
 
@@ -47,7 +47,7 @@ from ..._validate import check_int, check_real
 from ...models import validate_model_pair
 from ...drafts import Chain
 from ...models import Model, random_model
-from . import mutants, tree_mutants
+from . import mutants
 from ..language_models import _as_prefix
 from ..sampler import completed_and_target_laws
 from ..stats import position_marginals, predicted_power, samples_for_power
@@ -174,7 +174,7 @@ def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, 
     step of a chain verifier emits the verifier's block (accepted prefix and one token), so its
     completed law is the verifier's.  Chain mode (``drafting`` None or a chain) covers every
     chain mutant; tree mode (check_sampler only) covers the chain mutants on chain drafts plus the
-    tree mutants pinned to the same draft process (``TreeMutant.drafting`` of the same name), at
+    tree mutants pinned to the same draft process (``Mutant.drafting`` of the same name), at
     depth L.
 
     Parameters: ``target``, ``draft_model`` (models over one V), ``L`` (>= 1: the draft length;
@@ -197,14 +197,14 @@ def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, 
         raise ValueError(f"check must be 'sampler' or 'step', got {check!r}")
     ctx = _as_prefix((() if check == "sampler" else STEP_CONTEXT) if context is None else context, "context")
     V = target.V
-    cases = [(name, "chain", v, None) for name, v in mutants.CHAIN_MUTANTS.items()]
+    cases = [(name, "chain", m.verifier, None) for name, m in mutants.CHAIN_MUTANTS.items()]
     tree_mode = drafting is not None and not isinstance(drafting, Chain)
     if tree_mode:
         if not hasattr(drafting, "sample"):
             raise TypeError(f"drafting must be a draft process or None, got {type(drafting).__name__}")
         if check == "step":
             raise ValueError("check='step' covers chain steps only (drafting must be None or a chain)")
-        cases += [(name, "tree", m.verifier, drafting) for name, m in tree_mutants.MUTANTS.items()
+        cases += [(name, "tree", m.verifier, drafting) for name, m in mutants.TREE_MUTANTS.items()
                   if m.drafting.name == drafting.name]
     level = _level(alpha, L, check)
     rows = []
