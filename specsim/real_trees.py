@@ -1,6 +1,6 @@
 """Real draft trees: SmolLM2 drafts through any draft process, stored rows, exact per-tree evaluation.
 
-For a context c (a prompt prefix) the real drafter (:func:`specsim.real.parse_draft`: early exit at
+For a context c (a prompt prefix) the real drafter (:func:`specsim.real.parse_drafter`: early exit at
 layer k, temperature T2, top-k) grows a draft tree level by level as a draft process of
 :mod:`specsim.drafts` prescribes (``chain``, ``iid:K``, ``swor:K``, ``delayed:d,K``,
 ``fixed:w1,...``, ``topk:...``, ``greedy:K``): every node u at depth d draws its children from
@@ -46,7 +46,7 @@ from ._validate import as_distribution, check_int
 from .drafts import Chain, DraftTree, TreeProcess, _sample_greedy, parse_drafting
 from .models import iid, top_k
 from .real import (DEFAULT_PROMPTS, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_prompts, _resolve_positions,
-                   _item, _softmax64, _truncate, file_sha256, load_model, parse_draft)
+                   _item, _softmax64, _truncate, file_sha256, load_model, parse_drafter)
 from .verifiers.base import Verifier
 from .verifiers.chain import CHAIN_VERIFIERS
 from .verifiers import TREE_VERIFIERS, verifiers_for
@@ -86,7 +86,7 @@ class _Rows:
 
     def __init__(self, lm: LoadedModel, context: list[int], T: float, drafts, batch: int):
         self.lm, self.context, self.T, self.batch = lm, context, T, batch
-        self.parsed = [parse_draft(d, lm.n_layers) for d in drafts]
+        self.parsed = [parse_drafter(d, lm.n_layers) for d in drafts]
         self.drafts = tuple(drafts)
         self.need_hidden = any(k == "early_exit" and v < lm.n_layers for k, v in self.parsed)
         self.cache: dict[tuple[int, ...], tuple[np.ndarray, dict]] = {}
@@ -216,7 +216,7 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
     specs = [_process(s) for s in processes]  # ValueError naming a bad spec
     lm = model if model is not None else load_model()
     for d in drafts:
-        parse_draft(d, lm.n_layers)
+        parse_drafter(d, lm.n_layers)
     t0 = time.perf_counter()
     row_index: dict = {}
     ids, vals, rem, counts = [], [], [], []
