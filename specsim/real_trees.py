@@ -9,6 +9,12 @@ through the model once; its key/value cache is repeated over the prefixes of a t
 go through in one batched pass of only the drafted tokens (equal lengths, so no padding), and
 rows are cached per prefix within a context.
 
+Why one module of ~980 lines: building, storing, loading and evaluating real trees share one
+stored format (the node and row tables written by :func:`build_trees` are what
+:func:`load_trees` validates and :func:`evaluate_trees` reads).  The evaluation (from
+:class:`VerifierSummary` on, about half the module, its last ~170 lines the claim and report
+helpers) is the seam to split along once the tree drafting here reuses the draft processes.
+
 Format ``specsim-real-trees-v1``: ``manifest.json`` and ``trees.npz``.  Rows are stored as in
 ``specsim-real-v1`` (:mod:`specsim.real`: top-mass truncated, remainder recorded exactly) once per
 (context, prefix, row kind); nodes point at their rows.  On load a tree becomes a

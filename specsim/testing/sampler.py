@@ -12,6 +12,12 @@ test to detect anything give an INCONCLUSIVE verdict, never a pass.  Power: ever
 completed law with TV(C, P) >= sqrt(lambda* / 4n) (+ the target mass of pooled small cells) is
 detected with probability ``power`` (non-central chi-square, see :mod:`specsim.testing.stats`).
 An emitted string with P = 0 is a certain failure.
+
+Why one module of ~720 lines: both modes take the same implementation protocol
+(``sample_fn(draft, p, q, rng) -> (accepted, token)``) with the same output validation and
+:class:`SamplerError`, so a sampler that passes one check is called the same way by the other.
+The exact mode (from :class:`BoundaryPoint` on, about 320 lines, whose integrator
+:mod:`specsim.testing.step` reuses) is the seam to split along if the module grows.
 """
 from __future__ import annotations
 
