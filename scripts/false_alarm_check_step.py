@@ -61,7 +61,7 @@ def summary(label: str, fails: int, seeds: int) -> str:
 
 def null_mode(first: int, last: int, n: int, quiet: bool = False) -> tuple[int, int, int]:
     """(calibrated failures, chi-square-rule failures, joint-test chi-square failures) on Multinomial(n, P)."""
-    from specsim.testing.power import STEP_CONTEXT, default_instance
+    from specsim.testing.selftest.power import STEP_CONTEXT, default_instance
     from specsim.testing.step import _subtests
 
     target, _, m = default_instance("step", max_tokens=3)
@@ -86,7 +86,7 @@ def tail_mode(draws: int, n: int, seed: int = 1) -> str:
     """The uncalibrated chi-square rule of the joint sub-test alone, vectorised: the fraction of
     ``draws`` Multinomial(n, P) tables whose pooled X^2 exceeds the chi-square critical value at
     the per-test level alpha / 3 (the grouping is pool_small_cells's, read off cell by cell)."""
-    from specsim.testing.power import STEP_CONTEXT, default_instance
+    from specsim.testing.selftest.power import STEP_CONTEXT, default_instance
     from specsim.testing.stats import pool_small_cells
 
     target, _, m = default_instance("step", max_tokens=3)

@@ -114,7 +114,7 @@ class Fields:
         except ValueError as exc:
             raise ValueError(f"{self.mpath}: manifest field {key!r}: {exc}"[:400]) from None
 
-    def common(self, fmt: str, required, parse_draft: Callable, model_required: bool) -> tuple[int, tuple, float]:
+    def common(self, fmt: str, required, parse_drafter: Callable, model_required: bool) -> tuple[int, tuple, float]:
         """The fields both formats share: the format tag, ``required`` keys, ``format_doc``,
         ``data_file`` (a plain name inside the folder), ``data_sha256``, ``V`` >= 2, ``drafts``,
         ``tail`` in [0, 1), ``prompts`` (strings or token-id lists in [0, V)), ``settings`` (a
@@ -134,7 +134,7 @@ class Fields:
         V = self.integer("V", 2)
         if "whole_below" in m:
             self.integer("whole_below", 0)
-        drafts = self.names("drafts", parse_draft, "draft specs")
+        drafts = self.names("drafts", parse_drafter, "draft specs")
         tail = self.real("tail", 0.0, 1.0, hi_open=True)
         prompts = m["prompts"]
         if not isinstance(prompts, list) or not prompts:

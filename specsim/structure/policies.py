@@ -14,7 +14,7 @@ drawn token is verified: the emitted law is the target's (docs/theory.md §14.1;
 depending on its value, throws it away unverified and ends the draft.  Such rules are not
 stopping times of the draft filtration and change the output law (docs/theory.md §14.2);
 :func:`grammar_truncation` and :func:`drop_on_target` are the two designs of issue 21, kept as
-negative controls (also in :data:`specsim.testing.mutants.POLICY_MUTANTS`).
+negative controls (also in :data:`specsim.testing.selftest.mutants.POLICY_MUTANTS`).
 
 The transformers schedule (``num_assistant_tokens_schedule="heuristic"``) carries a length across
 iterations instead of deciding within one: :class:`HeuristicSchedule`.

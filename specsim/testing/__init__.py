@@ -24,8 +24,10 @@ engine cannot have meant) and :class:`InconclusiveCheckError` (too little data t
 The back rooms, imported from their modules: :mod:`.engines` (vLLM, FlashInfer, SGLang,
 transformers layouts), :mod:`.stats` (the chi-square's power planning and failure reports),
 :mod:`.strategies` (Hypothesis strategies), :mod:`.language_models` (toy and transformers LMs),
-:mod:`.selftest`, :mod:`.power`, :mod:`.mutants` and :mod:`.tree_mutants` (the suite tested on
-known-broken implementations), :mod:`.plugin` (pytest fixtures).
+:mod:`.selftest` (the suite tested on known-broken implementations: its :mod:`~.selftest.mutants`,
+:mod:`~.selftest.power` and the :mod:`~.selftest.mutation` table), :mod:`.report` (the result
+base of the statistical checks),
+:mod:`.plugin` (pytest fixtures).
 
 Names are loaded on first use (so the pytest plugin, which lives in this package, imports only
 pytest and numpy); nothing here imports cvxpy, torch or triton.
@@ -39,7 +41,7 @@ _EXPORTS = {
     "properties": ("check_engine_properties", "EngineReport"),
     "engines": ("EngineAdapter", "EngineOutputError"),
     "adapters": ("from_verifier", "torch_batch_sampler", "transformers_sampler"),
-    "power": ("default_instance",),
+    "selftest.power": ("default_instance",),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

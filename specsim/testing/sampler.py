@@ -12,6 +12,12 @@ test to detect anything give an INCONCLUSIVE verdict, never a pass.  Power: ever
 completed law with TV(C, P) >= sqrt(lambda* / 4n) (+ the target mass of pooled small cells) is
 detected with probability ``power`` (non-central chi-square, see :mod:`specsim.testing.stats`).
 An emitted string with P = 0 is a certain failure.
+
+Why one module of ~720 lines: both modes take the same implementation protocol
+(``sample_fn(draft, p, q, rng) -> (accepted, token)``) with the same output validation and
+:class:`SamplerError`, so a sampler that passes one check is called the same way by the other.
+The exact mode (from :class:`BoundaryPoint` on, about 320 lines, whose integrator
+:mod:`specsim.testing.step` reuses) is the seam to split along if the module grows.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from ..drafts import Chain, chain
 from ..exact import LOSSLESS_ATOL, Certificate, check_lossless, completed_law as _exact_completed_law, output_law
 from ..models import Model
 from ..verifiers.base import Outcome, chain_verifier, tree_verifier
+from .report import ChiSquareCheck
 from .stats import (SubTest, complete_with_target, goodness_of_fit, largest_residuals, position_marginals,
                     samples_for_power)
 
@@ -129,9 +136,10 @@ def _raised(name: str, exc: Exception, draft, p=None, q=None) -> SamplerError:
                         None if p is None else (p, q))
 
 
-@dataclass(frozen=True)
-class SamplerCheck:
-    """Verdict of :func:`check_sampler`: ``passed`` unless a sub-test rejects, an emitted string has
+@dataclass(frozen=True, kw_only=True)
+class SamplerCheck(ChiSquareCheck):
+    """Verdict of :func:`check_sampler` (a :class:`~specsim.testing.report.ChiSquareCheck` with the
+    draft length ``L``): ``passed`` unless a sub-test rejects, an emitted string has
     target probability 0 (``impossible`` > 0), or the data are too few (``inconclusive``: the joint
     test detects no completed law with probability ``power`` at this n, e.g. n = 1 or a huge
     ``min_expected`` pooling every cell; ``verdict`` is then ``"INCONCLUSIVE"``).  Malformed output of the implementation is never
@@ -156,34 +164,13 @@ class SamplerCheck:
     (False, [True, True, True, True, False], (3, 3, 1, 0))
     """
 
-    passed: bool
-    n: int
-    V: int
     L: int
-    alpha: float
-    power: float
-    detectable_tv: float
-    impossible: int
-    subtests: tuple = field(repr=False)
     name: str = "sampler"
-    over: tuple = field(default=(), repr=False)
-    under: tuple = field(default=(), repr=False)
 
-    @property
-    def inconclusive(self) -> bool:
-        """No sub-test rejected, but the joint test detects no completed law with the stated power
-        at this n (:attr:`~specsim.testing.stats.SubTest.inconclusive`): ``passed`` is False and
-        the report says INCONCLUSIVE (more data are needed)."""
-        return not any(t.rejected for t in self.subtests) and self.subtests[0].inconclusive
+    _impossible_strings = "emitted strings"
 
-    @property
-    def verdict(self) -> str:
-        """``"PASS"``, ``"FAIL"`` or ``"INCONCLUSIVE"``."""
-        return "PASS" if self.passed else ("INCONCLUSIVE" if self.inconclusive else "FAIL")
-
-    def __str__(self) -> str:
-        verdict = self.verdict
-        head = f"{self.name} [V={self.V}, L={self.L}, n={self.n}]: {verdict}"
+    def _head(self) -> list[str]:
+        head = f"{self.name} [V={self.V}, L={self.L}, n={self.n}]: {self.verdict}"
         joint = self.subtests[0]
         if joint.deterministic:  # greedy target: no chi-square, the check is exact
             head += (f": checks that no output leaves the argmax chain (the target's one string of "
@@ -193,26 +180,21 @@ class SamplerCheck:
             head += (f" at false-alarm rate {self.alpha:g} (Bonferroni over {len(self.subtests)} chi-square "
                      f"tests); detects TV >= {self.detectable_tv:.3g} with power {self.power:g} "
                      f"(joint test, df = {joint.df}, non-central chi-square)")
-        lines = [head]
-        if self.inconclusive:
-            lines.append(f"  INCONCLUSIVE: more data needed: at n = {self.n} the joint test detects no departure "
-                         f"with power {self.power:g} (cells pooled to df = {joint.df}); increase n")
-        if self.impossible:
-            lines.append(f"  {self.impossible} emitted strings have target probability 0")
-        for t in self.subtests:
-            if t.deterministic:
-                lines.append(f"  {t.name}: {t.impossible} outputs off the argmax chain"
-                             f"{'  REJECTED' if t.rejected else ''}")
-            else:
-                cal = "" if t.calibrated_p is None else f", exact-null p = {t.calibrated_p:.3g}"
-                lines.append(f"  {t.name}: chi2 = {t.statistic:.4g}, df = {t.df}, p = {t.p_value:.3g}{cal} "
-                             f"(level {t.level:.2g}){'  REJECTED' if t.rejected else ''}")
+        return [head]
+
+    def _subtest_line(self, t) -> str:
+        if t.deterministic:
+            return f"  {t.name}: {t.impossible} outputs off the argmax chain{'  REJECTED' if t.rejected else ''}"
+        return super()._subtest_line(t)
+
+    def _tail(self) -> list[str]:
+        lines = []
         if not self.passed:
             if self.over:
                 lines.append("  most over-represented completed strings: " + "; ".join(map(str, self.over)))
             if self.under:
                 lines.append("  most under-represented completed strings: " + "; ".join(map(str, self.under)))
-        return "\n".join(lines)
+        return lines
 
 
 def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int = 20000, alpha: float = 1e-3,
@@ -250,7 +232,7 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     Returns: a :class:`SamplerCheck` (``passed``, ``detectable_tv``, sub-tests; ``str()`` reports).
 
     >>> from specsim.testing import check_sampler
-    >>> from specsim.testing.power import default_instance
+    >>> from specsim.testing import default_instance
     >>> from specsim.verifiers import token
     >>> target, draft_model, L = default_instance()  # every self-test mutant detectable by n = 4,718
     >>> res = check_sampler(lambda d, p, q, rng: token.sample(d, p, q, rng=rng), target, draft_model, L, n=2000)
@@ -361,8 +343,9 @@ def check_sampler(sample_fn, target: Model, draft_model: Model, L: int, n: int =
     # too little data is never a pass: INCONCLUSIVE when the joint test could detect nothing
     passed = not any(t.rejected for t in tests) and not tests[0].inconclusive
     over, under = largest_residuals(counts, joint, V, L + 1, report)
-    return SamplerCheck(passed, n, V, L, alpha, power, tests[0].detectable_tv, tests[0].impossible,
-                        tuple(tests), name, over, under)
+    return SamplerCheck(passed=passed, n=n, V=V, L=L, alpha=alpha, power=power,
+                        detectable_tv=tests[0].detectable_tv, impossible=tests[0].impossible,
+                        subtests=tuple(tests), name=name, over=over, under=under)
 
 
 # ----------------------------------------------------------------------------- design of experiments
@@ -380,7 +363,7 @@ def completed_and_target_laws(verifier, target: Model, draft_model: Model, L: in
     Returns: ``(C, P)``, flat float64 arrays of length V^{L+1} indexed by base-V codes.
 
     >>> from specsim.testing.sampler import completed_and_target_laws
-    >>> from specsim.testing.power import default_instance
+    >>> from specsim.testing import default_instance
     >>> from specsim.verifiers import hsd_released
     >>> C, P = completed_and_target_laws(hsd_released, *default_instance())
     >>> round(float(abs(C - P).sum() / 2), 6)  # TV(C, P): the released-residual fault
@@ -408,7 +391,7 @@ def samples_to_detect(C: np.ndarray, P: np.ndarray, V: int, L: int, alpha: float
     Returns: n as a ``float``, ``inf`` when C = P.
 
     >>> from specsim.testing.sampler import completed_and_target_laws, samples_to_detect
-    >>> from specsim.testing.power import default_instance
+    >>> from specsim.testing import default_instance
     >>> from specsim.verifiers import hsd_released
     >>> target, draft_model, L = default_instance()
     >>> C, P = completed_and_target_laws(hsd_released, target, draft_model, L)

@@ -36,18 +36,20 @@ from .._sampling import draw_token
 from .._validate import check_int, check_real, check_seed
 from ..models import Model
 from ..verifiers.base import as_verifier
+from .report import ChiSquareCheck
 from .sampler import MAX_JOINT_CELLS, SamplerError, _integrate
 from .stats import StringCount, SubTest, complete_with_target, goodness_of_fit, largest_residuals
 from .language_models import ToyLM, _as_prefix, toy_lm
-from .power import STEP_CONTEXT, default_instance
+from .selftest.power import STEP_CONTEXT, default_instance
 
 __all__ = ["StringCount", "StepCheck", "StepCertificate", "check_step", "check_step_exact",
            "step_from_verifier", "UniformSource"]
 
 
-@dataclass(frozen=True)
-class StepCheck:
-    """Verdict of :func:`check_step`: ``passed`` unless a sub-test rejects, an emitted string has
+@dataclass(frozen=True, kw_only=True)
+class StepCheck(ChiSquareCheck):
+    """Verdict of :func:`check_step` (a :class:`~specsim.testing.report.ChiSquareCheck` with the
+    horizon and the emitted lengths): ``passed`` unless a sub-test rejects, an emitted string has
     target probability 0, or the data are too few (``inconclusive``: the joint test detects no
     completed law with probability ``power`` at this n; ``verdict`` is then ``"INCONCLUSIVE"``).
 
@@ -72,15 +74,7 @@ class StepCheck:
     (True, (2000, 0), 2)
     """
 
-    passed: bool
-    n: int
-    V: int
     horizon: int
-    alpha: float
-    power: float
-    detectable_tv: float
-    impossible: int
-    subtests: tuple = field(repr=False)
     over: tuple = field(repr=False)
     under: tuple = field(repr=False)
     length_counts: tuple = ()
@@ -88,39 +82,18 @@ class StepCheck:
     name: str = "step"
     counts: np.ndarray | None = field(default=None, repr=False, compare=False)
 
-    @property
-    def inconclusive(self) -> bool:
-        """No sub-test rejected, but the joint test detects no completed law with the stated power
-        at this n (:attr:`~specsim.testing.stats.SubTest.inconclusive`): ``passed`` is False and
-        the report says INCONCLUSIVE (more data are needed)."""
-        return not any(t.rejected for t in self.subtests) and self.subtests[0].inconclusive
-
-    @property
-    def verdict(self) -> str:
-        """``"PASS"``, ``"FAIL"`` or ``"INCONCLUSIVE"``."""
-        return "PASS" if self.passed else ("INCONCLUSIVE" if self.inconclusive else "FAIL")
-
-    def __str__(self) -> str:
-        verdict = self.verdict
+    def _head(self) -> list[str]:
         mean = sum((k + 1) * c for k, c in enumerate(self.length_counts)) / max(self.n, 1)
-        lines = [f"{self.name} [V={self.V}, horizon={self.horizon}, n={self.n}]: {verdict} at false-alarm rate "
-                 f"{self.alpha:g} (Bonferroni over {len(self.subtests)} chi-square tests); detects "
-                 f"TV >= {self.detectable_tv:.3g} with power {self.power:g} (joint test, df = "
-                 f"{self.subtests[0].df}, non-central chi-square)",
-                 f"  emitted lengths 1..{self.horizon}: {list(self.length_counts)} (mean {mean:.3f} tokens per step"
-                 + (f", {self.tokens_per_call:.3f} per target call)" if np.isfinite(self.tokens_per_call) else ")")]
-        if self.inconclusive:
-            lines.append(f"  INCONCLUSIVE: more data needed: at n = {self.n} the joint test detects no departure "
-                         f"with power {self.power:g} (cells pooled to df = {self.subtests[0].df}); increase n")
-        if self.impossible:
-            lines.append(f"  {self.impossible} completed strings have target probability 0")
-        for t in self.subtests:
-            cal = "" if t.calibrated_p is None else f", exact-null p = {t.calibrated_p:.3g}"
-            lines.append(f"  {t.name}: chi2 = {t.statistic:.4g}, df = {t.df}, p = {t.p_value:.3g}{cal} "
-                         f"(level {t.level:.2g}){'  REJECTED' if t.rejected else ''}")
-        lines.append("  most over-represented: " + "; ".join(map(str, self.over)))
-        lines.append("  most under-represented: " + "; ".join(map(str, self.under)))
-        return "\n".join(lines)
+        return [f"{self.name} [V={self.V}, horizon={self.horizon}, n={self.n}]: {self.verdict} at false-alarm rate "
+                f"{self.alpha:g} (Bonferroni over {len(self.subtests)} chi-square tests); detects "
+                f"TV >= {self.detectable_tv:.3g} with power {self.power:g} (joint test, df = "
+                f"{self.subtests[0].df}, non-central chi-square)",
+                f"  emitted lengths 1..{self.horizon}: {list(self.length_counts)} (mean {mean:.3f} tokens per step"
+                + (f", {self.tokens_per_call:.3f} per target call)" if np.isfinite(self.tokens_per_call) else ")")]
+
+    def _tail(self) -> list[str]:
+        return ["  most over-represented: " + "; ".join(map(str, self.over)),
+                "  most under-represented: " + "; ".join(map(str, self.under))]
 
 
 def _emission(out, call: str, V: int, max_tokens: int) -> tuple[int, ...]:
@@ -190,7 +163,7 @@ def check_step(step, target: Model | None = None, draft_model: Model | None = No
     ``numpy.random.Generator``); ``target``, ``draft_model`` (Models over one V; both None, the
     default: ``default_instance("step", max_tokens=max_tokens)``, a V = 4 pair on which the step
     of every chain mutant is flagged with 99% power by n = 9149 at max_tokens 3 and 4, see
-    :mod:`specsim.testing.power`); ``n``;
+    :mod:`specsim.testing.selftest.power`); ``n``;
     ``alpha``; ``power``; ``max_tokens`` (>= 1, the horizon m; longer emissions are errors);
     ``seed``; ``context`` (default (1,), so a step that drops the context is seen); ``backend``,
     ``output`` (of the LMs, see :func:`~specsim.testing.language_models.toy_lm`); ``min_expected``; ``report``
@@ -243,9 +216,10 @@ def check_step(step, target: Model | None = None, draft_model: Model | None = No
     over, under = largest_residuals(counts, joint, V, m, report)
     # too little data is never a pass: INCONCLUSIVE when the joint test could detect nothing
     passed = not any(t.rejected for t in tests) and not tests[0].inconclusive
-    return StepCheck(passed, n, V, m, alpha, power, tests[0].detectable_tv, tests[0].impossible, tuple(tests),
-                     over, under, tuple(np.bincount(lengths - 1, minlength=m).tolist()),
-                     float(lengths.sum() / calls) if calls else float("nan"), name, counts)
+    return StepCheck(passed=passed, n=n, V=V, horizon=m, alpha=alpha, power=power,
+                     detectable_tv=tests[0].detectable_tv, impossible=tests[0].impossible, subtests=tuple(tests),
+                     over=over, under=under, length_counts=tuple(np.bincount(lengths - 1, minlength=m).tolist()),
+                     tokens_per_call=float(lengths.sum() / calls) if calls else float("nan"), name=name, counts=counts)
 
 
 def _subtests(counts, shifted: Model, V: int, m: int, alpha: float, power: float, min_expected: float,

@@ -1,7 +1,7 @@
 """SpecTr's k-sequential selection, K-SEQ (docs/theory.md §6.4): the rho* search and the verifier.
 
 A node-wise tree verifier (the engine is :func:`specsim.verifiers.nodewise._nodewise`).
-The private ``rho=`` switch of the node rule exists for :mod:`specsim.testing.tree_mutants`.
+The private ``rho=`` switch of the node rule exists for :mod:`specsim.testing.selftest.mutants`.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ skewed rows; :data:`gbv` is lossless, :data:`gbv_capped` (capped key, mismatched
 lossy negative control.  Besides the per-tree law: a law over trees of one shape, and the law of
 the selected path as a draft model (:func:`gbv_path_model`, :func:`gbv_path_arrays`), which the
 engine uses as a fast path.  The private ``select_by_q=`` switch exists for
-:mod:`specsim.testing.tree_mutants`.
+:mod:`specsim.testing.selftest.mutants`.
 """
 from __future__ import annotations
 

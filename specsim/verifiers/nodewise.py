@@ -13,7 +13,7 @@ This module holds that engine with its scalar and batched acceptance helpers, an
 recursive-rejection-sampling family: SpecInfer (i.i.d. draws), SpecInfer along the first path,
 Sequoia (draws without replacement) and deterministic children (EAGLE's rule), with their
 samplers.  The private keyword switches of the node rules exist for
-:mod:`specsim.testing.tree_mutants`.
+:mod:`specsim.testing.selftest.mutants`.
 """
 from __future__ import annotations
 

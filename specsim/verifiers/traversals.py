@@ -5,7 +5,7 @@ replacement or i.i.d. with repeats merged), :data:`traversal_repeats` and
 :data:`traversal_paths` (i.i.d. draws with the repeats kept).  Besides the per-tree law each has
 a law summed over node states (``process_law``, the fast path of the engine) and ``traversal``
 a law over trees of one shape (``batch_law``).  The private keyword switches of
-:func:`_traversal_law` exist for :mod:`specsim.testing.tree_mutants`.
+:func:`_traversal_law` exist for :mod:`specsim.testing.selftest.mutants`.
 """
 from __future__ import annotations
 

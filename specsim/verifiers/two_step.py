@@ -5,7 +5,7 @@ speculative sampling.  Two selections: self-normalised importance weights (:data
 whose token law :func:`khisti_selection_law` is a quadrature of its Laplace form) and an
 optimal selection (:data:`khisti_optimal`, built by :func:`khisti_optimal_selection`).  Both are
 node-wise tree verifiers (the engine is :func:`specsim.verifiers.nodewise._nodewise`).
-The private ``against_q=`` switch exists for :mod:`specsim.testing.tree_mutants`.
+The private ``against_q=`` switch exists for :mod:`specsim.testing.selftest.mutants`.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Bad input to specsim.real: a ValueError (TypeError for a bad type) naming the problem.  Tables of
 (input, message) or (input, exception, message): tampered dataset arrays, tampered manifests (every field), unreadable files, bad
-arguments to write_dataset, parse_draft and next_token_pairs.  Rows marked "issue 12" were accepted
+arguments to write_dataset, parse_drafter and next_token_pairs.  Rows marked "issue 12" were accepted
 or ended in a traceback before."""
 import importlib.util
 import json
@@ -153,14 +153,14 @@ def test_write_dataset_rejects_bad_input(synthetic_pairs, drafts, tmp_path, case
 
 @pytest.mark.parametrize("spec", ["early_exit", "beam:3", "topk:0", "topk:2.5", "temperature:-1",
                                   "temperature:nan", "early_exit:x"])
-def test_parse_draft_rejects(spec):
+def test_parse_drafter_rejects(spec):
     with pytest.raises(ValueError, match="draft"):
-        real.parse_draft(spec)
+        real.parse_drafter(spec)
 
 
-def test_parse_draft_checks_the_layer_count():
+def test_parse_drafter_checks_the_layer_count():
     with pytest.raises(ValueError, match="layers"):
-        real.parse_draft("early_exit:31", n_layers=30)
+        real.parse_drafter("early_exit:31", n_layers=30)
 
 
 @pytest.mark.parametrize("positions, exc", [([0], ValueError), ([6], ValueError), ([-6], ValueError),

@@ -73,10 +73,10 @@ def test_truncation_invariants(row, tail):
     assert abs(dense.sum() - 1) < 1e-12 and _tv(dense, row) <= rem + 1e-6
 
 
-def test_parse_draft():
-    assert real.parse_draft("early_exit:12") == ("early_exit", 12)
-    assert real.parse_draft("temperature:0.7") == ("temperature", 0.7)
-    assert real.parse_draft("topk:20") == ("topk", 20)
+def test_parse_drafter():
+    assert real.parse_drafter("early_exit:12") == ("early_exit", 12)
+    assert real.parse_drafter("temperature:0.7") == ("temperature", 0.7)
+    assert real.parse_drafter("topk:20") == ("topk", 20)
     assert real._resolve_positions([1, -1, -2], 5, 0) == [1, 5, 4]
     assert real._resolve_positions(None, 3, 0) == [1, 2, 3]
 
@@ -127,7 +127,7 @@ def test_tables_on_synthetic_pairs(synthetic_pairs, write_synthetic, drafts):
 # ---------------------------------------------------------------------------------------- committed data
 def test_committed_dataset_loads_and_is_consistent():
     ds = real.load_dataset(real.committed_dataset())
-    assert ds.V == 49152 and len(ds) >= 8 and set(ds.drafts) == set(real.DEFAULT_DRAFTS)
+    assert ds.V == 49152 and len(ds) >= 8 and set(ds.drafts) == set(real.DEFAULT_DRAFTERS)
     assert ds.manifest["model"]["file"] == real.MODEL_FILE and len(ds.manifest["model"]["sha256"]) == 64
     T = ds.manifest["settings"]["T"]
     for n in range(len(ds)):

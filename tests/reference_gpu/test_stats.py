@@ -82,9 +82,9 @@ def test_negative_control_greedy_mode_is_flagged_at_its_predicted_sample_size(ki
 def test_negative_control_bonus_from_the_wrong_row_is_flagged_at_its_predicted_sample_size(kit, backend):
     """The token kernel fed p_{L-1} as its bonus row (an off-by-one in the caller's layout) has
     exactly the law of specsim's ``bonus_wrong_row`` mutant (TV ~ 0.06 here): n from that law."""
-    from specsim.testing.mutants import CHAIN_MUTANTS
+    from specsim.testing.selftest.mutants import CHAIN_MUTANTS
     target, draft_model, L = _models(*PAIRS["V4-L3"])
-    C, P = completed_and_target_laws(CHAIN_MUTANTS["bonus_wrong_row"], target, draft_model, L)
+    C, P = completed_and_target_laws(CHAIN_MUTANTS["bonus_wrong_row"].verifier, target, draft_model, L)
     needed = samples_to_detect(C, P, target.V, L, ALPHA, POWER)
     assert needed <= N
     kernel = kit.dense_sampler("token", backend)

@@ -15,7 +15,7 @@ from specsim.structure import check_policy_lossless
 from specsim.structure.policies import (CallablePolicy, ConfidenceThreshold, EntropyStop, FixedLength, SpecDecPP,
                                         grammar_truncation)
 from specsim.structure.stopping import policy_drafting
-from specsim.testing.mutants import POLICY_MUTANTS
+from specsim.testing.selftest.mutants import POLICY_MUTANTS
 from specsim.testing.strategies import model_pairs
 from specsim.verifiers import block, token, traversal
 

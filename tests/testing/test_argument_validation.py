@@ -220,7 +220,7 @@ def test_assert_lossless_reports_one_failure_when_a_verifier_both_raises_and_is_
 
 # ---------------------------------------------------------------------------- issue 26: fuzz findings
 from specsim.testing import check_step, step_from_verifier
-from specsim.testing.selftest import mutation_table  # noqa: E402
+from specsim.testing.selftest.mutation import mutation_table  # noqa: E402
 from specsim.testing.properties import check_engine_properties, reference_verify  # noqa: E402
 from specsim.verifiers import sequoia, tree_verifier  # noqa: E402
 

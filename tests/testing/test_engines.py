@@ -14,7 +14,7 @@ from specsim.testing import SamplerError, check_sampler
 from specsim.testing.adapters import find_transformers_speculative_sampling  # noqa: E402
 from specsim.testing.engines import (EngineAdapter, flashinfer_chain_sampler, sglang_tree_sampler,  # noqa: E402
                                      transformers_chain_sampler, vllm_mrv2_rejection_sampler, vllm_rejection_sampler)
-from specsim.testing.power import default_instance  # noqa: E402
+from specsim.testing.selftest.power import default_instance  # noqa: E402
 from specsim.testing.properties import check_engine_properties  # noqa: E402
 
 F64 = torch.float64
@@ -153,7 +153,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def instance():
-    """The pair on which check_sampler's default n detects every chain mutant (specsim.testing.power)."""
+    """The pair on which check_sampler's default n detects every chain mutant (specsim.testing.selftest.power)."""
     return default_instance()
 
 

@@ -84,7 +84,7 @@ def test_sampler_check_hypothesis_mode(pytester, residual, ok):
 
 STEP_TEST = '''
 from specsim.testing import step_from_verifier
-from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS
 from specsim.verifiers import block
 
 def test_block_step(step_check):
@@ -92,7 +92,7 @@ def test_block_step(step_check):
     assert (res.V, res.horizon) == (4, 3)  # the recorded default instance at the default max_tokens
 
 def test_block_token_residual_step(step_check):
-    step_check(step_from_verifier(CHAIN_MUTANTS["block_token_residual"], L=2), n=9000)
+    step_check(step_from_verifier(CHAIN_MUTANTS["block_token_residual"].verifier, L=2), n=9000)
 '''
 
 

@@ -6,10 +6,10 @@ import pytest
 from specsim.drafts import iid_paths
 from specsim.models import random_model
 from specsim.testing import BatchSampler, check_sampler, check_step, default_instance, step_from_verifier
-from specsim.testing.power import power_report
-from specsim.testing.mutants import CHAIN_MUTANTS
-from specsim.testing.power import DEFAULT_STEP_INSTANCE
-from specsim.testing.tree_mutants import MUTANTS
+from specsim.testing.selftest.power import power_report
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS
+from specsim.testing.selftest.power import DEFAULT_STEP_INSTANCE
+from specsim.testing.selftest.mutants import TREE_MUTANTS
 
 
 def _law_batch_sampler(verifier):
@@ -40,7 +40,7 @@ def test_predicted_power_matches_simulated_rejection_rate():
     n, runs = 500, 300
     row = next(r for r in power_report(target, draft_model, 2, n).rows if r.name == "residual_from_target")
     assert 0.3 < row.power < 0.8  # an n where the prediction is informative
-    fn = _law_batch_sampler(CHAIN_MUTANTS["residual_from_target"])
+    fn = _law_batch_sampler(CHAIN_MUTANTS["residual_from_target"].verifier)
     rate = np.mean([not check_sampler(fn, target, draft_model, 2, n=n, seed=s).passed for s in range(runs)])
     # the prediction is the best sub-test's power (a lower bound on the call's): 4 binomial sigmas
     # below, and the other sub-tests add little above
@@ -51,7 +51,7 @@ def test_predicted_power_matches_simulated_rejection_rate():
 def test_mutant_flagged_at_the_n_reported_for_99_percent_power():
     target, draft_model = random_model(3, 0), random_model(3, 1)
     row = next(r for r in power_report(target, draft_model, 2).rows if r.name == "bonus_wrong_row")
-    fn = _law_batch_sampler(CHAIN_MUTANTS["bonus_wrong_row"])
+    fn = _law_batch_sampler(CHAIN_MUTANTS["bonus_wrong_row"].verifier)
     assert 0 < row.tv < 0.1 and row.detected
     assert not check_sampler(fn, target, draft_model, 2, n=int(row.samples_needed), seed=1).passed
 
@@ -75,7 +75,7 @@ def test_default_instance_detects_every_chain_mutant_at_default_n():
 def test_tree_mode_adds_the_mutants_of_that_process():
     rep = power_report(random_model(3, 0), random_model(3, 1), 1, drafting=iid_paths(2))
     tree = {r.name for r in rep.rows if r.suite == "tree"}
-    assert tree == {name for name, m in MUTANTS.items() if m.drafting.name == "iid_paths(2)"}
+    assert tree == {name for name, m in TREE_MUTANTS.items() if m.drafting.name == "iid_paths(2)"}
     assert rep.drafting == "iid_paths(2)"
 
 
@@ -102,7 +102,7 @@ def test_mutant_step_flagged_at_the_n_reported_for_99_percent_power():
     target, draft_model, m = default_instance("step")
     row = next(r for r in power_report(target, draft_model, m - 1, check="step").rows
                if r.name == "residual_from_target")
-    step = step_from_verifier(CHAIN_MUTANTS["residual_from_target"], m - 1)
+    step = step_from_verifier(CHAIN_MUTANTS["residual_from_target"].verifier, m - 1)
     assert row.detected and row.samples_needed < 2000
     assert not check_step(step, n=int(row.samples_needed), max_tokens=m, seed=1).passed
 

@@ -9,7 +9,7 @@ from specsim.models import random_model
 from specsim.testing import BatchSampler, check_sampler, check_sampler_exact, from_verifier
 from specsim.testing.sampler import completed_and_target_laws, samples_to_detect
 from specsim.testing.stats import detection_threshold
-from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS
 from specsim.verifiers import block, hsd_released, token
 from specsim.verifiers.base import Outcome, chain_verifier
 
@@ -188,7 +188,7 @@ def test_exact_mode_flags_reused_uniform_with_the_mutant_law():
     cert = check_sampler_exact(_token_u_reused, TARGET, DRAFT, 2)
     assert not cert.lossless
     # two independent computations of the same fault agree: grid integration vs the analytic mutant law
-    ref = check_lossless(CHAIN_MUTANTS["reused_uniform"], TARGET, DRAFT, 2)
+    ref = check_lossless(CHAIN_MUTANTS["reused_uniform"].verifier, TARGET, DRAFT, 2)
     assert cert.max_abs_error == pytest.approx(ref.max_abs_error, abs=1e-9)
     assert cert.worst_sequence == ref.worst_sequence
 
@@ -204,14 +204,14 @@ def test_check_sampler_on_tree_samplers():
     False-alarm rate alpha = 1e-3 per call; the faulty sampler's completed-law TV on this pair is
     computed exactly first, and n is chosen so the call has power >= 0.99 against it."""
     from specsim.drafts import iid_paths
-    from specsim.testing.tree_mutants import MUTANTS
+    from specsim.testing.selftest.mutants import TREE_MUTANTS
     from specsim.verifiers import specinfer
     t, d = random_model(3, 11, concentration=0.6), random_model(3, 12, concentration=0.6)
     ok = check_sampler(lambda tree, rng: specinfer.sample(tree, rng=rng), t, d, 2, n=6000,
                        drafting=iid_paths(2), seed=1)
     assert ok.passed, ok
-    name = next(k for k in MUTANTS if "stale" in k)
-    mutant = MUTANTS[name].verifier
+    name = next(k for k in TREE_MUTANTS if "stale" in k)
+    mutant = TREE_MUTANTS[name].verifier
     C, P = completed_and_target_laws(mutant, t, d, 2, drafting=iid_paths(2))
     assert samples_to_detect(C, P, 3, 2) <= 6000  # power >= 0.99 at this n
     bad = check_sampler(lambda tree, rng: mutant.sample(tree, rng=rng), t, d, 2, n=6000,
@@ -225,7 +225,7 @@ def test_fail_report_lists_the_strings_the_fault_moves():
     the report are strings its exact completed law (the residual_from_target mutant) over-weights
     (C > P), the under-represented ones strings it under-weights, with their counts; a PASS report
     lists none."""
-    C, P = completed_and_target_laws(CHAIN_MUTANTS["residual_from_target"], TARGET, DRAFT, 2)
+    C, P = completed_and_target_laws(CHAIN_MUTANTS["residual_from_target"].verifier, TARGET, DRAFT, 2)
     n = 4 * int(samples_to_detect(C, P, 3, 2))
     bad = BatchSampler(lambda d, p, q, rng: _token_batch(d, p, q, rng, residual="from_target"))
     res = check_sampler(bad, TARGET, DRAFT, 2, n=n, report=2)

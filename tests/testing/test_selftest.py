@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from specsim.testing.selftest import format_table, mutation_suites, mutation_table
+from specsim.testing.selftest.mutation import format_table, mutation_suites, mutation_table
 
 SAMPLER_SUBSET = {"residual_from_target", "reused_uniform", "block_first_failure", "onehot_no_removal",
                   "token", "block"}
@@ -18,7 +18,7 @@ def table():
 
 def test_every_mutant_flagged_and_every_control_passed(table):
     suites = mutation_suites()
-    assert "mutants" in suites and len(suites["mutants"]) >= 12
+    assert set(suites) == {"chain", "tree"} and len(suites["chain"]) >= 12
     assert len(table) == sum(len(s) for s in suites.values())
     wrong = [(r.name, r.exact_flagged, r.sampler_flagged) for r in table if not r.correct]
     assert not wrong, format_table(table)
@@ -45,9 +45,9 @@ def test_table_format(table):
 
 def test_shrunk_counterexamples_are_small():
     from specsim.testing import LossyVerifierError, assert_lossless
-    from specsim.testing.mutants import CHAIN_MUTANTS
+    from specsim.testing.selftest.mutants import CHAIN_MUTANTS
     with pytest.raises(LossyVerifierError) as info:
-        assert_lossless(CHAIN_MUTANTS["bonus_wrong_row"], max_examples=30, derandomize=True)
+        assert_lossless(CHAIN_MUTANTS["bonus_wrong_row"].verifier, max_examples=30, derandomize=True)
     assert info.value.case.pair.V == 3 and info.value.case.L == 1
 
 
@@ -58,7 +58,7 @@ def test_demo_runs():
 
 
 def test_importing_specsim_testing_pulls_no_cvxpy_torch_triton():
-    code = ("import sys, specsim.testing as T, specsim.testing.plugin, specsim.testing.selftest as S, "
+    code = ("import sys, specsim.testing as T, specsim.testing.plugin, specsim.testing.selftest.mutation as S, "
             "specsim.testing.strategies as H; "
             "T.assert_lossless, T.check_sampler, S.mutation_table, H.model_pairs, T.transformers_sampler; "
             "bad = [m for m in ('cvxpy', 'torch', 'triton', 'transformers') if m in sys.modules]; "

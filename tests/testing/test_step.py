@@ -9,7 +9,7 @@ from specsim._sampling import draw_token
 from specsim.models import random_model
 from specsim.testing import SamplerError, check_step, check_step_exact, default_instance, step_from_verifier
 from specsim.testing.sampler import completed_and_target_laws
-from specsim.testing.mutants import CHAIN_MUTANTS
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS
 from specsim.testing.stats import goodness_of_fit, multinomial_dispersion, predicted_power
 from specsim.verifiers import block, token
 
@@ -76,7 +76,7 @@ def test_hierarchical_emits_several_undrafted_tokens(pair):
 
 @pytest.mark.parametrize("step", [hierarchical_step(1, residual_from_target=True),
                                   hierarchical_step(1, drop_context=True),
-                                  step_from_verifier(CHAIN_MUTANTS["bonus_wrong_row"], L=1)],
+                                  step_from_verifier(CHAIN_MUTANTS["bonus_wrong_row"].verifier, L=1)],
                          ids=lambda s: s.name)
 def test_faulty_steps_fail_where_the_exact_law_predicts(pair, step):
     """The exact completed law (check_step_exact) predicts power >= 0.999 at this n; the
@@ -119,7 +119,7 @@ def test_product_method_certifies_lossless_steps(pair, step):
     assert abs(sum(cert.emission_law.values()) - 1) < 1e-9 and cert.method == "product"
 
 
-@pytest.mark.parametrize("verifier", [token, block, CHAIN_MUTANTS["reused_uniform"]], ids=lambda v: v.name)
+@pytest.mark.parametrize("verifier", [token, block, CHAIN_MUTANTS["reused_uniform"].verifier], ids=lambda v: v.name)
 def test_sequential_and_product_integrate_the_same_law(pair, verifier):
     """One drafted token, where the product grid is still cheap: both methods give one emission law."""
     step = step_from_verifier(verifier, L=1)
@@ -156,7 +156,7 @@ def test_sequential_flags_every_chain_mutant_step(mutant_pair, name):
     """Negative controls: each chain mutant turned into a step (L = 2) is not lossless, and its
     integrated completed law equals the exact engine's (check_lossless on the verifier itself)."""
     target, draft_model = mutant_pair
-    mutant = CHAIN_MUTANTS[name]
+    mutant = CHAIN_MUTANTS[name].verifier
     cert = check_step_exact(step_from_verifier(mutant, L=2), target, draft_model, n_uniforms=6,
                             max_tokens=3, context=CONTEXT)
     C, _ = completed_and_target_laws(mutant, target, draft_model, 2, context=CONTEXT)
@@ -260,7 +260,7 @@ def test_exact_bad_arguments(pair, kw, exc, match):
 
 def test_default_models_are_the_recorded_step_instance():
     """check_step without models runs on default_instance("step") (the search of
-    specsim.testing.power), for which the report states every mutant step is detectable."""
+    specsim.testing.selftest.power), for which the report states every mutant step is detectable."""
     step = step_from_verifier(block, L=2)
     target, draft_model, m = default_instance("step")
     res = check_step(step, n=300)
@@ -300,7 +300,7 @@ def test_false_alarm_rate_of_check_step_on_a_lossless_step_is_at_most_alpha():
     # test_real_check_step_counts_are_iid_draws_of_the_target_law).  At a rate of 1e-3 the count is
     # Binomial(1200, 1e-3): P(count >= 7) = 2.5e-4.
     from scipy import stats as sps
-    from specsim.testing.power import STEP_CONTEXT, default_instance
+    from specsim.testing.selftest.power import STEP_CONTEXT, default_instance
     from specsim.testing.step import _subtests
 
     target, _, m = default_instance("step", max_tokens=3)
@@ -313,7 +313,7 @@ def test_false_alarm_rate_of_check_step_on_a_lossless_step_is_at_most_alpha():
     assert fails < 7, fails
     assert sps.beta.ppf(0.025, fails, seeds - fails + 1) < alpha if fails else True  # Clopper-Pearson lower end
     # power is kept: a lossy mutant step (99% power predicted from n = 1573) is still flagged at this n
-    lossy = check_step(step_from_verifier(CHAIN_MUTANTS["wrong_draft_temperature"], L=2), n=3000)
+    lossy = check_step(step_from_verifier(CHAIN_MUTANTS["wrong_draft_temperature"].verifier, L=2), n=3000)
     assert lossy.verdict == "FAIL"
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import specsim as s
 from specsim.exact import completed_law
-from specsim.testing.mutants import CHAIN_MUTANTS, LOSSLESS_CONTROLS
+from specsim.testing.selftest.mutants import CHAIN_CONTROLS, CHAIN_MUTANTS
 from specsim.testing.strategies import distributions, model_pairs
 from specsim.verifiers.chain import block_weights
 
@@ -170,17 +170,17 @@ def test_onehot_equals_token_for_deterministic_drafts_and_costs_acceptance_other
 def test_mutants_flagged(name):
     """Negative controls: every mutant is flagged on one fixed prefix-dependent V = 3 pair."""
     t, d = s.random_model(3, 21, 0.7), s.random_model(3, 1021, 0.7)
-    c = s.check_lossless(CHAIN_MUTANTS[name], t, d, 3)
+    c = s.check_lossless(CHAIN_MUTANTS[name].verifier, t, d, 3)
     assert not c.lossless, name
     assert c.max_abs_error > 1e-6
 
 
-@pytest.mark.parametrize("name", sorted(LOSSLESS_CONTROLS))
+@pytest.mark.parametrize("name", sorted(CHAIN_CONTROLS))
 @settings(max_examples=15)
 @given(pair=model_pairs())
 def test_lossless_controls_pass(name, pair):
     t, d = pair
-    assert s.check_lossless(LOSSLESS_CONTROLS[name], t, d, 3).lossless
+    assert s.check_lossless(CHAIN_CONTROLS[name].verifier, t, d, 3).lossless
 
 
 def test_block_stop_probabilities_stable_when_weight_rounds_to_one():

@@ -5,8 +5,7 @@ from pathlib import Path
 import pytest
 
 from specsim import drafts
-from specsim.testing.mutants import CHAIN_MUTANTS, LOSSLESS_CONTROLS
-from specsim.testing.tree_mutants import CONTROLS, MUTANTS
+from specsim.testing.selftest.mutants import CHAIN_CONTROLS, CHAIN_MUTANTS, TREE_CONTROLS, TREE_MUTANTS
 from specsim.verifiers import NEED_TAGS, Verifier, chain_verifier, tree_verifier
 from specsim.verifiers.chain import CHAIN_VERIFIERS
 from specsim.verifiers.lossy import LOSSY_RULES, LossyVerifier, fuzzy, topk_accept
@@ -34,9 +33,8 @@ def _every_verifier():
         ("typical", {}), ("lenience", {"l": 0.5}), ("topk_accept", {"k": 2}), ("fuzzy", {"T": 0.1}),
         ("cactus", {"delta": 0.1}), ("mentored", {"alpha": 0.5}), ("ensemble", {"w": 0.5}),
         ("cascade", {"alpha": 0.5}), ("margin_standin", {"theta": 0.5}), ("consultant_standin", {"tau": 0.1}))]
-    return [*CHAIN_VERIFIERS.values(), *TREE_VERIFIERS.values(), *CHAIN_MUTANTS.values(),
-            *LOSSLESS_CONTROLS.values(), *(m.verifier for m in MUTANTS.values()),
-            *(m.verifier for m in CONTROLS.values()), *lossy]
+    return [*CHAIN_VERIFIERS.values(), *TREE_VERIFIERS.values(), *(m.verifier for table in (CHAIN_MUTANTS, CHAIN_CONTROLS, TREE_MUTANTS, TREE_CONTROLS)
+                                       for m in table.values()), *lossy]
 
 
 @pytest.mark.parametrize("v", _every_verifier(), ids=lambda v: v.name)

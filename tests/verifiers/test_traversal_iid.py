@@ -12,7 +12,7 @@ from specsim.drafts import (DraftTree, chain, delayed_expansion, fixed_shape, gr
                             topk_tree)
 from specsim.models import random_model
 from specsim.testing.strategies import model_pairs
-from specsim.testing.tree_mutants import MUTANTS
+from specsim.testing.selftest.mutants import TREE_MUTANTS
 from specsim.verifiers.chain import block
 from specsim.verifiers import specinfer, traversal_paths, traversal_repeats, verifiers_for
 
@@ -22,10 +22,10 @@ IID = (iid_paths(2), iid_paths(3), delayed_expansion(1, 2), delayed_expansion(0,
        fixed_shape((3, 1)))
 #: The per-tree laws alone (no node-state path): the reference the certificates rest on.
 PER_TREE = {v.name: tree_verifier(v.name, needs=v.needs)(v.law) for v in VARIANTS}
-#: Negative controls (specsim.testing.tree_mutants): masking the rejected token (the
+#: Negative controls (specsim.testing.selftest.mutants): masking the rejected token (the
 #: without-replacement row update) on i.i.d. draws, and the trie with q held but repeats skipped.
-PATHS_MASKED = MUTANTS["traversal_iid_masked"].verifier
-REPEATS_SKIPPED = MUTANTS["traversal_iid_repeats_skipped"].verifier
+PATHS_MASKED = TREE_MUTANTS["traversal_iid_masked"].verifier
+REPEATS_SKIPPED = TREE_MUTANTS["traversal_iid_repeats_skipped"].verifier
 
 
 def _max_gap(a, b) -> float:

@@ -9,7 +9,8 @@ from specsim.drafts import chain, delayed_expansion, fixed_shape, iid_paths, par
 from specsim.exact import check_lossless, expected_accepted
 from specsim.models import iid, random_model
 from specsim.testing.strategies import distributions, model_pairs
-from specsim.testing.tree_mutants import CONTROLS, MUTANTS
+from specsim.testing.selftest.mutants import (CHAIN_CONTROLS, CHAIN_MUTANTS, TREE_CONTROLS, TREE_MUTANTS,
+                                              Mutant)
 from specsim.verifiers.chain import block, hsd_released, token
 from specsim.multidraft import multidraft_acceptance
 from specsim.verifiers import gbv, gbv_capped, khisti, sequoia, specinfer, spectr, traversal, verifiers_for
@@ -42,12 +43,38 @@ def test_negative_controls_are_flagged():
     assert check_lossless(gbv, target, draft, 2, iid_paths(2)).lossless
 
 
+#: every mutant record, chain and tree: one record type, one test of where each is flagged
+MUTANTS = {**CHAIN_MUTANTS, **TREE_MUTANTS}
+CONTROLS = {**CHAIN_CONTROLS, **TREE_CONTROLS}
+
+
+def test_one_record_for_both_families():
+    assert len(MUTANTS) == len(CHAIN_MUTANTS) + len(TREE_MUTANTS)     # no name shared across families
+    assert len(CONTROLS) == len(CHAIN_CONTROLS) + len(TREE_CONTROLS)
+    for table, family, lossless in ((CHAIN_MUTANTS, "chain", False), (CHAIN_CONTROLS, "chain", True),
+                                    (TREE_MUTANTS, "tree", False), (TREE_CONTROLS, "tree", True)):
+        for name, m in table.items():
+            assert isinstance(m, Mutant) and m.name == name
+            assert m.family == family == m.verifier.kind and m.verifier.lossless is lossless
+            assert bool(m.fault) is (not lossless)
+            assert m.verifier.applies_to(m.drafting)   # the claim a checker searches includes the process
+
+
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_mutants_are_flagged(name):
     m = MUTANTS[name]
     flagged = [not check_lossless(m.verifier, random_model(3, s), random_model(3, s + 100, 0.5), m.L,
                                   m.drafting).lossless for s in range(3)]
     assert any(flagged), name
+
+
+@pytest.mark.parametrize("name", [n for n, m in CHAIN_MUTANTS.items() if m.L > 1])
+def test_chain_mutant_depth_is_the_smallest(name):
+    """The block faults coincide with block verification (= token-level) at L = 1: the record's
+    L = 2 is where they first show."""
+    m = CHAIN_MUTANTS[name]
+    assert all(check_lossless(m.verifier, random_model(3, s), random_model(3, s + 100, 0.5), m.L - 1,
+                              m.drafting).lossless for s in range(3))
 
 
 @pytest.mark.parametrize("name", sorted(CONTROLS))

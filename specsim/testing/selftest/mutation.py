@@ -1,7 +1,8 @@
 """Self-test of the suite: every mutant flagged, every lossless control passed, through the public API.
 
-For each faulty verifier in :data:`specsim.testing.mutants.CHAIN_MUTANTS` and the tree suite
-:data:`specsim.testing.tree_mutants.MUTANTS` (and each lossless control) :func:`mutation_table` records
+For each faulty verifier in :data:`specsim.testing.selftest.mutants.CHAIN_MUTANTS` and
+:data:`~specsim.testing.selftest.mutants.TREE_MUTANTS` (and each lossless control)
+:func:`mutation_table` records
 
 * the exact verdict of :func:`~specsim.testing.assert_lossless` and its shrunk counterexample;
 * the samples :func:`~specsim.testing.check_sampler` needs to flag it with 99% power, computed from
@@ -16,13 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_seed
-from ..drafts import chain
-from ..models import random_model
-from . import mutants, tree_mutants
-from .adapters import from_verifier
-from .assertions import LossyVerifierError, assert_lossless
-from .sampler import check_sampler, completed_and_target_laws, samples_to_detect
+from ..._validate import check_seed
+from ...drafts import chain
+from ...models import random_model
+from . import mutants
+from ..adapters import from_verifier
+from ..assertions import LossyVerifierError, assert_lossless
+from ..sampler import check_sampler, completed_and_target_laws, samples_to_detect
 
 __all__ = ["MutationRow", "mutation_table", "format_table", "mutation_suites"]
 
@@ -34,8 +35,8 @@ class MutationRow:
     ``check_sampler`` flags it with 99% power at false-alarm rate ``alpha``; ``counterexample``:
     the first line of the exact failure report.
 
-    >>> from specsim.testing.selftest import MutationRow
-    >>> row = MutationRow("bonus_wrong_row", "mutants", False, "bonus from p_{L-1}", True, 120.0, None, None, "")
+    >>> from specsim.testing.selftest.mutation import MutationRow
+    >>> row = MutationRow("bonus_wrong_row", "chain", False, "bonus from p_{L-1}", True, 120.0, None, None, "")
     >>> row.correct
     True
     """
@@ -60,24 +61,25 @@ class MutationRow:
 
 
 def mutation_suites() -> dict:
-    """The two mutation suites with their lossless controls.
+    """The mutation suites with their lossless controls, one per family.
 
-    Returns: ``{suite: {name: (verifier, expected lossless, assert_lossless keyword overrides)}}``
-    for ``mutants`` (``CHAIN_MUTANTS`` and ``LOSSLESS_CONTROLS``, no overrides) and
-    ``tree_mutants`` (``MUTANTS`` and ``CONTROLS``; each entry's draft process, depth L and V = 3).
+    Returns: ``{family: {name: (verifier, expected lossless, assert_lossless keyword overrides)}}``
+    for ``"chain"`` (:data:`~.mutants.CHAIN_MUTANTS` and :data:`~.mutants.CHAIN_CONTROLS`, no
+    overrides: ``assert_lossless`` searches every depth) and ``"tree"``
+    (:data:`~.mutants.TREE_MUTANTS` and :data:`~.mutants.TREE_CONTROLS`; each entry's draft
+    process, depth L and V = 3).
 
-    >>> from specsim.testing.selftest import mutation_suites
+    >>> from specsim.testing.selftest.mutation import mutation_suites
     >>> suites = mutation_suites()
-    >>> sorted(suites), suites["mutants"]["block"][1]
-    (['mutants', 'tree_mutants'], True)
+    >>> sorted(suites), suites["chain"]["block"][1]
+    (['chain', 'tree'], True)
     """
-    chain_suite = {name: (v, lossless, {})
-                   for table, lossless in ((mutants.CHAIN_MUTANTS, False), (mutants.LOSSLESS_CONTROLS, True))
-                   for name, v in table.items()}
-    tree_suite = {name: (m.verifier, lossless, {"drafting": m.drafting, "L": m.L, "V": 3})
-                  for table, lossless in ((tree_mutants.MUTANTS, False), (tree_mutants.CONTROLS, True))
-                  for name, m in table.items()}
-    return {"mutants": chain_suite, "tree_mutants": tree_suite}
+    suites: dict = {"chain": {}, "tree": {}}
+    for table in (mutants.CHAIN_MUTANTS, mutants.CHAIN_CONTROLS, mutants.TREE_MUTANTS, mutants.TREE_CONTROLS):
+        for name, m in table.items():
+            overrides = {} if m.family == "chain" else {"drafting": m.drafting, "L": m.L, "V": 3}
+            suites[m.family][name] = (m.verifier, m.verifier.lossless, overrides)
+    return suites
 
 
 def _instances(err: LossyVerifierError | None, overrides: dict):
@@ -108,8 +110,8 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
 
     Returns: a list of :class:`MutationRow`, one per verifier (see :func:`format_table`).
 
-    >>> from specsim.testing.selftest import mutation_suites, mutation_table
-    >>> one = {"mutants": {k: v for k, v in mutation_suites()["mutants"].items() if k == "bonus_wrong_row"}}
+    >>> from specsim.testing.selftest.mutation import mutation_suites, mutation_table
+    >>> one = {"chain": {k: v for k, v in mutation_suites()["chain"].items() if k == "bonus_wrong_row"}}
     >>> [(r.name, r.exact_flagged, r.correct) for r in mutation_table(one, max_examples=10, run_sampler=False, shrink=False)]
     [('bonus_wrong_row', True, True)]
     """
@@ -149,11 +151,11 @@ def format_table(rows: list[MutationRow]) -> str:
 
     Returns: the table, a ``str`` (header, rule, one line per row).
 
-    >>> from specsim.testing.selftest import MutationRow, format_table
-    >>> print(format_table([MutationRow("token", "mutants", True, "", False, float("inf"), False, 2000, "")]))
+    >>> from specsim.testing.selftest.mutation import MutationRow, format_table
+    >>> print(format_table([MutationRow("token", "chain", True, "", False, float("inf"), False, 2000, "")]))
     | suite | verifier | declared | exact mode | sampler mode (n) | samples to detect (99% power) |
     |---|---|---|---|---|---|
-    | mutants | token | lossless | passed | passed (2000) | - |
+    | chain | token | lossless | passed | passed (2000) | - |
     """
     out = ["| suite | verifier | declared | exact mode | sampler mode (n) | samples to detect (99% power) |",
            "|---|---|---|---|---|---|"]

@@ -5,14 +5,14 @@ A check at one instance (target, draft model, L, draft process) and sample size 
 fault whose completed law C differs from the target law P there (docs/theory.md §2); some faults
 vanish on some instances (block verification with the token-level residual is exact whenever the
 joint-ratio weights never exceed 1, e.g. on ``random_model(3, 0)`` / ``random_model(3, 1)`` at
-L = 2).  :func:`power_report` computes, for each mutant of :data:`specsim.testing.mutants.CHAIN_MUTANTS`
-(and, in tree mode, of :data:`specsim.testing.tree_mutants.MUTANTS`), the exact C (from
+L = 2).  :func:`power_report` computes, for each mutant of :data:`specsim.testing.selftest.mutants.CHAIN_MUTANTS`
+(and, in tree mode, of :data:`specsim.testing.selftest.mutants.TREE_MUTANTS`), the exact C (from
 :func:`~specsim.testing.sampler.completed_and_target_laws`), TV(C, P), the power of the check at n and
 the n needed for 99% power (:func:`~specsim.testing.sampler.samples_to_detect`).
 
 :func:`default_instance` is a chain instance on which every chain mutant is detected with 99%
 power at check_sampler's default n = 20000.  It was found once by ``python -m
-specsim.testing.power`` (the search in :func:`_search`: V in {3, 4}, L in {2, 3}, concentration
+specsim.testing.selftest.power`` (the search in :func:`_search`: V in {3, 4}, L in {2, 3}, concentration
 in {0.2, 0.3, 0.5, 1.0}, target/draft seeds (s, s + 1) for s = 0, 2, ..., 38, ranked by the largest
 n any chain mutant needs); its result, V = 4, L = 3, concentration 0.5, seeds (24, 25), every chain
 mutant flagged with 99% power by n = 4718, is recorded in :data:`DEFAULT_INSTANCE` (the 2-core
@@ -22,7 +22,7 @@ The check_step instance (``default_instance("step")``, check_step's default mode
 separately, since check_step's sub-tests (joint law and completed prefixes at level alpha /
 max_tokens) and its default context (1,) differ: on the check_sampler instance above the step of
 ``block_token_residual`` needs 1.7 million samples at max_tokens = 4.  ``python -m
-specsim.testing.power step`` (:func:`_search_step`: the same candidates, each ranked by the
+specsim.testing.selftest.power step`` (:func:`_search_step`: the same candidates, each ranked by the
 largest n any chain mutant turned into a step by ``step_from_verifier(v, L)`` needs, over L = 2
 and 3, i.e. max_tokens = 3 and 4; a candidate is dropped at the first length where it is already
 worse than the best so far, so only the first line is a full maximum) printed, in 67 s::
@@ -43,14 +43,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_int, check_real
-from ..models import validate_model_pair
-from ..drafts import Chain
-from ..models import Model, random_model
-from . import mutants, tree_mutants
-from .language_models import _as_prefix
-from .sampler import completed_and_target_laws
-from .stats import position_marginals, predicted_power, samples_for_power
+from ..._validate import check_int, check_real
+from ...models import validate_model_pair
+from ...drafts import Chain
+from ...models import Model, random_model
+from . import mutants
+from ..language_models import _as_prefix
+from ..sampler import completed_and_target_laws
+from ..stats import position_marginals, predicted_power, samples_for_power
 
 __all__ = ["MutantPower", "PowerReport", "power_report", "default_instance", "DEFAULT_INSTANCE",
            "DEFAULT_STEP_INSTANCE", "STEP_CONTEXT"]
@@ -61,13 +61,13 @@ DEFAULT_N = 20000
 #: check_step's default context: one token, so that a step that drops the context is seen.
 STEP_CONTEXT = (1,)
 
-#: Result of ``python -m specsim.testing.power`` (the search of :func:`_search`, run once):
+#: Result of ``python -m specsim.testing.selftest.power`` (the search of :func:`_search`, run once):
 #: V, L, concentration, target seed, draft seed, and the largest n any chain mutant needs for 99%
 #: power at alpha = 1e-3 (the search's ranking key).
 DEFAULT_INSTANCE = {"V": 4, "L": 3, "concentration": 0.5, "target_seed": 24, "draft_seed": 25,
                     "max_samples_needed": 4718}
 
-#: Result of ``python -m specsim.testing.power step`` (the search of :func:`_search_step`, run
+#: Result of ``python -m specsim.testing.selftest.power step`` (the search of :func:`_search_step`, run
 #: once): V, concentration, target seed, draft seed, and the largest n any mutant step
 #: (``step_from_verifier(v, L)`` for every chain mutant v, L in {2, 3}) needs for 99% power in
 #: check_step at alpha = 1e-3 and context (1,).
@@ -174,7 +174,7 @@ def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, 
     step of a chain verifier emits the verifier's block (accepted prefix and one token), so its
     completed law is the verifier's.  Chain mode (``drafting`` None or a chain) covers every
     chain mutant; tree mode (check_sampler only) covers the chain mutants on chain drafts plus the
-    tree mutants pinned to the same draft process (``TreeMutant.drafting`` of the same name), at
+    tree mutants pinned to the same draft process (``Mutant.drafting`` of the same name), at
     depth L.
 
     Parameters: ``target``, ``draft_model`` (models over one V), ``L`` (>= 1: the draft length;
@@ -185,7 +185,7 @@ def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, 
     Returns: a :class:`PowerReport` (``rows``, ``detects_all``, ``undetectable``; ``str()`` a table).
 
     >>> from specsim.models import random_model
-    >>> from specsim.testing.power import power_report
+    >>> from specsim.testing.selftest.power import power_report
     >>> rep = power_report(random_model(3, 0), random_model(3, 1), L=2)
     >>> rep.detects_all, rep.undetectable
     (False, ('block_token_residual',))
@@ -197,14 +197,14 @@ def power_report(target: Model, draft_model: Model, L: int, n: int = DEFAULT_N, 
         raise ValueError(f"check must be 'sampler' or 'step', got {check!r}")
     ctx = _as_prefix((() if check == "sampler" else STEP_CONTEXT) if context is None else context, "context")
     V = target.V
-    cases = [(name, "chain", v, None) for name, v in mutants.CHAIN_MUTANTS.items()]
+    cases = [(name, "chain", m.verifier, None) for name, m in mutants.CHAIN_MUTANTS.items()]
     tree_mode = drafting is not None and not isinstance(drafting, Chain)
     if tree_mode:
         if not hasattr(drafting, "sample"):
             raise TypeError(f"drafting must be a draft process or None, got {type(drafting).__name__}")
         if check == "step":
             raise ValueError("check='step' covers chain steps only (drafting must be None or a chain)")
-        cases += [(name, "tree", m.verifier, drafting) for name, m in tree_mutants.MUTANTS.items()
+        cases += [(name, "tree", m.verifier, drafting) for name, m in mutants.TREE_MUTANTS.items()
                   if m.drafting.name == drafting.name]
     level = _level(alpha, L, check)
     rows = []
@@ -233,7 +233,7 @@ def default_instance(check: str = "sampler", *, max_tokens: int = 3):
     check="step", for ``check_step(step, target, draft_model, max_tokens=max_tokens)``
     (check_step's default models).
 
-    >>> from specsim.testing import default_instance; from specsim.testing.power import power_report
+    >>> from specsim.testing import default_instance; from specsim.testing.selftest.power import power_report
     >>> power_report(*default_instance()).detects_all
     True
     >>> target, draft_model, m = default_instance("step", max_tokens=4)
