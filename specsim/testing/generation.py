@@ -515,7 +515,7 @@ def homogeneity(a: Counter, b: Counter, level: float, power: float, rng, name: s
 
 
 def check_generation(engine: GenerationEngine, prompt: Sequence[int] = (1,),
-                     params: SamplingParams | Mapping[str, SamplingParams] | None = None, *, n: int = 3000,
+                     params: SamplingParams | Mapping[str, SamplingParams] | None = None, *, n: int = 1000,
                      alpha: float = 1e-3, power: float = 0.99, seed: int = 0, mode: str = "auto",
                      logprob_atol: float = 1e-5, name: Optional[str] = None) -> GenerationCheck:
     """Does speculation change the law of the generated sequence?  One verdict per parameter setting.

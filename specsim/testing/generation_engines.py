@@ -31,7 +31,7 @@ from ..models import Model, mix, random_model
 from ..verifiers.base import as_verifier
 from .generation import Generation, GenerationEngine, SamplingParams, finished, process_logits
 
-__all__ = ["toy_engine", "MUTANTS", "TOKEN_TEXT", "LOGIT_SHIFT", "default_models"]
+__all__ = ["toy_engine", "MUTANTS", "MUTANT_SETTINGS", "TOKEN_TEXT", "LOGIT_SHIFT", "default_models"]
 
 #: Decoded text of the default toy's 4 tokens (token 2 spans two characters, so the stop string
 #: "ba" can be completed across a token boundary or inside one).
@@ -43,6 +43,11 @@ LOGIT_SHIFT = 1.0
 
 MUTANTS = ("penalty_bonus_only", "top_k_top_p_swapped", "eos_mid_block_ignored", "penalty_once_per_step",
            "logprob_zero", "min_new_tokens_too_long")
+
+#: The setting of :func:`~specsim.testing.generation.default_params` on which each mutant's bug shows.
+MUTANT_SETTINGS = {"penalty_bonus_only": "presence_penalty", "top_k_top_p_swapped": "top_k->top_p",
+                   "eos_mid_block_ignored": "eos", "penalty_once_per_step": "frequency_penalty",
+                   "logprob_zero": "temperature", "min_new_tokens_too_long": "min_new_tokens"}
 
 
 def default_models(V: int = 4, seed: int = 3, agreement: float = 0.85) -> tuple[Model, Model]:
