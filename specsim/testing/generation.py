@@ -399,7 +399,7 @@ class GenerationCheck:
         head = (f"{self.name}: {self.verdict} ({self.mode} mode; false-alarm rate {self.alpha:g} for the call, "
                 f"Bonferroni over {len(self.rows)} parameter settings)")
         w = max([9] + [len(r.parameter) for r in self.rows])
-        lines = [head, f"  {'parameter':<{w}}  verdict       n  false-alarm  detects TV  witness"]
+        lines = [head, f"  {'parameter':<{w}}  {'verdict':<12} {'n':>6}  false-alarm  detects TV  witness"]
         for r in self.rows:
             lines.append(f"  {r.parameter:<{w}}  {r.verdict:<12} {r.n:>6}  {r.alpha:<11.3g}  {r.detectable_tv:<10.3g}"
                          f"  {r.witness}")

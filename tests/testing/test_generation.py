@@ -241,3 +241,49 @@ def test_bad_arguments_are_named():
         generation_law(lambda s: np.zeros(3), (), SamplingParams(stop_strings=("a",)))
     with pytest.raises(ValueError, match="no token is left"):
         process_logits(np.full(3, -np.inf), (), (), SamplingParams())
+
+
+# ----------------------------------------------------------------------------- transformers adapter
+@pytest.mark.usefixtures("one_torch_thread")
+def test_transformers_assisted_generation_exact_mode_on_toys():
+    """transformers' assisted generation on toy target and draft (exact mode): no law test rejects and
+    every logprob equals log pi_theta; the same engine with the repetition penalty dropped on its
+    speculative side only is flagged (its logprobs, exact, move at any n)."""
+    pytest.importorskip("transformers")
+    from specsim.testing.generation_engines import default_models
+    from specsim.testing.generation_transformers import transformers_engine
+    from specsim.testing.language_models import transformers_lm
+
+    target, draft = default_models()
+    eng = transformers_engine(transformers_lm(target), transformers_lm(draft), num_assistant_tokens=3)
+    th = {"repetition_penalty": SamplingParams(repetition_penalty=2.0, eos_token_id=3, max_new_tokens=3)}
+    res = check_generation(eng, params=th, n=40)
+    assert res.verdict != "FAIL" and res.mode == "exact", str(res)
+    assert not any(t.rejected for t in res.rows[0].subtests)
+    inner = eng.generate
+    broken = replace(eng, generate=lambda p, n, theta, spec, rng: inner(
+        p, n, replace(theta, repetition_penalty=1.0) if spec else theta, spec, rng), name="penalty dropped")
+    bad = check_generation(broken, params=th, n=40)
+    assert bad.verdict == "FAIL" and "speculative" in bad.rows[0].witness, str(bad)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+@pytest.mark.parametrize("kw", [dict(mode="assistant", schedule="heuristic", confidence_threshold=0.3),
+                                dict(mode="prompt_lookup")])
+def test_transformers_adapter_on_tiny_llama_two_sample(kw):
+    """A random 2-layer Llama (V = 40, nothing downloaded) as target, another as draft: the adapter
+    runs end to end in two-sample mode, with valid outputs and logprobs that match the plain path's."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from specsim.testing.generation_transformers import transformers_engine
+
+    def llama(seed):
+        torch.manual_seed(seed)
+        cfg = transformers.LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+        return transformers.LlamaForCausalLM(cfg).eval()
+
+    eng = transformers_engine(llama(0), llama(1), exact=False, **kw)
+    th = {"top_k": SamplingParams(top_k=2, temperature=0.5, no_repeat_ngram_size=2, max_new_tokens=2)}
+    res = check_generation(eng, prompt=(3, 1, 4, 1), params=th, n=30)
+    assert res.mode == "two-sample" and res.verdict != "FAIL", str(res)
