@@ -49,7 +49,7 @@ import numpy as np
 from scipy import stats
 
 from .._validate import check_int, check_real, check_seed
-from ..chisquare import detectable_tv, detection_threshold, goodness_of_fit, pool_small_cells
+from ..chisquare import detection_threshold, goodness_of_fit
 from ..models import iid, top_k as _top_k_model, top_p as _top_p_model
 from .language_models import _as_prefix
 from .sampler import SamplerError
@@ -457,10 +457,9 @@ def _exact_tests(outputs, law: dict, N: int, level: float, power: float, rng, si
     """Goodness of fit of the whole output law, then of the first k tokens, k = 1..N-1."""
     tests = []
     for k in [N] + list(range(1, N)):
+        # outputs have at most N tokens: at k = N the cells are the outputs themselves
         lk = law if k == N else _prefix_law(law, k)
-        cnt = _prefix_counts(outputs, N) if k == N else _prefix_counts(outputs, k)
-        if k == N:  # outputs are at most N tokens: their prefix of length N is themselves
-            cnt = Counter(o.tokens for o in outputs)
+        cnt = Counter(o.tokens for o in outputs) if k == N else _prefix_counts(outputs, k)
         keys = list(lk) + [s for s in cnt if s not in lk]
         counts = np.array([cnt.get(s, 0) for s in keys], dtype=np.float64)
         probs = np.array([lk.get(s, 0.0) for s in keys], dtype=np.float64)
@@ -488,8 +487,8 @@ def homogeneity(a: Counter, b: Counter, level: float, power: float, rng, name: s
     na, nb = A.sum(), B.sum()
     tot = A + B
     share = tot / (na + nb)
-    _, _, pooled = pool_small_cells(tot, share, int(min(na, nb)))  # pooled mass at the smaller row's size
-    small = share * min(na, nb) < 5
+    small = share * min(na, nb) < 5  # cells expecting < 5 in the smaller row: pooled into one
+    pooled = float(share[small].sum()) if small.sum() > 1 else 0.0
     if small.sum() > 1:
         A = np.concatenate(([A[small].sum()], A[~small]))
         B = np.concatenate(([B[small].sum()], B[~small]))

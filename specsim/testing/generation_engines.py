@@ -29,7 +29,7 @@ from .._sampling import draw_token
 from .._validate import check_int
 from ..models import Model, mix, random_model
 from ..verifiers.base import as_verifier
-from .generation import Generation, GenerationEngine, SamplingParams, finished, process_logits
+from .generation import Generation, GenerationEngine, finished, process_logits
 
 __all__ = ["toy_engine", "MUTANTS", "MUTANT_SETTINGS", "TOKEN_TEXT", "LOGIT_SHIFT", "default_models"]
 

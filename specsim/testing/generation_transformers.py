@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
-
 from .._validate import check_int
 from .generation import GenerationEngine, SamplingParams
 

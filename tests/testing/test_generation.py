@@ -257,13 +257,13 @@ def test_transformers_assisted_generation_exact_mode_on_toys():
     target, draft = default_models()
     eng = transformers_engine(transformers_lm(target), transformers_lm(draft), num_assistant_tokens=3)
     th = {"repetition_penalty": SamplingParams(repetition_penalty=2.0, eos_token_id=3, max_new_tokens=3)}
-    res = check_generation(eng, params=th, n=40)
+    res = check_generation(eng, params=th, n=25)
     assert res.verdict != "FAIL" and res.mode == "exact", str(res)
     assert not any(t.rejected for t in res.rows[0].subtests)
     inner = eng.generate
     broken = replace(eng, generate=lambda p, n, theta, spec, rng: inner(
         p, n, replace(theta, repetition_penalty=1.0) if spec else theta, spec, rng), name="penalty dropped")
-    bad = check_generation(broken, params=th, n=40)
+    bad = check_generation(broken, params=th, n=10)
     assert bad.verdict == "FAIL" and "speculative" in bad.rows[0].witness, str(bad)
 
 
