@@ -42,6 +42,7 @@ _EXPORTS = {
     "engines": ("EngineAdapter", "EngineOutputError"),
     "adapters": ("from_verifier", "torch_batch_sampler", "transformers_sampler"),
     "selftest.power": ("default_instance",),
+    "generation": ("check_generation",),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

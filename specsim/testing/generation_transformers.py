@@ -1,0 +1,150 @@
+"""transformers' speculative modes as a :class:`~specsim.testing.generation.GenerationEngine`.
+
+``generate(prompt, n, theta, speculative, rng)`` calls ``model.generate(do_sample=True, ...)`` with
+theta's parameters (transformers names them the same; it has no presence or frequency penalty,
+so settings with them raise ``NotImplementedError``) and, on the speculative side, one of
+
+* ``mode="assistant"``: assisted generation with ``assistant_model`` (a draft model), with
+  ``num_assistant_tokens`` and ``num_assistant_tokens_schedule`` (``"constant"`` or
+  ``"heuristic"``) and optionally ``assistant_confidence_threshold``;
+* ``mode="prompt_lookup"``: prompt-lookup decoding (``prompt_lookup_num_tokens``).
+
+torch is seeded from ``rng`` before each call.  The reported logprobs are log_softmax of the
+processed scores transformers returns (``output_scores=True``); the stop reason is "eos" when the
+last token is EOS, "length" at n tokens, "stop" otherwise (a stop string).  With
+``exact=True`` (default when V <= 64, e.g. a toy model of
+:func:`specsim.testing.language_models.transformers_lm`) the engine exposes its raw logits and
+:func:`~specsim.testing.generation.check_generation` runs in exact mode.
+
+torch and transformers are imported when an engine is built, not when this module is imported.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .._validate import check_int
+from .generation import GenerationEngine, SamplingParams
+
+__all__ = ["transformers_engine", "transformers_params", "MODES"]
+
+MODES = ("assistant", "prompt_lookup")
+
+
+def transformers_params(max_new_tokens: int = 4, eos_token_id: Optional[int] = None, stop_string: str | None = None,
+                        base: Optional[dict] = None) -> dict:
+    """The battery of :func:`~specsim.testing.generation.default_params` without the settings
+    transformers has no processor for (presence and frequency penalties); EOS settings only when
+    ``eos_token_id`` is given; stop strings only when ``stop_string`` is given (they need the
+    tokenizer)."""
+    from .generation import default_params
+
+    base = base if base is not None else default_params(max_new_tokens, eos_token_id if eos_token_id is not None else 0,
+                                                        stop_string or "x")
+    drop = {"presence_penalty", "frequency_penalty"}
+    if eos_token_id is None:
+        drop |= {"eos", "min_new_tokens"}
+    if stop_string is None:
+        drop.add("stop_strings")
+    return {k: v for k, v in base.items() if k not in drop}
+
+
+def transformers_engine(model, assistant_model=None, *, mode: str = "assistant", num_assistant_tokens: int = 3,
+                        schedule: str = "constant", confidence_threshold: Optional[float] = None,
+                        prompt_lookup_num_tokens: int = 3, tokenizer=None, exact: Optional[bool] = None,
+                        V: Optional[int] = None, name: Optional[str] = None) -> GenerationEngine:
+    """A GenerationEngine over ``model.generate`` (plain) and its speculative ``mode``.
+
+    Parameters: ``model`` (a transformers causal LM); ``assistant_model`` (the draft, for
+    ``mode="assistant"``); ``mode`` (:data:`MODES`); ``num_assistant_tokens``; ``schedule``
+    (``"constant"`` or ``"heuristic"``); ``confidence_threshold`` (``assistant_confidence_threshold``,
+    None: not passed); ``prompt_lookup_num_tokens``; ``tokenizer`` (needed for stop strings, and
+    gives ``token_text``); ``exact`` (expose the raw logits for exact mode; default V <= 64);
+    ``V`` (vocabulary, default the model's output width); ``name``.
+
+    Returns: a :class:`~specsim.testing.generation.GenerationEngine`.
+
+    >>> from specsim.models import random_model, mix
+    >>> from specsim.testing.language_models import transformers_lm
+    >>> from specsim.testing.generation_transformers import transformers_engine
+    >>> eng = transformers_engine(transformers_lm(random_model(3, 0)), transformers_lm(random_model(3, 1)))
+    >>> eng.V, eng.logits is not None
+    (3, True)
+    """
+    import torch
+
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if mode == "assistant" and assistant_model is None:
+        raise ValueError("mode='assistant' needs assistant_model (the draft model)")
+    if schedule not in ("constant", "heuristic"):
+        raise ValueError(f"schedule must be 'constant' or 'heuristic', got {schedule!r}")
+    check_int(num_assistant_tokens, "num_assistant_tokens", 1)
+    check_int(prompt_lookup_num_tokens, "prompt_lookup_num_tokens", 1)
+    device = next(iter(model.parameters())).device
+
+    def forward_last(ids):
+        with torch.no_grad():
+            return model(torch.tensor([list(ids)], dtype=torch.long, device=device)).logits[0, -1].double().cpu()
+
+    if V is None:
+        V = int(model.config.vocab_size) if getattr(model.config, "vocab_size", None) else None
+    if V is None:
+        raise ValueError("V must be given: the model config has no vocab_size")
+    exact = V <= 64 if exact is None else bool(exact)
+    token_text = None
+    if tokenizer is not None:
+        token_text = [tokenizer.decode([t]) for t in range(V)]
+    pad = model.generation_config.pad_token_id
+    for m in (model, assistant_model):  # EOS comes from theta alone (a model's own EOS would stop theta-less runs)
+        if m is not None:
+            m.generation_config.eos_token_id = None
+    if pad is None:
+        pad = 0
+
+    def generate(prompt, n_tokens, params: SamplingParams, speculative: bool, rng):
+        if params.presence_penalty or params.frequency_penalty:
+            raise NotImplementedError("transformers has no presence or frequency penalty")
+        if tuple(params.order) != ("top_k", "top_p", "min_p"):
+            raise NotImplementedError("transformers applies top_k, top_p, min_p in that order only")
+        torch.manual_seed(int(rng.integers(2 ** 62)))
+        kw = dict(do_sample=True, max_new_tokens=n_tokens, min_new_tokens=params.min_new_tokens or None,
+                  temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
+                  min_p=params.min_p or None, repetition_penalty=params.repetition_penalty,
+                  no_repeat_ngram_size=params.no_repeat_ngram_size, eos_token_id=params.eos_token_id,
+                  pad_token_id=pad, output_scores=True, return_dict_in_generate=True)
+        if params.stop_strings:
+            if tokenizer is None:
+                raise NotImplementedError("stop strings need the tokenizer")
+            kw.update(stop_strings=list(params.stop_strings), tokenizer=tokenizer)
+        if speculative and mode == "assistant":
+            kw.update(assistant_model=assistant_model, num_assistant_tokens=num_assistant_tokens,
+                      num_assistant_tokens_schedule=schedule)
+            if confidence_threshold is not None:
+                kw["assistant_confidence_threshold"] = confidence_threshold
+        elif speculative:
+            kw["prompt_lookup_num_tokens"] = prompt_lookup_num_tokens
+        ids = torch.tensor([list(prompt)], dtype=torch.long, device=device)
+        with torch.no_grad():
+            out = model.generate(ids, **kw)
+        toks = out.sequences[0, len(prompt):].tolist()
+        lps = []
+        for k, t in enumerate(toks):
+            if k < len(out.scores):
+                row = torch.log_softmax(out.scores[k][0].double(), dim=-1)
+                lps.append(float(row[t]) if t < row.numel() else float("nan"))
+        logprobs = tuple(lps) if len(lps) == len(toks) else None
+        if toks and params.eos_token_id is not None and toks[-1] == params.eos_token_id:
+            reason = "eos"
+        elif len(toks) >= n_tokens:
+            reason = "length"
+        else:
+            reason = "stop" if params.stop_strings else None
+        return toks, reason, logprobs
+
+    def logits(prefix):
+        return forward_last(prefix).numpy()[:V]
+
+    label = (f"transformers {mode}" + (f" ({schedule}, k={num_assistant_tokens}"
+                                       + (f", threshold={confidence_threshold}" if confidence_threshold is not None else "")
+                                       + ")" if mode == "assistant" else f" (k={prompt_lookup_num_tokens})"))
+    return GenerationEngine(generate, V, logits if exact else None, token_text, name or label)
