@@ -528,11 +528,22 @@ class TreeEvaluation:
     manifest: dict
     samples: dict
 
-    def paired(self, draft: str, process: str, a: str, b: str) -> tuple[float, float, float]:
-        """``(diff, lo, hi)`` of :meth:`compare`: the mean over the group's trees of
-        E[tau|tree]_a - E[tau|tree]_b and its 95% paired t interval."""
-        c = self.compare(draft, process, a, b)
+    def paired(self, draft: str, process: str, a: str, b: str, cluster: str = "prompt") -> tuple[float, float, float]:
+        """``(diff, lo, hi)`` of :meth:`compare`: E[tau|tree]_a - E[tau|tree]_b averaged within
+        each prompt, and the 95% t interval over prompts (``cluster`` as in :meth:`compare`)."""
+        c = self.compare(draft, process, a, b, cluster)
         return c.diff, c.lo, c.hi
+
+    @staticmethod
+    def _labels(keys, cluster: str, unit: str):
+        # cluster labels of pairs keyed by context (prompt, position); None when the cluster is the
+        # pair itself (pairs taken as independent)
+        allowed = ("prompt", "context", "tree") if unit == "tree" else ("prompt", "context")
+        if cluster not in allowed:
+            raise ValueError(f"cluster must be one of {allowed}, got {cluster!r}")
+        if cluster == unit:
+            return None
+        return [k[0] for k in keys] if cluster == "prompt" else [tuple(k) for k in keys]
 
     def _summary(self, draft: str, process: str, verifier: str) -> VerifierSummary:
         if (draft, process) not in self.groups:
@@ -544,24 +555,30 @@ class TreeEvaluation:
             raise ValueError(f"verifier {verifier!r} was skipped on {process!r}: {g[verifier].skipped}")
         return g[verifier]
 
-    def compare(self, draft: str, process: str, a: str, b: str) -> "Comparison":
+    def compare(self, draft: str, process: str, a: str, b: str, cluster: str = "prompt") -> "Comparison":
         """Two verifiers on the same trees: per tree E[tau|tree]_a - E[tau|tree]_b and
-        P(tau >= d | tree)_a - P(tau >= d | tree)_b, with paired t intervals over the trees.
+        P(tau >= d | tree)_a - P(tau >= d | tree)_b, averaged within each cluster, with t
+        intervals over the clusters.
 
         Parameters: ``draft``, ``process`` (a group of :attr:`groups`); ``a``, ``b`` (verifier
-        names evaluated on it).
+        names evaluated on it); ``cluster``: ``"prompt"`` (default: the trees of one prompt's
+        contexts are dependent, they share its text), ``"context"`` (prompt, position) or
+        ``"tree"`` (every tree independent: too narrow when trees of a prompt correlate).
 
         Returns: :class:`Comparison` with ``unit = "tree"``; ``ValueError`` naming a missing group
-        or verifier, or one that was skipped.
+        or verifier, one that was skipped, or a bad ``cluster``.
 
         >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
         >>> c = ev.compare("temperature:0.7", "chain", "block", "token")
         >>> c.unit, c.n == len(ev.contexts[("temperature:0.7", "chain")]), c.lo <= c.diff <= c.hi, c.tail_diff.size
         ('tree', True, True, 4)
+        >>> c.cluster, c.n_clusters == len(ev.manifest["prompts"])
+        ('prompt', True)
         """
         sa, sb = self._summary(draft, process, a), self._summary(draft, process, b)
+        labels = self._labels(self.contexts[(draft, process)], cluster, "tree")
         return Comparison.paired(f"{a} on {process}", f"{b} on {process}", "tree", sa.per_tree, sb.per_tree,
-                                 sa.per_tree_tail, sb.per_tree_tail)
+                                 sa.per_tree_tail, sb.per_tree_tail, labels, cluster)
 
     def context_means(self, draft: str, process: str, verifier: str) -> dict:
         """Per context (prompt, position): ``(mean E[tau|tree], mean P(tau >= d | tree) per d,
@@ -573,15 +590,19 @@ class TreeEvaluation:
         return {ctx: (float(np.mean([v for v, _ in x])), np.mean([t for _, t in x], axis=0), len(x))
                 for ctx, x in by.items()}
 
-    def compare_processes(self, draft: str, a: tuple[str, str], b: tuple[str, str]) -> "Comparison":
+    def compare_processes(self, draft: str, a: tuple[str, str], b: tuple[str, str],
+                          cluster: str = "prompt") -> "Comparison":
         """Two (process, verifier) pairs on the same contexts: each context's trees are averaged
         first (the processes draw different trees), then the per-context differences of E[tau]
-        and of P(tau >= d) get paired t intervals over the contexts present in both groups.
+        and of P(tau >= d) over the contexts present in both groups are averaged within each
+        prompt and get t intervals over the prompts.
 
-        The unit of pairing is the context (prompt, position); the interval is over the
-        population of contexts this design samples, context-to-context variation included.
+        The unit of pairing is the context (prompt, position); the unit of the interval is the
+        prompt (the contexts of one prompt share its text), the population being the prompts this
+        design samples.  ``cluster="context"`` takes the contexts as independent instead.
 
-        Parameters: ``draft``; ``a``, ``b`` (``(process, verifier)``).
+        Parameters: ``draft``; ``a``, ``b`` (``(process, verifier)``); ``cluster`` (``"prompt"``
+        or ``"context"``).
 
         Returns: :class:`Comparison` with ``unit = "context"``; ``ValueError`` for a missing
         group or verifier, or fewer than 2 shared contexts.
@@ -597,19 +618,22 @@ class TreeEvaluation:
             raise ValueError(f"{a} and {b} share {len(shared)} contexts; a paired interval needs at least 2")
         return Comparison.paired(f"{a[1]} on {a[0]}", f"{b[1]} on {b[0]}", "context",
                                  np.array([ma[c][0] for c in shared]), np.array([mb[c][0] for c in shared]),
-                                 np.array([ma[c][1] for c in shared]), np.array([mb[c][1] for c in shared]))
+                                 np.array([ma[c][1] for c in shared]), np.array([mb[c][1] for c in shared]),
+                                 self._labels(shared, cluster, "context"), cluster)
 
-    def compare_oracle(self, draft: str, verifier: str, K: int) -> "Comparison":
+    def compare_oracle(self, draft: str, verifier: str, K: int, cluster: str = "prompt") -> "Comparison":
         """Delayed expansion with the branching depth d chosen per context, against root branching.
 
         The candidates are ``iid:K`` (d = 0) and every ``delayed:d,K`` of the evaluation.  The
         choice is cross-fitted so that it is not judged on the trees it was chosen on: for each
         context and each sample index s, d is the one with the best mean E[tau|tree] over the
         context's other samples, and its tree of sample s is scored; the context's oracle value is
-        the mean over s.  Then a paired t interval over contexts against the context's ``iid:K``
-        mean (as :meth:`compare_processes`).  Needs >= 2 samples per context.
+        the mean over s.  Then the difference to the context's ``iid:K`` mean, averaged within
+        prompt, with a t interval over prompts (as :meth:`compare_processes`).  Needs >= 2
+        samples per context.
 
-        Parameters: ``draft``; ``verifier`` (evaluated on every candidate); ``K``.
+        Parameters: ``draft``; ``verifier`` (evaluated on every candidate); ``K``; ``cluster``
+        (``"prompt"`` or ``"context"``).
 
         Returns: :class:`Comparison` (``a`` the cross-fitted oracle, ``b`` root branching,
         ``unit = "context"``); ``ValueError`` when fewer than two candidates or samples exist.
@@ -630,7 +654,7 @@ class TreeEvaluation:
             idx = self.samples[(draft, proc)]
             for ctx, smp, v, t in zip(self.contexts[(draft, proc)], idx, s.per_tree, s.per_tree_tail):
                 per.setdefault(ctx, {}).setdefault(proc, {})[smp] = (v, t)
-        oracle, root, oracle_t, root_t = [], [], [], []
+        oracle, root, oracle_t, root_t, used = [], [], [], [], []
         for ctx, by in per.items():
             if len(by) < len(cands):
                 continue
@@ -645,22 +669,34 @@ class TreeEvaluation:
             oracle.append(np.mean(vals)), oracle_t.append(np.mean(tails, axis=0))
             root.append(np.mean([by[cands[0]][o][0] for o in common]))
             root_t.append(np.mean([by[cands[0]][o][1] for o in common], axis=0))
+            used.append(ctx)
         return Comparison.paired(f"{verifier} on delayed:d*,{K} (d* cross-fitted per context)",
                                  f"{verifier} on iid:{K}", "context", np.array(oracle), np.array(root),
-                                 np.array(oracle_t), np.array(root_t))
+                                 np.array(oracle_t), np.array(root_t), self._labels(used, cluster, "context"),
+                                 cluster)
 
 
 @dataclass(frozen=True, eq=False)
 class Comparison:
-    """A paired difference a - b of block efficiency with 95% intervals, overall and per depth.
+    """A paired difference a - b of E[tau] with 95% intervals, overall and per depth.
 
-    ``unit`` is what is paired (``"tree"``: two verifiers on the same trees; ``"context"``: the
-    per-context means of two groups); ``n`` the number of pairs; ``mean_a``, ``mean_b`` the
-    means of E[tau] over the pairs; ``diff`` = mean_a - mean_b with the paired t interval
-    [``lo``, ``hi``] (mean +- t_{0.975, n-1} s.d./sqrt(n)); ``relative`` = diff / (mean_b + 1),
-    the difference relative to b's block efficiency E[tau] + 1, with [``relative_lo``,
-    ``relative_hi``] the interval divided by the same number (b's own noise not included);
-    ``tail_diff[d - 1]``, ``tail_lo``, ``tail_hi`` the same for P(tau >= d), d = 1..L.
+    Two units.  ``unit`` is what is paired (``"tree"``: two verifiers on the same trees;
+    ``"context"``: the per-context means of two groups), ``n`` the number of pairs.  ``cluster``
+    is the unit of the interval: pairs that share a cluster are dependent (the positions of one
+    prompt share its text), so the paired differences d_i are averaged within each cluster g,
+    m_g = mean_{i in g} d_i, and the interval is the t interval over the ``n_clusters`` cluster
+    means: ``diff`` = mean_g m_g, [``lo``, ``hi``] = diff +- t_{0.975, G-1} sd(m_g) / sqrt(G).
+    With ``cluster == unit`` every pair is its own cluster (the pairs are taken as independent).
+    [``pair_lo``, ``pair_hi``] is always the interval that treats the n pairs as independent
+    (centred on the mean over pairs), shown beside the clustered one so the difference is seen;
+    it is too narrow when pairs within a cluster are positively correlated.
+
+    ``mean_a``, ``mean_b`` are the means over clusters of each side (``diff`` = mean_a - mean_b;
+    with equal cluster sizes they are the means over pairs); ``relative`` = diff / (mean_b + 1),
+    the difference relative to b's block efficiency, with [``relative_lo``, ``relative_hi``] the
+    interval divided by the same number (b's own noise not included); ``tail_diff[d - 1]``,
+    ``tail_lo``, ``tail_hi`` the same (clustered) for P(tau >= d), d = 1..L;
+    ``cluster_means`` the m_g (for :meth:`bootstrap`).
     """
     a: str
     b: str
@@ -674,15 +710,66 @@ class Comparison:
     tail_diff: np.ndarray
     tail_lo: np.ndarray
     tail_hi: np.ndarray
+    cluster: str = ""
+    n_clusters: int = 0
+    pair_lo: float = float("nan")
+    pair_hi: float = float("nan")
+    cluster_means: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
     @classmethod
-    def paired(cls, a: str, b: str, unit: str, xa, xb, ta, tb) -> "Comparison":
-        """From paired values ``xa``, ``xb`` (shape [n]) and tails ``ta``, ``tb`` ([n, L])."""
+    def paired(cls, a: str, b: str, unit: str, xa, xb, ta, tb, clusters=None, cluster: str | None = None) -> "Comparison":
+        """From paired values ``xa``, ``xb`` (shape [n]) and tails ``ta``, ``tb`` ([n, L]);
+        ``clusters`` (length n, hashable labels: pairs with equal labels are averaged first) named
+        ``cluster`` (default: every pair its own cluster, named ``unit``).
+
+        >>> c = Comparison.paired("a", "b", "tree", [1.0, 1.2, 2.0, 2.4], [1.0, 1.0, 2.0, 2.0],
+        ...                       [[1.0]] * 4, [[1.0]] * 4, clusters=[0, 0, 1, 1], cluster="prompt")
+        >>> c.n, c.n_clusters, [round(float(m), 12) for m in c.cluster_means], round(c.diff, 12)
+        (4, 2, [0.1, 0.2], 0.15)
+        """
         xa, xb, ta, tb = (np.asarray(x, np.float64) for x in (xa, xb, ta, tb))
-        d, lo, hi = _t_interval(xa - xb)
-        td, tlo, thi = _t_interval(ta - tb)
-        return cls(a, b, unit, int(xa.size), float(xa.mean()), float(xb.mean()), float(d), float(lo), float(hi),
-                   td, tlo, thi)
+        if xa.shape != xb.shape or xa.ndim != 1 or ta.shape != tb.shape or ta.shape[:1] != xa.shape:
+            raise ValueError(f"paired values must be [n] and tails [n, L] on both sides, got {xa.shape}, {xb.shape}, "
+                             f"{ta.shape}, {tb.shape}")
+        _, plo, phi = _t_interval(xa - xb)
+        if clusters is None:
+            labels, cluster = np.arange(xa.size), unit
+        else:
+            labels = list(clusters)
+            if len(labels) != xa.size:
+                raise ValueError(f"clusters has {len(labels)} labels for {xa.size} pairs")
+            cluster = cluster or "cluster"
+        ga, gb, gta, gtb = _cluster_means(labels, xa, xb, ta, tb)
+        d, lo, hi = _t_interval(ga - gb)
+        td, tlo, thi = _t_interval(gta - gtb)
+        return cls(a, b, unit, int(xa.size), float(ga.mean()), float(gb.mean()), float(d), float(lo), float(hi),
+                   td, tlo, thi, cluster, int(ga.size), float(plo), float(phi), ga - gb)
+
+    def bootstrap(self, B: int = 4000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+        """Cluster bootstrap percentile interval of ``diff``: resample the clusters with
+        replacement B times and take the mean of the resampled cluster means.  A check on the
+        t interval (it does not assume normal cluster means, but with few clusters it is too
+        narrow by about sqrt((G - 1) / G) and coarse).
+
+        Parameters: ``B`` (>= 100 resamples); ``seed``; ``level`` in (0, 1).
+
+        Returns: ``(lo, hi)``.
+
+        >>> c = Comparison.paired("a", "b", "tree", [1.0, 1.2, 2.0, 2.4], [1.0, 1.0, 2.0, 2.0],
+        ...                       [[1.0]] * 4, [[1.0]] * 4, clusters=[0, 0, 1, 1], cluster="prompt")
+        >>> c.bootstrap(B=200)   # two clusters: every resample mean is 0.1, 0.15 or 0.2
+        (0.1, 0.2)
+        """
+        B = check_int(B, "B", 100)
+        if not (0.0 < level < 1.0):
+            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        m = self.cluster_means
+        if m.size < 2:
+            return float("nan"), float("nan")
+        rng = np.random.default_rng(check_int(seed, "seed", 0))
+        boot = m[rng.integers(0, m.size, size=(B, m.size))].mean(axis=1)
+        lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+        return round(float(lo), 15), round(float(hi), 15)
 
     @property
     def relative(self) -> float:
@@ -696,12 +783,32 @@ class Comparison:
     def relative_hi(self) -> float:
         return self.hi / (self.mean_b + 1.0)
 
+    @property
+    def resolved(self) -> bool:
+        """Whether the clustered 95% interval excludes 0."""
+        return bool(self.lo > 0 or self.hi < 0)
+
     def __str__(self) -> str:
         tails = ", ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
                           for d, lo, hi in zip(self.tail_diff, self.tail_lo, self.tail_hi))
+        pairs = "" if self.cluster == self.unit else f"; {self.unit}-level [{self.pair_lo:+.4f}, {self.pair_hi:+.4f}]"
         return (f"{self.a} - {self.b}: {self.diff:+.4f} [{self.lo:+.4f}, {self.hi:+.4f}] "
                 f"({100 * self.relative:+.1f}% BE [{100 * self.relative_lo:+.1f}, {100 * self.relative_hi:+.1f}]), "
-                f"{self.n} {self.unit}s; P(tau>=d) d=1..{self.tail_diff.size}: {tails}")
+                f"{self.n_clusters} {self.cluster}s, {self.n} {self.unit}s{pairs}; "
+                f"P(tau>=d) d=1..{self.tail_diff.size}: {tails}")
+
+
+def _cluster_means(labels, *arrays):
+    """Each array's mean within each cluster label (clusters in order of first appearance)."""
+    order: dict = {}
+    idx = np.array([order.setdefault(x, len(order)) for x in labels], np.int64)
+    counts = np.bincount(idx, minlength=len(order)).astype(np.float64)
+    out = []
+    for x in arrays:
+        s = np.zeros((len(order),) + x.shape[1:])
+        np.add.at(s, idx, x)
+        out.append(s / counts.reshape((-1,) + (1,) * (x.ndim - 1)))
+    return out
 
 
 def _t_interval(diff: np.ndarray):
@@ -807,7 +914,7 @@ def _ran(ev: TreeEvaluation, draft: str, process: str, verifier: str) -> bool:
     return s is not None and not s.skipped
 
 
-def claim_comparisons(ev: TreeEvaluation) -> dict:
+def claim_comparisons(ev: TreeEvaluation, cluster: str = "prompt") -> dict:
     """The paired comparisons that the headline claims about multi-draft verification need.
 
     Per drafter, whichever of these the evaluation has (each a :class:`Comparison`):
@@ -822,7 +929,9 @@ def claim_comparisons(ev: TreeEvaluation) -> dict:
       and the cross-fitted oracle d (:meth:`TreeEvaluation.compare_oracle`) when samples allow;
     * ``"chains"``: on ``chain``, each chain verifier against block verification (hsd_* included).
 
-    Parameters: ``ev`` (:class:`TreeEvaluation`).
+    Parameters: ``ev`` (:class:`TreeEvaluation`); ``cluster`` (the unit of every interval:
+    ``"prompt"``, the default, or ``"pair"``: each comparison's own pair unit, tree or context,
+    taken as independent, as before issue 23).
 
     Returns: ``{(draft, claim): [Comparison, ...]}`` in the order above.
 
@@ -831,6 +940,9 @@ def claim_comparisons(ev: TreeEvaluation) -> dict:
     >>> [(c.a, c.b, c.unit) for c in cs]
     [('token on chain', 'block on chain', 'tree')]
     """
+    if cluster not in ("prompt", "pair"):
+        raise ValueError(f"cluster must be 'prompt' or 'pair', got {cluster!r}")
+    tc, cc = ("prompt", "prompt") if cluster == "prompt" else ("tree", "context")
     out: dict = {}
     for draft in ev.manifest["drafts"]:
         procs = [p for (dr, p) in ev.groups if dr == draft]
@@ -842,41 +954,43 @@ def claim_comparisons(ev: TreeEvaluation) -> dict:
 
         for p in iid_k:
             if _ran(ev, draft, p, "gbv") and _ran(ev, draft, "chain", "block"):
-                add("gbv vs block", ev.compare_processes(draft, (p, "gbv"), ("chain", "block")))
+                add("gbv vs block", ev.compare_processes(draft, (p, "gbv"), ("chain", "block"), cc))
         for p in iid_k + delayed:
             names = [n for n in ev.groups[(draft, p)] if _ran(ev, draft, p, n)]
             for ref, others in (("specinfer", names), ("spectr", [n for n in names if n.startswith("traversal")])):
                 if ref in names:
                     for n in others:
                         if n != ref:
-                            add("i.i.d. rollouts", ev.compare(draft, p, n, ref))
+                            add("i.i.d. rollouts", ev.compare(draft, p, n, ref, tc))
         for p in (p for p in procs if p.startswith("swor:")):
             names = [n for n in ev.groups[(draft, p)] if _ran(ev, draft, p, n)]
             if "sequoia" in names:
                 for n in names:
                     if n != "sequoia":
-                        add("without replacement", ev.compare(draft, p, n, "sequoia"))
+                        add("without replacement", ev.compare(draft, p, n, "sequoia", tc))
         for p in delayed:
             root = "iid:" + p.split(",")[-1]
             for n in ev.groups[(draft, p)]:
                 if _ran(ev, draft, p, n) and _ran(ev, draft, root, n):
-                    add("delayed vs root", ev.compare_processes(draft, (p, n), (root, n)))
+                    add("delayed vs root", ev.compare_processes(draft, (p, n), (root, n), cc))
         for K in sorted({int(p.split(",")[-1]) for p in delayed}):
             for n in ev.groups.get((draft, f"iid:{K}"), {}):
                 cands = [p for p in delayed if p.split(",")[-1] == str(K)] + [f"iid:{K}"]
                 if int(ev.manifest["samples"]) >= 2 and all(_ran(ev, draft, p, n) for p in cands):
-                    add("delayed vs root", ev.compare_oracle(draft, n, K))
+                    add("delayed vs root", ev.compare_oracle(draft, n, K, cc))
         if "chain" in procs and _ran(ev, draft, "chain", "block"):
             for n in ev.groups[(draft, "chain")]:
                 if n != "block" and n in CHAIN_VERIFIERS and _ran(ev, draft, "chain", n):
-                    add("chains", ev.compare(draft, "chain", n, "block"))
+                    add("chains", ev.compare(draft, "chain", n, "block", tc))
     return out
 
 
-def format_comparisons(ev: TreeEvaluation) -> str:
-    """:func:`claim_comparisons` as text, one :class:`Comparison` a line under its claim.
+def format_comparisons(ev: TreeEvaluation, cluster: str = "prompt") -> str:
+    """:func:`claim_comparisons` as text, one :class:`Comparison` a line under its claim; each
+    line names its pair unit and cluster unit with their numbers, and, when they differ, the
+    interval that takes the pairs as independent beside the clustered one.
 
-    Parameters: ``ev`` (:class:`TreeEvaluation`).
+    Parameters: ``ev`` (:class:`TreeEvaluation`); ``cluster`` (as :func:`claim_comparisons`).
 
     Returns: the text (``str``).
 
@@ -884,9 +998,11 @@ def format_comparisons(ev: TreeEvaluation) -> str:
     >>> [line.split(" (")[0] for line in format_comparisons(ev).splitlines() if line.startswith("early_exit")]
     ['early_exit:24 | delayed vs root', 'early_exit:24 | chains']
     """
-    lines = ["Paired comparisons for the headline claims (lossy verifiers marked by the table above)"]
-    for (draft, claim), cs in claim_comparisons(ev).items():
-        lines.append(f"{draft} | {claim} (a - b in E[tau], 95% paired t interval, relative to b's block efficiency):")
+    unit = ("95% t interval over prompts: paired differences averaged within prompt first" if cluster == "prompt"
+            else "95% paired t interval, pairs (trees or contexts) taken as independent")
+    lines = [f"Paired comparisons for the headline claims (lossy verifiers marked by the table above); {unit}"]
+    for (draft, claim), cs in claim_comparisons(ev, cluster).items():
+        lines.append(f"{draft} | {claim} (a - b in E[tau], {unit.split(':')[0]}, relative to b's block efficiency):")
         lines.extend(f"  {c}" for c in cs)
     return "\n".join(lines)
 
@@ -910,8 +1026,9 @@ def format_evaluation(ev: TreeEvaluation, reference: dict | None = None) -> str:
     L = int(m["L"])
     lines = [f"SmolLM2 real draft trees: {sum(len(c) for c in ev.contexts.values())} trees, L = {L}, T = {m['T']}, "
              f"{len(m['prompts'])} prompts x positions {m['positions']}, {m['samples']} samples per setting, "
-             f"seed {m['seed']}, tail {m['tail']:g}; E[tau|tree] exact per tree, mean +- s.e. over trees; "
-             f"diff = paired difference to the reference [95% interval]"]
+             f"seed {m['seed']}, tail {m['tail']:g}; E[tau|tree] exact per tree, mean +- s.e. over trees (tree unit); "
+             f"diff = paired difference to the reference [95% t interval over prompts, differences averaged within "
+             f"prompt; {len(m['prompts'])} prompts]"]
     for (draft, process), g in ev.groups.items():
         ref = (reference or {}).get(process) or next((n for n, s in g.items() if s.lossless and not s.skipped), None)
         lines.append(f"\n{draft} | {process} | {len(ev.contexts[(draft, process)])} trees | reference {ref}")
