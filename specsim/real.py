@@ -163,6 +163,18 @@ class LoadedModel:
     def sha256(self) -> str:
         return file_sha256(self.path)
 
+    def __reduce__(self):
+        # pickled (for build workers) as config + weights: a model that has run with hidden states
+        # carries transformers' output-capturing hooks, local functions that cannot be pickled
+        return _rebuild_model, (type(self.model), self.model.config, self.model.state_dict(), self.tokenizer,
+                                self.path, self.n_layers, self.V)
+
+
+def _rebuild_model(cls, config, state, tokenizer, path, n_layers, V) -> LoadedModel:
+    model = cls(config)
+    model.load_state_dict(state)
+    return LoadedModel(model.eval(), tokenizer, path, n_layers, V)
+
 
 @functools.lru_cache(maxsize=2)
 def load_model(path: str | Path | None = None) -> LoadedModel:
@@ -215,22 +227,25 @@ class Pair:
 
 
 def parse_drafter(spec: str, n_layers: int | None = None) -> tuple[str, float]:
-    """Parse a drafter spec (the model that proposes draft tokens) ``'early_exit:k'``, ``'temperature:T2'``
-    or ``'topk:k'`` into (kind, parameter).
+    """Parse a draft spec ``'early_exit:k'``, ``'temperature:T2'``, ``'topk:k'`` or ``'quant:b'`` into (kind, parameter).
+
+    ``quant:b`` is a fake-quantised copy of the target: every linear weight of the decoder layers
+    rounded to nearest on a b-bit grid per group of input columns (:func:`specsim.real_trees.fake_quantize`),
+    b in 2..8; :func:`specsim.real_trees.build_trees` makes it (the pair datasets do not).
 
     Parameters: ``spec``; ``n_layers`` (bounds k for early exit when given).
 
     Returns: ``(kind, parameter)``: an ``int`` k >= 1 for early exit and top-k, a ``float``
     T2 > 0 for temperature; ``ValueError`` naming the bad spec, ``TypeError`` when it is not a string.
 
-    >>> parse_drafter("early_exit:24"), parse_drafter("temperature:0.7"), parse_drafter("topk:20")
-    (('early_exit', 24), ('temperature', 0.7), ('topk', 20))
+    >>> parse_drafter("early_exit:24"), parse_drafter("temperature:0.7"), parse_drafter("topk:20"), parse_drafter("quant:4")
+    (('early_exit', 24), ('temperature', 0.7), ('topk', 20), ('quant', 4))
     """
     if not isinstance(spec, str):
         raise TypeError(f"draft spec must be a string such as 'topk:20', got {type(spec).__name__}")
     kind, sep, arg = spec.partition(":")
-    if not sep or kind not in ("early_exit", "temperature", "topk"):
-        raise ValueError(f"draft {spec!r}: expected 'early_exit:k', 'temperature:T2' or 'topk:k'")
+    if not sep or kind not in ("early_exit", "temperature", "topk", "quant"):
+        raise ValueError(f"draft {spec!r}: expected 'early_exit:k', 'temperature:T2', 'topk:k' or 'quant:b'")
     try:
         value = float(arg)
     except ValueError:
@@ -243,6 +258,8 @@ def parse_drafter(spec: str, n_layers: int | None = None) -> tuple[str, float]:
         raise ValueError(f"draft {spec!r}: {kind} needs an integer >= 1")
     if kind == "early_exit" and n_layers is not None and value > n_layers:
         raise ValueError(f"draft {spec!r}: the model has {n_layers} layers")
+    if kind == "quant" and not 2 <= value <= 8:
+        raise ValueError(f"draft {spec!r}: quantisation bits must be in 2..8")
     return kind, int(value)
 
 
@@ -270,6 +287,8 @@ def _iter_pairs(prompts, positions, T, drafts, lm: LoadedModel, progress) -> Ite
     from tqdm.auto import tqdm
 
     parsed = [parse_drafter(d, lm.n_layers) for d in drafts]
+    if any(k == "quant" for k, _ in parsed):
+        raise ValueError(f"drafts {list(drafts)}: quant:b drafters are built by specsim.real_trees.build_trees only")
     need_hidden = any(k == "early_exit" and v < lm.n_layers for k, v in parsed)
     for i, prompt in enumerate(tqdm(prompts, desc="prompts", unit="prompt", disable=None if progress is None else not progress)):
         ids = list(lm.tokenizer(prompt)["input_ids"]) if isinstance(prompt, str) else [int(t) for t in prompt]

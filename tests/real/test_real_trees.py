@@ -184,19 +184,63 @@ def test_a_verifier_compared_with_itself_gives_zero_with_zero_width(evaluation, 
 def test_same_tree_intervals_are_the_paired_t_interval(evaluation, ds):
     draft = ds.manifest["drafts"][-1]
     g = evaluation.groups[(draft, "chain")]
-    c = evaluation.compare(draft, "chain", "block", "token")
+    c = evaluation.compare(draft, "chain", "block", "token", cluster="tree")
     ref = stats.ttest_rel(g["block"].per_tree, g["token"].per_tree).confidence_interval(0.95)
     assert (c.lo, c.hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    assert (c.pair_lo, c.pair_hi) == (c.lo, c.hi) and c.cluster == "tree" and c.n_clusters == c.n
     assert c.unit == "tree" and c.n == g["block"].per_tree.size
-    assert evaluation.paired(draft, "chain", "block", "token") == (c.diff, c.lo, c.hi)
     for d in range(ds.manifest["L"]):
         ref = stats.ttest_rel(g["block"].per_tree_tail[:, d], g["token"].per_tree_tail[:, d]).confidence_interval()
         assert (c.tail_lo[d], c.tail_hi[d]) == pytest.approx((ref.low, ref.high), abs=1e-12)
 
 
+def test_default_intervals_are_over_prompts_with_the_tree_interval_beside(evaluation, ds):
+    draft = ds.manifest["drafts"][-1]
+    g = evaluation.groups[(draft, "chain")]
+    c = evaluation.compare(draft, "chain", "block", "token")
+    prompts = np.array([ctx[0] for ctx in evaluation.contexts[(draft, "chain")]])
+    d = g["block"].per_tree - g["token"].per_tree
+    per_prompt = np.array([d[prompts == k].mean() for k in np.unique(prompts)])
+    ref = stats.ttest_1samp(per_prompt, 0.0).confidence_interval(0.95)
+    assert c.cluster == "prompt" and c.n_clusters == len(ds.manifest["prompts"]) == per_prompt.size
+    assert (c.lo, c.hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    tree = stats.ttest_rel(g["block"].per_tree, g["token"].per_tree).confidence_interval(0.95)
+    assert (c.pair_lo, c.pair_hi) == pytest.approx((tree.low, tree.high), abs=1e-12)
+    assert evaluation.paired(draft, "chain", "block", "token") == (c.diff, c.lo, c.hi)
+    assert "6 prompts, 24 trees; tree-level [" in str(c)
+    lo, hi = c.bootstrap(B=2000, seed=1)
+    assert lo <= c.diff <= hi and c.lo <= lo + 1e-9 and hi <= c.hi + 1e-9  # with 6 clusters the bootstrap is narrower
+    with pytest.raises(ValueError, match="cluster must be"):
+        evaluation.compare(draft, "chain", "block", "token", cluster="position")
+    with pytest.raises(ValueError, match="cluster must be"):
+        evaluation.compare_processes(draft, ("chain", "block"), ("chain", "token"), cluster="tree")
+
+
+def test_clustered_intervals_cover_and_tree_intervals_do_not_on_known_clusters():
+    # d_gi = mu + a_g + e_gi with a_g ~ N(0, 1), e_gi ~ N(0, 1): G = 8 prompts of m = 12 pairs.
+    # Prompt means are i.i.d. normal, so the t interval over prompts covers mu with probability exactly
+    # 0.95; the interval over the 96 pairs ignores the shared a_g (the mean's variance is
+    # (Var(a) + Var(e)/m) / G, not (Var(a) + Var(e)) / (G m)) and covers far less: for large G about
+    # P(|Z| < 1.96 sqrt((1 + 1) / (m (1 + 1/m)))) = P(|Z| < 0.77) = 0.56.  R = 2000 seeded replicates:
+    # s.d. of a 0.95 coverage is 0.0049, so the tolerance 0.015 is 3 s.d.; 0.65 is 8 s.d. above 0.56.
+    rng = np.random.default_rng(20261203)
+    G, m, R, mu = 8, 12, 2000, 0.3
+    labels = np.repeat(np.arange(G), m)
+    hit_prompt = hit_pair = 0
+    for _ in range(R):
+        d = mu + rng.normal(size=G)[labels] + rng.normal(size=G * m)
+        c = real_trees.Comparison.paired("a", "b", "tree", d, np.zeros_like(d), d[:, None], np.zeros((d.size, 1)),
+                                         labels, "prompt")
+        hit_prompt += c.lo <= mu <= c.hi
+        hit_pair += c.pair_lo <= mu <= c.pair_hi
+        assert c.n_clusters == G and c.n == G * m
+    assert abs(hit_prompt / R - 0.95) < 0.015
+    assert hit_pair / R < 0.65
+
+
 def test_process_comparisons_average_each_context_first(evaluation, ds):
     draft = ds.manifest["drafts"][0]
-    c = evaluation.compare_processes(draft, ("iid:2", "specinfer"), ("chain", "token"))
+    c = evaluation.compare_processes(draft, ("iid:2", "specinfer"), ("chain", "token"), cluster="context")
     means = {}
     for process, name in (("iid:2", "specinfer"), ("chain", "token")):
         by = {}
@@ -209,6 +253,13 @@ def test_process_comparisons_average_each_context_first(evaluation, ds):
     assert c.n == len(shared) and c.diff == pytest.approx(np.mean(xa) - np.mean(xb), abs=1e-12)
     assert (c.lo, c.hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
     assert c.relative == pytest.approx(c.diff / (np.mean(xb) + 1.0))
+    by_prompt = evaluation.compare_processes(draft, ("iid:2", "specinfer"), ("chain", "token"))
+    dd = np.subtract(xa, xb)
+    per_prompt = [dd[[k[0] == i for k in shared]].mean() for i in sorted({k[0] for k in shared})]
+    ref = stats.ttest_1samp(per_prompt, 0.0).confidence_interval(0.95)
+    assert (by_prompt.lo, by_prompt.hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    assert (by_prompt.pair_lo, by_prompt.pair_hi) == pytest.approx((c.lo, c.hi), abs=1e-12)
+    assert by_prompt.cluster == "prompt" and by_prompt.n_clusters == len(per_prompt) and by_prompt.n == c.n
 
 
 def test_a_planted_difference_is_found_and_its_absence_is_not():
