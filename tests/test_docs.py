@@ -5,15 +5,22 @@
     citation broken across a line — names a section heading of docs/theory.md, and so does every
     bare ``§N`` inside docs/ (the documents refer to the theory by section).
 (b) No file cites notes that live outside the repository.
-(c) Every relative link in README.md and docs/*.md points at a file or folder of the repository.
+(c) Every relative link in README.md and docs/**/*.md points at a file or folder of the repository.
+(d) Every repository path quoted in a code span or code block of README.md and docs/**/*.md exists
+    (globs match something; outputs that a command makes are named in ``GENERATED``), and none of
+    them is an absolute path on some machine.
+(e) README.md's Python blocks run as they are, and its table of checks names what the docstring of
+    ``specsim.testing`` names.
 
 Failures list ``file:line`` of each offending place.  The checkers are plain functions, tested on
 planted inputs below, so a broken checker cannot pass silently.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +45,52 @@ _FOREIGN = [re.compile(p) for p in ("THEORY" + r"\.md", "DESIGN" + r"\.md", r"\.
 _LINK = re.compile(r"!?\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _REF_LINK = re.compile(r"^[ \t]*\[[^\]\n]+\]:[ \t]*<?(\S+?)>?(?:[ \t]+\"[^\"]*\")?[ \t]*$", re.MULTILINE)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+# Outputs a documented command makes (not in the repository until it runs), and why.
+GENERATED = {
+    "paper_figs_out/": "written by python -m paper_figs",
+    "docs/_build/": "written by the Sphinx build",
+    "benchmarks/results/": "written by the GPU device check (scripts/device_check.sh)",
+    "notebooks/quick_tour.ipynb": "written by jupytext --to notebook",
+}
+# A quoted token that starts at a top-level entry of the repository is a path claim.
+_PATH_TOKEN = re.compile(r"^(?:\.{0,2}/)?[A-Za-z0-9_.*-]+(?:/[A-Za-z0-9_.*-]*)+$|^[A-Za-z0-9_-]+\.(?:md|toml|py|sh)$")
+_CODE = re.compile(r"^```[^\n]*\n(.*?)^```|^(?: {4}|\t)(.+)$|(?<!`)(`+)([^`\n]+?)\3(?!`)", re.MULTILINE | re.DOTALL)
+
+
+def quoted_paths(text: str):
+    """(line, token) for each path-like token inside code spans, fenced and indented code blocks."""
+    for m in _CODE.finditer(text):
+        body, start = next(((g, m.start(i)) for i, g in ((1, m.group(1)), (2, m.group(2)), (4, m.group(4)))
+                            if g is not None), ("", m.start()))
+        for t in re.finditer(r"[^\s\"'=(),;:]+", body):
+            token = t.group(0).rstrip(".,:;)]").lstrip("[(")
+            if "://" in token or "$" in token or "<" in token or token.startswith(("-", "~", "@")):
+                continue
+            if re.search(r"(?:^|/)[A-Z]{2,}(?:\.[a-z]+)?(?:/|$)", token):
+                continue                                               # a placeholder: benchmarks/NAME.py, DIR/x
+            if token.startswith("/") and len(token) > 1 and token.count("/") >= 2:
+                yield _line(text, start + t.start()), token            # an absolute path: always a claim
+            elif _PATH_TOKEN.match(token) and not re.match(r"^[\d./*-]+$", token):
+                yield _line(text, start + t.start()), token
+
+
+def missing_paths(texts: dict[str, str], root: Path) -> list[str]:
+    """``file:line token`` for each quoted path that is absolute or does not exist under ``root``."""
+    top = {p.name for p in root.iterdir()}
+    bad = []
+    for name, text in texts.items():
+        for line, token in quoted_paths(text):
+            if token.startswith("/"):
+                bad.append(f"{name}:{line} {token} (absolute path)")
+                continue
+            rel = token.lstrip("./") if token.startswith("./") else token
+            if rel.split("/")[0] not in top or any(rel.startswith(g) for g in GENERATED):
+                continue                                               # not a repository path, or an output
+            if not (any(root.glob(rel)) if "*" in rel else (root / rel).exists()):
+                bad.append(f"{name}:{line} {token}")
+    return bad
 
 
 def repository_files() -> list[Path]:
@@ -144,11 +197,62 @@ def test_no_citation_of_notes_outside_the_repository():
     assert not bad, "files citing material outside the repository:\n" + "\n".join(bad)
 
 
+def _markdown_pages() -> dict[Path, str]:
+    """README.md and every Markdown page under docs/ (the built site excluded)."""
+    pages = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)]
+    return {p: p.read_text(encoding="utf-8") for p in pages if p.is_file()}
+
+
 def test_relative_links_in_readme_and_docs_exist():
-    md = {p: p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-          if p.is_file()}
+    md = _markdown_pages()
     bad = broken_links(md, ROOT)
     assert not bad, "relative links to missing files:\n" + "\n".join(bad)
+
+
+def test_paths_quoted_in_readme_and_docs_exist():
+    texts = {p.relative_to(ROOT).as_posix(): text for p, text in _markdown_pages().items()}
+    found = sum(1 for text in texts.values() for _ in quoted_paths(text))
+    assert found > 30, f"only {found} quoted paths found: the path pattern no longer matches the pages"
+    bad = missing_paths(texts, ROOT)
+    assert not bad, "quoted paths that do not exist:\n" + "\n".join(bad)
+
+
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
+def test_readme_python_blocks_run_verbatim(tmp_path):
+    blocks = _python_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(blocks) >= 2, "README.md lost its five-line and three-line examples"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for block in blocks:
+        r = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=600, env=env)
+        assert r.returncode == 0, f"README block failed:\n{block}\n{r.stdout}{r.stderr}"
+        # each block's printed verdicts are what its comments promise
+        if "hsd_released" in block:
+            assert "LOSSLESS" in r.stdout and "LOSSY" in r.stdout.replace("LOSSLESS", ""), r.stdout
+        if "check_sampler" in block:
+            assert ": PASS at false-alarm rate 0.001" in r.stdout, r.stdout
+
+
+def _table_names(cells: str, package: str = "") -> set[str]:
+    """The code-span contents of a table (``x``, :func:`x`, `x`), relative names made absolute."""
+    names = set(re.findall(r"(?::[a-z]+:)?`{1,2}([^`]+?)`{1,2}", cells))
+    return {package + n if n.startswith(".") else n for n in names}
+
+
+def test_readme_table_of_checks_matches_the_testing_docstring():
+    import specsim.testing
+
+    doc = specsim.testing.__doc__
+    rules = [m.start() for m in re.finditer(r"^=+ ", doc, re.MULTILINE)]
+    assert len(rules) == 3, "specsim.testing's docstring lost its table of checks"
+    in_doc = _table_names(doc[rules[0]:rules[2]], package="specsim.testing")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = re.search(r"^\| you have .*?(?=^\s*$)", readme, re.MULTILINE | re.DOTALL)
+    assert table, "README.md lost its table of checks"
+    assert _table_names(table.group(0)) == in_doc
 
 
 # ----------------------------------------------------------------------------- the checkers themselves
@@ -181,6 +285,19 @@ def test_planted_foreign_citation_and_broken_link_are_reported(tmp_path):
     page = tmp_path / "docs" / "page.md"
     text = "[ok](here.md) [web](https://example.org) [anchor](#top)\n[gone](../missing.py#L3)\n[up](../../x)\n"
     assert broken_links({page: text}, tmp_path) == ["docs/page.md:2 ../missing.py#L3", "docs/page.md:3 ../../x"]
+
+
+def test_planted_missing_and_absolute_paths_are_reported(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("x")
+    text = ("Run `python -m pytest tests/test_a.py tests/test_gone.py`, `tests/*.py` and `tests/*.txt`.\n"
+            "```bash\nspecsim build --out /work/big_trees\n```\n"
+            "    python tests/test_gone2.py\n"
+            "Not paths: `specsim.testing`, `~/.cache/x`, `paper_figs_out/x.png`, `a/b` (a is no entry), "
+            "`tests/NAME.py`.\n")
+    assert missing_paths({"README.md": text}, tmp_path) == [
+        "README.md:1 tests/test_gone.py", "README.md:1 tests/*.txt",
+        "README.md:3 /work/big_trees (absolute path)", "README.md:5 tests/test_gone2.py"]
 
 
 @pytest.mark.parametrize("listed, expected", [("6.1-6.3", ["6.1", "6.2", "6.3"]), ("2 and 3", ["2", "3"]),

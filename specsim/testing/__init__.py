@@ -1,19 +1,24 @@
 """Distribution-preservation testing for speculative-decoding implementations.
 
-Which check to point at your code (each returns a report; the ``assert_*`` forms raise):
+Which check to point at your code.  The report forms return an object whose ``passed`` says
+the verdict (print it for the evidence); the Hypothesis forms draw model pairs themselves and raise
+with the shrunk counterexample; the fixtures come with the pytest plugin, installed with the package.
 
-=====================================  ==========================================================
-you have                               check
-=====================================  ==========================================================
-a verifier's exact outcome law         :func:`assert_lossless` (exact, Hypothesis-drawn model pairs,
-                                       shrunk counterexample)
-a sampler ``(draft, p, q, rng)``       :func:`check_sampler` (completion chi-square, stated false
-                                       alarm and power); :func:`check_sampler_exact` with injectable
-                                       uniforms; :func:`assert_sampler_lossless` over drawn pairs
-a whole step (draft + verify, LMs)     :func:`check_step`; :func:`check_step_exact` with uniforms
-an engine's batched verify function    :func:`check_engine_properties` (adversarial batches), with
-                                       :class:`EngineAdapter` or an adapter of :mod:`.engines`
-=====================================  ==========================================================
+======================================  ===============================  ===============================  ==================
+you have                                report (returns)                 raises (Hypothesis)              pytest fixture
+======================================  ===============================  ===============================  ==================
+an exact law ``verifier(draft, p, q)``  :func:`specsim.check_lossless`   :func:`assert_lossless`          ``lossless_check``
+a sampler ``fn(draft, p, q, rng)``      :func:`check_sampler`            :func:`assert_sampler_lossless`  ``sampler_check``
+a sampler taking its uniforms           :func:`check_sampler_exact`      --                               --
+a whole step (drafting + verification)  :func:`check_step`               --                               ``step_check``
+a step taking its uniforms              :func:`check_step_exact`         --                               --
+a batched engine (vLLM, FlashInfer...)  :func:`check_sampler` on         --                               ``sampler_check``
+                                        ``adapter.batch_sampler()``,
+                                        :func:`check_engine_properties`
+a whole generation (``generate`` loop)  :func:`check_step` on the loop   --                               ``step_check``
+                                        over toy LMs
+                                        (:mod:`.language_models`)
+======================================  ===============================  ===============================  ==================
 
 Starting points: :func:`from_verifier` (a verifier as a sampler), :func:`step_from_verifier`,
 :func:`torch_batch_sampler`, :func:`transformers_sampler`, :class:`BatchSampler`, and
