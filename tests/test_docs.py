@@ -158,6 +158,8 @@ def broken_links(md_files: dict[Path, str], root: Path) -> list[str]:
                 if _SCHEME.match(target) or target.startswith("#"):
                     continue  # external URL or an anchor in the same document
                 local = target.split("#", 1)[0].split("?", 1)[0]
+                if local.startswith("_generated/"):
+                    continue  # written by the Sphinx build (docs/conf.py), not stored
                 resolved = (path.parent / local).resolve()
                 if not resolved.exists() or root.resolve() not in (resolved, *resolved.parents):
                     bad.append(f"{path.relative_to(root)}:{_line(text, m.start())} {target}")
@@ -304,3 +306,38 @@ def test_planted_missing_and_absolute_paths_are_reported(tmp_path):
                                               ("A", ["A"]), ("4-6.2", ["4", "6.2"])])
 def test_section_lists_expand(listed, expected):
     assert _expand(listed) == expected
+
+
+_DOTTED = re.compile(r"`((?:specsim|lp)(?:\.[A-Za-z_]\w*)+)")
+
+
+def unresolved_names(md_files: dict[Path, str]) -> list[str]:
+    """``file:line name`` for each quoted dotted name (``specsim.x.y``, ``lp.x``) that is neither a
+    module nor an attribute of one: renamed or moved names left behind in the prose."""
+    import importlib
+
+    bad = []
+    for path, text in md_files.items():
+        for m in _DOTTED.finditer(text):
+            parts = m.group(1).split(".")
+            obj, i = None, len(parts)
+            while i and obj is None:       # the longest importable module prefix
+                try:
+                    obj = importlib.import_module(".".join(parts[:i]))
+                except ImportError:
+                    i -= 1
+            for attr in parts[i:]:
+                obj = getattr(obj, attr, None)
+            if obj is None:
+                bad.append(f"{path.name}:{_line(text, m.start())} {m.group(1)}")
+    return bad
+
+
+def test_dotted_names_in_readme_and_docs_resolve():
+    bad = unresolved_names(_markdown_pages())
+    assert not bad, "quoted names that do not exist:\n" + "\n".join(bad)
+
+
+def test_a_planted_stale_name_is_reported():
+    text = "use `specsim.testing.mutants.CHAIN_MUTANTS` or `specsim.testing.selftest.mutants.CHAIN_MUTANTS`"
+    assert unresolved_names({Path("x.md"): text}) == ["x.md:1 specsim.testing.mutants.CHAIN_MUTANTS"]
