@@ -4,7 +4,7 @@ from fractions import Fraction as F
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import specsim as s
 from specsim.exact import completed_law
@@ -136,9 +136,18 @@ def test_hsd_capped_equals_block_outcome_by_outcome(inputs, outcome_table):
                                outcome_table(s.block(draft, p, q), n, V), atol=1e-12)
 
 
+# campaign seed 3707661270: w_3 = 1 exactly (p_2 one-hot on the drafted token), so h_3 = 1 and
+# P(tau = 2) = 0; the two float sums Z_3 and deficit_3 differed in the last bit at N = 1 only and
+# left 1.1e-15 there (block and hsd_capped)
+_U, _NEAR = [0.25] * 4, [0.999999] + [3.333333333333333e-07] * 3
+_W_ONE = ((0, 0, 0, 1), np.array([_U, _U, [1.0, 0.0, 0.0, 0.0], _NEAR, _U]),
+          np.array([_U, _U, _U, [0.8695652173913043] + [0.043478260869565216] * 3]))
+
+
 @pytest.mark.parametrize("v", [s.token, s.onehot, s.block, s.greedy, s.hsd_released, s.hsd_capped],
                          ids=lambda v: v.name)
 @given(inputs=chain_inputs())
+@example(inputs=_W_ONE)
 def test_batched_law_is_the_per_draft_law(v, inputs, outcome_table):
     """``law`` is ``batch_law`` at N = 1, and a batch of several drafts is row by row the same law."""
     draft, p, q = inputs
@@ -147,6 +156,20 @@ def test_batched_law_is_the_per_draft_law(v, inputs, outcome_table):
     table = probs[0][:, None] * dists[0]
     np.testing.assert_allclose(outcome_table(v(draft, p, q), n, V), table, atol=1e-15)
     np.testing.assert_array_equal(probs[0], probs[1])
+
+
+def test_weight_one_gives_an_exact_zero_stop_below_it():
+    """On the campaign example w_1..w_3 = 1 exactly (rationals), so P(tau < 3) = 0 exactly and
+    P(tau = 4) = w_4 = p_3(1) / q_3(1); block and hsd_capped give exactly these numbers."""
+    draft, p, q = _W_ONE
+    w = [F(1)]
+    for i, x in enumerate(draft):
+        w.append(min(F(1), w[-1] * F(p[i][x]) / F(q[i][x])))
+    assert w[1:4] == [1, 1, 1]
+    for v in (s.block, s.hsd_capped):
+        law = {o.accepted: o.prob for o in v(draft, p, q)}
+        assert sorted(law) == [3, 4]
+        assert law[4] == pytest.approx(float(w[4]), rel=1e-15) and law[3] == pytest.approx(float(1 - w[4]), rel=1e-15)
 
 
 def test_greedy_lossless_only_for_onehot_targets():
