@@ -201,6 +201,13 @@ def _frontier_clip(p, q, eps, kind, fam=None, dfun=None) -> FrontierPoint:
         b = fam.b(a, 1.0 - t * q0)
         pi = fam.pi(a, b) + np.where(p <= 0, t * q, 0.0)
         mix = t
+    if kind == "kl_reverse":
+        lost = (pi <= 0) & (p > 0)
+        if lost.any() and 1.0 + float(p[lost].sum()) == 1.0:
+            # target mass below the float resolution of 1 where q = 0: the exact optimum puts
+            # pi ~ b p there with b > 0, a mass the float sums drop (b came out 0), and pi = 0 would
+            # make KL(p || pi) infinite; pi = p there changes no float sum and leaves those terms 0
+            pi = np.where(lost, p, pi)
     return FrontierPoint(kind, eps, float(np.minimum(q, pi).sum()), pi, float(a), float(b),
                          divergence(pi, p, kind), mix)
 
