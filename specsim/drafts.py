@@ -553,26 +553,29 @@ class TreeProcess:
         """
         return tuple(self.widths[d] if d < len(self.widths) else 1 for d in range(L))
 
-    def _grow(self, target: Model, draft_model: Model, L: int, options) -> Iterator[tuple[float, DraftTree]]:
-        validate_model_pair(target, draft_model, L)
-        V, widths, iid_mode = target.V, self.widths_for(L), self.mode == "iid"
-        ptab, qtab = target.table(L), draft_model.table(L - 1)
-        zero = np.zeros(V)
+    def grow(self, L: int, q_rows, options, root=(), child=lambda key, x: key + (x,)):
+        """Grow trees of depth <= ``L`` from a row source, level by level (breadth first).
 
-        def build(tokens, parent, codes, depths, draws):
-            P = np.stack([ptab[d][c] for d, c in zip(depths, codes)])
-            Q = np.stack([qtab[d][c] if d < L else zero for d, c in zip(depths, codes)])
-            return DraftTree(tuple(tokens), tuple(parent), P, Q, tuple(draws), False)
+        ``q_rows(keys, depth)`` returns the draft rows q(.|node) of one level's nodes, so a source
+        that computes rows in batches (a real model: one forward pass per level) gets a whole
+        level at once; ``options(row, n)`` lists a node's draw tuples with their probabilities
+        (:meth:`node_options`'s law to enumerate, one sampled tuple to sample).  Nodes are keyed
+        by ``child(parent_key, token)`` from ``root`` (default: the prefix tuple).
 
-        def grow(level, tokens, parent, codes, depths, mult, draws, prob, d):
+        Yields: ``(probability, tokens, parent, keys, depths, draws)`` per tree, tokens[0] = -1 the
+        root, nodes numbered as in the class docstring; an iterator, so a sampler takes the first.
+        """
+        widths, iid_mode = self.widths_for(L), self.mode == "iid"
+
+        def expand(level, tokens, parent, keys, depths, mult, draws, prob, d):
             # level: node ids at depth d, expanded jointly (one option per node)
-            if d == L:
-                yield prob, build(tokens, parent, codes, depths, draws + [()] * (len(tokens) - len(draws)))
+            if d == L or not level:
+                yield prob, tokens, parent, keys, depths, draws + [()] * (len(tokens) - len(draws))
                 return
-            per_node = [options(qtab[d][codes[u]], mult[u] * widths[d] if iid_mode else widths[d])
-                        for u in level]
+            rows = q_rows([keys[u] for u in level], d)
+            per_node = [options(row, mult[u] * widths[d] if iid_mode else widths[d]) for u, row in zip(level, rows)]
             for combo in itertools.product(*per_node):
-                tk, pa, co, de, mu = list(tokens), list(parent), list(codes), list(depths), list(mult)
+                tk, pa, ke, de, mu = list(tokens), list(parent), list(keys), list(depths), list(mult)
                 dr = list(draws) + [()] * (len(tokens) - len(draws))
                 pr = prob
                 nxt = []
@@ -581,16 +584,37 @@ class TreeProcess:
                     dr[u] = xs
                     made: dict[int, int] = {}
                     for x in xs:
-                        if x in made:
+                        if x in made:   # an i.i.d. repeat: one node carrying several draws
                             mu[made[x]] += 1
                             continue
                         made[x] = len(tk)
-                        tk.append(x), pa.append(u), co.append(codes[u] * V + x), de.append(d + 1), mu.append(1)
+                        tk.append(x), pa.append(u), ke.append(child(keys[u], x)), de.append(d + 1), mu.append(1)
                         nxt.append(made[x])
                 if pr > 0:
-                    yield from grow(nxt, tk, pa, co, de, mu, dr, pr, d + 1)
+                    yield from expand(nxt, tk, pa, ke, de, mu, dr, pr, d + 1)
 
-        yield from grow([0], [-1], [-1], [0], [0], [1], [], 1.0, 0)
+        yield from expand([0], [-1], [-1], [root], [0], [1], [], 1.0, 0)
+
+    def _grow(self, target: Model, draft_model: Model, L: int, options) -> Iterator[tuple[float, DraftTree]]:
+        # trees of a toy model pair: rows from the full tables, nodes keyed by base-V prefix codes
+        validate_model_pair(target, draft_model, L)
+        V = target.V
+        ptab, qtab = target.table(L), draft_model.table(L - 1)
+        zero = np.zeros(V)
+        q_rows = lambda codes, d: [qtab[d][c] for c in codes]  # noqa: E731
+        for prob, tokens, parent, codes, depths, draws in self.grow(L, q_rows, options, 0, lambda c, x: c * V + x):
+            P = np.stack([ptab[d][c] for d, c in zip(depths, codes)])
+            Q = np.stack([qtab[d][c] if d < L else zero for d, c in zip(depths, codes)])
+            yield prob, DraftTree(tuple(tokens), tuple(parent), P, Q, tuple(draws), False)
+
+    def sampler(self, rng: np.random.Generator):
+        """The ``options`` of :meth:`grow` that draws one tuple per node with ``rng`` (probability 1
+        attached): growing with it samples one tree of the process."""
+        check_rng(rng)
+        if self.mode == "topk":
+            return _options_topk
+        draw = {"iid": _sample_iid, "swor": _sample_swor, "greedy": _sample_greedy}[self.mode]
+        return lambda row, n: draw(row, n, rng)
 
     def node_options(self, q_row: np.ndarray, multiplicity: int, depth: int, L: int):
         """The law of one node's draws: every ordered draw tuple with its probability.
@@ -642,13 +666,7 @@ class TreeProcess:
         >>> sorted(tree.draws[0])
         [0, 1]
         """
-        check_rng(rng)
-        if self.mode == "topk":
-            options = _options_topk
-        else:
-            draw = {"iid": _sample_iid, "swor": _sample_swor, "greedy": _sample_greedy}[self.mode]
-            options = lambda row, n: draw(row, n, rng)  # noqa: E731
-        return next(iter(self._grow(target, draft_model, L, options)))[1]
+        return next(iter(self._grow(target, draft_model, L, self.sampler(rng))))[1]
 
 
 def fixed_shape(widths, replacement: bool = True) -> TreeProcess:

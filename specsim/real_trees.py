@@ -53,7 +53,7 @@ import numpy as np
 from ._manifest import (Fields, check_contexts, check_names, check_offsets, check_range,
                         check_rows, check_sizes, data_path, read_arrays)
 from ._validate import as_distribution, check_bool, check_int, check_real, check_seed
-from .drafts import Chain, DraftTree, TreeProcess, _sample_greedy, parse_drafting
+from .drafts import Chain, DraftTree, TreeProcess, parse_drafting
 from .models import iid, top_k
 from .real import (DEFAULT_PROMPTS, MODEL_FILE, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_positions,
                    _check_prompts, _resolve_positions, _item, _softmax64, _truncate, file_sha256, load_model, parse_drafter)
@@ -121,6 +121,12 @@ def _process(spec: str):
     if isinstance(proc, Chain):
         return proc, (1,), "iid"
     return proc, proc.widths, proc.mode
+
+
+def _grower(spec: str) -> TreeProcess:
+    """The process that grows the trees of a drafting spec (a chain: one i.i.d. draw per node)."""
+    proc, widths, mode = _process(spec)
+    return proc if isinstance(proc, TreeProcess) else TreeProcess(widths, mode, "chain")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,46 +276,15 @@ def _quantized(lm: LoadedModel, bits: int, group: int):
     return _QUANT[key]
 
 
-def _draw(row: np.ndarray, n: int, mode: str, rng: np.random.Generator) -> tuple[int, ...]:
-    # one node's draws, as TreeProcess's samplers make them (docs/theory.md §6)
-    if mode == "iid":
-        return tuple(int(t) for t in rng.choice(row.size, size=n, p=row))
-    order = np.lexsort((np.arange(row.size), -row))
-    if mode == "topk":
-        return tuple(int(t) for t in order[:n] if row[t] > 0)
-    if mode == "greedy":  # the one greedy draft law (hub filled with q = 0 tokens, docs/theory.md §6.6)
-        return _sample_greedy(row, n, rng)[0][0]
-    rest, xs = row.copy(), []
-    for _ in range(min(n, int(np.count_nonzero(row)))):
-        x = int(rng.choice(row.size, p=rest / rest.sum()))
-        xs.append(x)
-        rest[x] = 0.0
-    return tuple(xs)
+def _grow(rows: _Rows, draft: str, process: TreeProcess, L: int, rng):
+    """(tokens, parent, prefixes, draws) of one tree drawn by ``process`` (its own growth and node
+    samplers, :meth:`specsim.drafts.TreeProcess.grow`) from the real rows: one batched pass per level."""
+    def q_rows(prefixes, depth):
+        rows.ensure(prefixes)
+        return [rows.cache[x][1][draft] for x in prefixes]
 
-
-def _grow(rows: _Rows, draft: str, widths, mode: str, L: int, rng):
-    """(tokens, parent, prefixes, draws) of one tree, level by level, one batched pass per level."""
-    tokens, parent, prefixes, mult, draws = [-1], [-1], [()], [1], [()]
-    level = [0]
-    for d in range(L + 1):
-        rows.ensure(prefixes[u] for u in level)
-        if d == L:
-            break
-        w = widths[d] if d < len(widths) else 1
-        nxt = []
-        for u in level:
-            xs = _draw(rows.cache[prefixes[u]][1][draft], mult[u] * w if mode == "iid" else w, mode, rng)
-            draws[u] = xs
-            made: dict[int, int] = {}
-            for x in xs:
-                if x in made:
-                    mult[made[x]] += 1
-                    continue
-                made[x] = len(tokens)
-                tokens.append(x), parent.append(u), prefixes.append(prefixes[u] + (x,)), mult.append(1)
-                draws.append(())
-                nxt.append(made[x])
-        level = nxt
+    _, tokens, parent, prefixes, depths, draws = next(iter(process.grow(L, q_rows, process.sampler(rng))))
+    rows.ensure(x for x, d in zip(prefixes, depths) if d == L)  # the leaves' target rows
     return tokens, parent, prefixes, draws
 
 
@@ -416,7 +391,7 @@ def _context_task(job):
 
 
 def _context_shard(lm, cfg, i, c, context, shard):
-    specs = [_process(s) for s in cfg["processes"]]
+    specs = [_grower(s) for s in cfg["processes"]]
     drafts, L, tail = cfg["drafts"], cfg["L"], cfg["tail"]
     quant = {d: _quantized(lm, v, cfg["quant_group"]) for d in drafts
              for k, v in [parse_drafter(d, lm.n_layers)] if k == "quant"}
@@ -435,10 +410,10 @@ def _context_shard(lm, cfg, i, c, context, shard):
     draw_list, draw_counts, tree_nodes = [], [], []
     meta = {k: [] for k in ("tree_draft", "tree_process", "tree_sample")}
     for di, draft in enumerate(drafts):
-        for pi, (_, widths, mode) in enumerate(specs):
+        for pi, process in enumerate(specs):
             for s in range(cfg["samples"]):
                 rng = np.random.default_rng([cfg["seed"], i, c, di, pi, s])
-                tokens, parent, prefixes, draws = _grow(rows, draft, widths, mode, L, rng)
+                tokens, parent, prefixes, draws = _grow(rows, draft, process, L, rng)
                 for u, x in enumerate(prefixes):
                     p_row, q_rows = rows.cache[x]
                     nodes["node_tokens"].append(tokens[u]), nodes["node_parent"].append(parent[u])
