@@ -1,7 +1,7 @@
 """Block efficiency on real SmolLM2 draft trees: every verifier on every draft process, exactly per tree.
 
 Reads the committed real-tree dataset (:func:`specsim.real_trees.committed_trees`) and evaluates it
-with :func:`specsim.real_trees.evaluate_trees`: for each stored tree and verifier the exact
+with :func:`specsim.real_evaluation.evaluate_trees`: for each stored tree and verifier the exact
 E[tau | tree] over the verifier's own randomness (Rao-Blackwellised), averaged over the trees of
 each (drafter, process) group.  Top row: block efficiency E[tau] + 1 per verifier and process with
 95% intervals (mean +- 1.96 standard errors over trees; lossy rules hollow).  Bottom row:
@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 
 import matplotlib.pyplot as plt
-import numpy as np
 
 from ._common import FigureResult, command, main_one
 
@@ -32,10 +31,10 @@ def _verifier_names(ds) -> list[str]:
 
 
 def make(quick: bool = False) -> FigureResult:
-    from specsim import real_trees
+    from specsim import real_evaluation, real_trees
 
     ds = real_trees.load_trees(real_trees.committed_trees())
-    ev = real_trees.evaluate_trees(ds, _verifier_names(ds), progress=False)
+    ev = real_evaluation.evaluate_trees(ds, _verifier_names(ds), progress=False)
     m = ds.manifest
     drafts, processes, L = m["drafts"], m["processes"], int(m["L"])
     names = list(dict.fromkeys(n for g in ev.groups.values() for n in g))
@@ -82,7 +81,7 @@ def make(quick: bool = False) -> FigureResult:
         f"Block efficiency E[tau] + 1 on real SmolLM2-135M-Instruct draft trees (specsim/data/smollm2_trees: "
         f"{len(ds)} trees, depth L = {L}, target temperature T = {m['T']}, {len(m['prompts'])} prompts x "
         f"positions {m['positions']}, {m['samples']} trees per (context, drafter, process), seed {m['seed']}, "
-        f"rows stored to tail {m['tail']:g}). E[tau | tree] is exact per tree (specsim.real_trees.evaluate_trees); "
+        f"rows stored to tail {m['tail']:g}). E[tau | tree] is exact per tree (specsim.real_evaluation.evaluate_trees); "
         f"points are means over a group's trees with 95% intervals (1.96 s.e.; hollow = lossy rule). "
         f"Bottom: P(tau >= d) by depth for SpecInfer (Sequoia on swor) solid and traversal dashed. Intervals are over trees of few "
         f"contexts; differences between verifiers are paired in `specsim real trees tables`. "

@@ -1,7 +1,7 @@
 """Headline comparisons of a real-tree dataset with prompt-clustered intervals, against the
 intervals that take trees (or contexts) as independent (issue 23).
 
-For every :class:`specsim.real_trees.Comparison` of :func:`specsim.real_trees.claim_comparisons`
+For every :class:`specsim.real_evaluation.Comparison` of :func:`specsim.real_evaluation.claim_comparisons`
 the script computes the interval over prompts (paired differences averaged within prompt, t
 interval over prompts, the default) and the one over the comparison's own pairs (trees for
 verifier comparisons, contexts for process comparisons), and reports which verdicts (interval
@@ -26,13 +26,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specsim import real_trees  # noqa: E402
+from specsim import real_evaluation, real_trees  # noqa: E402
 
 
 def compare_units(ev) -> list[dict]:
     """One row per headline comparison: the prompt-clustered and the pair-level intervals."""
-    by_prompt = real_trees.claim_comparisons(ev, "prompt")
-    by_pair = real_trees.claim_comparisons(ev, "pair")
+    by_prompt = real_evaluation.claim_comparisons(ev, "prompt")
+    by_pair = real_evaluation.claim_comparisons(ev, "pair")
     rows = []
     for key, cs in by_prompt.items():
         for c, p in zip(cs, by_pair[key]):
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     ds = real_trees.load_trees(a.dataset or real_trees.committed_trees())
-    ev = real_trees.evaluate_trees(ds, a.verifiers.split(",") if a.verifiers else None, progress=False)
+    ev = real_evaluation.evaluate_trees(ds, a.verifiers.split(",") if a.verifiers else None, progress=False)
     t_eval = time.perf_counter() - t0
     rows = compare_units(ev)
     m = ds.manifest

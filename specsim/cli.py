@@ -351,15 +351,15 @@ def _add_real_commands(r: argparse.ArgumentParser) -> None:
 
 def real_trees(args) -> int:
     """``specsim real trees build|tables``: draft real trees with SmolLM2 (:func:`specsim.real_trees.build_trees`)
-    or print the exact per-tree tables of a dataset (:func:`specsim.real_trees.evaluate_trees`) and the
-    paired comparisons of the headline claims (:func:`specsim.real_trees.format_comparisons`).
+    or print the exact per-tree tables of a dataset (:func:`specsim.real_evaluation.evaluate_trees`) and the
+    paired comparisons of the headline claims (:func:`specsim.real_evaluation.format_comparisons`).
 
     Parameters: ``args`` with ``trees_cmd`` and that command's options.
 
     Returns: the exit status 0; output goes to stdout.
     """
     from . import real as real_data
-    from . import real_trees as rt
+    from . import real_evaluation as re_, real_trees as rt
 
     if args.trees_cmd == "build":
         path = rt.build_trees(args.out, real_data.DEFAULT_PROMPTS[:check_int(args.prompts, "--prompts", 1)],
@@ -372,10 +372,10 @@ def real_trees(args) -> int:
               f"{ds.manifest['forward_passes']} forward passes in {ds.manifest['build_seconds']} s")
         return 0
     ds = rt.load_trees(args.path or rt.committed_trees())
-    ev = rt.evaluate_trees(ds, args.verifiers)
-    print(rt.format_evaluation(ev))
+    ev = re_.evaluate_trees(ds, args.verifiers)
+    print(re_.format_evaluation(ev))
     print()
-    print(rt.format_comparisons(ev))
+    print(re_.format_comparisons(ev))
     return 0
 
 

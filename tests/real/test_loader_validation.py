@@ -24,7 +24,7 @@ def _set(a, i, v):
 # accepted all of these, or ended in a foreign exception, before.
 # ----------------------------------------------------------------------------------------------
 
-from specsim import real_trees  # noqa: E402
+from specsim import real_evaluation, real_trees  # noqa: E402
 
 LOADERS = {"rows": ("write_synthetic", real.load_dataset), "trees": ("write_trees", real_trees.load_trees)}
 
@@ -264,14 +264,14 @@ def test_row_builders_check_every_argument_before_loading_the_model(no_model, tm
 def test_a_string_of_verifiers_is_one_name(tiny_trees):
     """``verifiers='block'`` was read letter by letter ('b' is no verifier)."""
     ds = real_trees.load_trees(tiny_trees)
-    one = real_trees.evaluate_trees(ds, "block", progress=False)
-    listed = real_trees.evaluate_trees(ds, ["block"], progress=False)
+    one = real_evaluation.evaluate_trees(ds, "block", progress=False)
+    listed = real_evaluation.evaluate_trees(ds, ["block"], progress=False)
     assert list(one.groups) == list(listed.groups) == [(d, "chain") for d in ds.manifest["drafts"]]
     for key, g in listed.groups.items():
         np.testing.assert_array_equal(one.groups[key]["block"].per_tree, g["block"].per_tree)
     for bad, exc in (([3], TypeError), (b"block", TypeError), ([], ValueError), (["block", "block"], ValueError)):
         with pytest.raises(exc, match="verifiers"):
-            real_trees.evaluate_trees(ds, bad, progress=False)
+            real_evaluation.evaluate_trees(ds, bad, progress=False)
 
 
 def test_a_string_of_processes_or_drafts_is_one_name(tmp_path, tiny_llama):
@@ -297,17 +297,17 @@ def test_real_tables_take_a_string_of_drafts_as_one_name(synthetic_pairs):
 
 def test_groups_no_named_verifier_applies_to_are_skipped_with_a_note(tiny_trees):
     ds = real_trees.load_trees(tiny_trees)
-    ev = real_trees.evaluate_trees(ds, ["token", "block", "specinfer"], progress=False)
+    ev = real_evaluation.evaluate_trees(ds, ["token", "block", "specinfer"], progress=False)
     processes = {p for _, p in ev.groups}
     assert processes == {"chain", "iid:2", "delayed:1,2"}          # specinfer applies to these
     assert {p for _, p in ev.skipped} == {"swor:2"}                 # none of the three applies to swor:2
     assert all("none of the verifiers" in why for why in ev.skipped.values())
-    text = real_trees.format_evaluation(ev)
+    text = real_evaluation.format_evaluation(ev)
     for draft in ds.manifest["drafts"]:
         assert f"{draft} | swor:2 | skipped: none of the verifiers ['token', 'block', 'specinfer'] applies" in text
     # a name that applies to no process of the dataset is a mistake, not a note
     with pytest.raises(ValueError, match="'sequoia', 'nope'|unknown verifier 'nope'"):
-        real_trees.evaluate_trees(ds, ["sequoia", "nope"], progress=False)
+        real_evaluation.evaluate_trees(ds, ["sequoia", "nope"], progress=False)
 
 
 def test_cli_tree_tables_skip_processes_none_of_the_verifiers_applies_to(tiny_trees, capsys):
@@ -326,22 +326,22 @@ def test_a_verifier_that_applies_to_no_process_is_named(tmp_path, tiny_llama):
                                   processes=("swor:2",), L=1, samples=1, tail=0.0, model=tiny_llama, progress=False)
     ds = real_trees.load_trees(path)
     with pytest.raises(ValueError, match=r"verifier 'token' applies to none of the processes \['swor:2'\]"):
-        real_trees.evaluate_trees(ds, ["sequoia", "token"], progress=False)
+        real_evaluation.evaluate_trees(ds, ["sequoia", "token"], progress=False)
 
 
 def test_oracle_delayed_names_an_unknown_drafter_and_verifier(tiny_trees):
     ds = real_trees.load_trees(tiny_trees)
-    ev = real_trees.evaluate_trees(ds, ["specinfer", "sequoia"], progress=False)
-    means, oracle, wins = real_trees.oracle_delayed(ev, "temperature:0.5", "specinfer", 2)
+    ev = real_evaluation.evaluate_trees(ds, ["specinfer", "sequoia"], progress=False)
+    means, oracle, wins = real_evaluation.oracle_delayed(ev, "temperature:0.5", "specinfer", 2)
     assert set(means) == {"iid:2", "delayed:1,2"} and np.isfinite(oracle) and sum(wins.values()) == 4
     # the oracle takes the best process per context, so it is at least every per-process mean
     assert oracle >= max(means.values()) - 1e-12
     with pytest.raises(ValueError, match=r"unknown drafter 'topk:9'; the evaluation has \['early_exit:1', "
                                          r"'temperature:0.5'\]"):
-        real_trees.oracle_delayed(ev, "topk:9", "specinfer", 2)
+        real_evaluation.oracle_delayed(ev, "topk:9", "specinfer", 2)
     with pytest.raises(ValueError, match="verifier 'sequoia' was not evaluated on"):
-        real_trees.oracle_delayed(ev, "temperature:0.5", "sequoia", 2)
+        real_evaluation.oracle_delayed(ev, "temperature:0.5", "sequoia", 2)
     with pytest.raises(ValueError, match="no iid:3 or delayed:d,3 groups"):
-        real_trees.oracle_delayed(ev, "temperature:0.5", "specinfer", 3)
+        real_evaluation.oracle_delayed(ev, "temperature:0.5", "specinfer", 3)
     with pytest.raises(TypeError, match="K must be an integer"):
-        real_trees.oracle_delayed(ev, "temperature:0.5", "specinfer", 2.0)
+        real_evaluation.oracle_delayed(ev, "temperature:0.5", "specinfer", 2.0)

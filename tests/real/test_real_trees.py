@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specsim import real, real_trees
+from specsim import real, real_evaluation, real_trees
 from specsim.drafts import DraftTree
 
 FAST = ["token", "block", "specinfer", "sequoia"]
@@ -20,7 +20,7 @@ def ds():
 
 @pytest.fixture(scope="module")
 def evaluation(ds):
-    return real_trees.evaluate_trees(ds, FAST, progress=False)
+    return real_evaluation.evaluate_trees(ds, FAST, progress=False)
 
 
 def test_every_stored_tree_is_a_draft_tree_of_its_process(ds):
@@ -54,7 +54,7 @@ def test_specinfer_on_a_chain_is_token_verification(evaluation, ds):
 
 
 def test_tables_print_settings_and_every_group(evaluation, ds):
-    text = real_trees.format_evaluation(evaluation)
+    text = real_evaluation.format_evaluation(evaluation)
     assert f"L = {ds.manifest['L']}" in text and str(ds.manifest["positions"]) in text
     for draft, process in evaluation.groups:
         assert f"{draft} | {process} |" in text
@@ -137,14 +137,14 @@ def test_draws_that_are_not_the_childrens_tokens_are_named(tmp_path, ds):
 def test_bad_arguments(ds):
     # a process the chosen verifiers do not apply to is skipped with a note (issue 26: it stopped
     # the evaluation); one that applies to no process at all is refused (test_loader_validation.py)
-    ev = real_trees.evaluate_trees(ds, ["gbv"], progress=False)
-    fits = {p: real_trees._lookup("gbv").applies_to(real_trees._process(p)[0]) for p in ds.manifest["processes"]}
+    ev = real_evaluation.evaluate_trees(ds, ["gbv"], progress=False)
+    fits = {p: real_evaluation._lookup("gbv").applies_to(real_trees._process(p)[0]) for p in ds.manifest["processes"]}
     assert {p for _, p in ev.skipped} == {p for p, ok in fits.items() if not ok} != set()
     assert {p for _, p in ev.groups} == {p for p, ok in fits.items() if ok} != set()
     with pytest.raises(ValueError, match="unknown verifier"):
-        real_trees.evaluate_trees(ds, ["nope"])
+        real_evaluation.evaluate_trees(ds, ["nope"])
     with pytest.raises(TypeError):
-        real_trees.evaluate_trees("folder")
+        real_evaluation.evaluate_trees("folder")
     fake = real.LoadedModel(None, None, Path("x.gguf"), 30, 49152)
     with pytest.raises(ValueError, match="30 layers"):
         real_trees.build_trees("/nonexistent", drafts=("early_exit:31",), model=fake)
@@ -153,10 +153,10 @@ def test_bad_arguments(ds):
 
 
 def _summary(name, per_tree, tails):
-    return real_trees.VerifierSummary(name, True, np.asarray(per_tree, float), np.asarray(tails, float))
+    return real_evaluation.VerifierSummary(name, True, np.asarray(per_tree, float), np.asarray(tails, float))
 
 
-def _planted(values: dict, n_contexts: int, samples: int, L: int = 2) -> real_trees.TreeEvaluation:
+def _planted(values: dict, n_contexts: int, samples: int, L: int = 2) -> real_evaluation.TreeEvaluation:
     """A TreeEvaluation with given per-tree values: ``values[(process, verifier)](context, sample) -> E[tau|tree]``;
     P(tau >= 1 | tree) = the value, the deeper tails 0 (so the tails sum to the value)."""
     groups, contexts, samples_of = {}, {}, {}
@@ -168,7 +168,7 @@ def _planted(values: dict, n_contexts: int, samples: int, L: int = 2) -> real_tr
         contexts[("d", process)] = [(c, -1) for c, _ in keys]
         samples_of[("d", process)] = [s for _, s in keys]
     manifest = dict(drafts=["d"], processes=sorted({p for p, _ in values}), L=L, samples=samples)
-    return real_trees.TreeEvaluation(groups, contexts, manifest, samples_of)
+    return real_evaluation.TreeEvaluation(groups, contexts, manifest, samples_of)
 
 
 def test_a_verifier_compared_with_itself_gives_zero_with_zero_width(evaluation, ds):
@@ -229,7 +229,7 @@ def test_clustered_intervals_cover_and_tree_intervals_do_not_on_known_clusters()
     hit_prompt = hit_pair = 0
     for _ in range(R):
         d = mu + rng.normal(size=G)[labels] + rng.normal(size=G * m)
-        c = real_trees.Comparison.paired("a", "b", "tree", d, np.zeros_like(d), d[:, None], np.zeros((d.size, 1)),
+        c = real_evaluation.Comparison.paired("a", "b", "tree", d, np.zeros_like(d), d[:, None], np.zeros((d.size, 1)),
                                          labels, "prompt")
         hit_prompt += c.lo <= mu <= c.hi
         hit_pair += c.pair_lo <= mu <= c.pair_hi
@@ -284,7 +284,7 @@ def test_the_oracle_depth_is_cross_fitted():
     c = ev.compare_oracle("d", "v", 2)
     assert c.unit == "context" and c.n == 4
     assert c.diff == pytest.approx(-0.5) and c.mean_b == pytest.approx(0.5 + 0.015)
-    _, in_sample, _ = real_trees.oracle_delayed(ev, "d", "v", 2)
+    _, in_sample, _ = real_evaluation.oracle_delayed(ev, "d", "v", 2)
     assert in_sample == pytest.approx(0.5 + 0.015)
     # a depth that is better on every tree is always chosen
     better = _planted({("iid:2", "v"): lambda c, s: 1.0 + 0.1 * s, ("delayed:1,2", "v"): lambda c, s: 1.2 + 0.1 * s},
@@ -300,13 +300,13 @@ def test_the_oracle_depth_is_cross_fitted():
 
 def test_claim_comparisons_cover_every_claim_the_dataset_allows(ds):
     names = ["token", "block", "hsd_capped", "specinfer", "spectr", "sequoia", "traversal"]
-    ev = real_trees.evaluate_trees(ds, names, progress=False)
-    claims = real_trees.claim_comparisons(ev)
+    ev = real_evaluation.evaluate_trees(ds, names, progress=False)
+    claims = real_evaluation.claim_comparisons(ev)
     for draft in ds.manifest["drafts"]:
         assert {c for d, c in claims if d == draft} == {"i.i.d. rollouts", "without replacement", "delayed vs root", "chains"}
         assert any("cross-fitted" in c.a for c in claims[(draft, "delayed vs root")])
         assert all(c.unit == "tree" for c in claims[(draft, "i.i.d. rollouts")])
-    text = real_trees.format_comparisons(ev)
+    text = real_evaluation.format_comparisons(ev)
     assert text.count("\n") == sum(len(v) + 1 for v in claims.values())
 
 
@@ -346,5 +346,5 @@ def test_a_build_reuses_the_context_cache_and_matches_full_forward_passes(tmp_pa
                     m.lm_head(m.model.norm(out.hidden_states[1][0, -1]))
                 q = torch.softmax(z.double() / (0.5 if rec.draft.startswith("temperature") else 1.0), -1).detach().numpy()
                 np.testing.assert_allclose(t.q[u][np.searchsorted(rec.vocab, np.arange(40))], q, atol=1e-6)
-    ev = real_trees.evaluate_trees(ds, ["token", "specinfer", "sequoia"], progress=False)
+    ev = real_evaluation.evaluate_trees(ds, ["token", "specinfer", "sequoia"], progress=False)
     assert ev.compare_oracle("temperature:0.5", "specinfer", 2).n == 2
