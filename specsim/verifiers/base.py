@@ -27,7 +27,7 @@ from ..drafts import DRAFT_LAWS, DraftTree, draft_laws
 
 __all__ = ["Outcome", "Verifier", "chain_verifier", "tree_verifier", "NEED_TAGS", "meets_needs",
            "validate_applies", "as_verifier", "verifier_kind", "law_from_batch", "validate_outcomes", "sample_outcome",
-           "validate_chain_inputs"]
+           "validate_chain_inputs", "validate_faults"]
 
 #: Tolerance on ``|sum(prob) - 1|`` for an outcome list and on each ``next_dist``.
 OUTCOME_ATOL = 1e-9
@@ -97,6 +97,23 @@ def meets_needs(drafting, needs) -> bool:
     """
     tags = _as_needs(needs)
     return "any" in tags or bool(tags & draft_laws(drafting))
+
+
+def validate_faults(faults, known: dict, where: str) -> frozenset:
+    """The ``faults=`` switch of a verifier family's private law: names from the family's
+    documented ``known`` table (name -> what the fault does).  Faults exist only to build the
+    known-broken verifiers of :mod:`specsim.testing.selftest.mutants`; ``ValueError`` names an
+    unknown one.
+
+    >>> from specsim.verifiers.nodewise import NODEWISE_FAULTS
+    >>> sorted(validate_faults(("stale_residual",), NODEWISE_FAULTS, "nodewise"))
+    ['stale_residual']
+    """
+    faults = frozenset((faults,) if isinstance(faults, str) else faults)
+    unknown = sorted(faults - set(known))
+    if unknown:
+        raise ValueError(f"{where}: unknown fault(s) {unknown}; the documented ones are {sorted(known)}")
+    return faults
 
 
 def validate_applies(verifier: "Verifier", drafting) -> None:

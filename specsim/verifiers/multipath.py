@@ -4,8 +4,8 @@ GBV selects one of K i.i.d. draft paths by a token order and runs block verifica
 skewed rows; :data:`gbv` is lossless, :data:`gbv_capped` (capped key, mismatched ties) is the
 lossy negative control.  Besides the per-tree law: a law over trees of one shape, and the law of
 the selected path as a draft model (:func:`gbv_path_model`, :func:`gbv_path_arrays`), which the
-engine uses as a fast path.  The private ``select_by_q=`` switch exists for
-:mod:`specsim.testing.selftest.mutants`.
+engine uses as a fast path.  The per-tree law's ``faults=`` switch (:data:`GBV_FAULTS`) exists
+only for :mod:`specsim.testing.selftest.mutants`.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 from ..drafts import DraftTree
 from ..models import Model, validate_model_pair
 from .._validate import check_int
-from .base import Outcome, tree_verifier
+from .base import Outcome, tree_verifier, validate_faults
 from .chain import block
 
 __all__ = ["gbv", "gbv_capped", "tree_paths", "gbv_path_model", "gbv_path_arrays"]
@@ -123,7 +123,11 @@ def gbv_path_model(draft_model: Model, K: int, capped: bool = False, target: Mod
     return Model(row, draft_model.V, f"gbv_path({draft_model.name}, K={K})")
 
 
-def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
+#: The faults the GBV law can be built with (mutants only).
+GBV_FAULTS = {"select_by_q": "the path selected by draft probability while the skewed law assumes the key order"}
+
+
+def _gbv_law(tree, *, capped=False, mismatch=False, faults=()):
     """Greedy multi-path block verification (Thomas & Pal, arXiv 2602.16961; docs/theory.md §6.7).
 
     From K i.i.d. paths merged into a trie, select x* = the lexicographic maximum under the token
@@ -134,8 +138,8 @@ def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
     (the law of the selected path), then block verification on x* with qt in place of q.
     Stable form (A+Q)^K (-expm1(K log1p(-Q/(A+Q)))) in float64.  ``capped`` uses the key
     min(1, p/q) (ties galore); ``mismatch`` orders ties the other way in qt than in selection —
-    the hazard of docs/theory.md §6.7 (lossy); ``select_by_q`` (mutant) selects by q, not by
-    the key.  Needs K i.i.d. full paths (``iid_paths``).
+    the hazard of docs/theory.md §6.7 (lossy); ``faults`` (:data:`GBV_FAULTS`) builds mutants.
+    Needs K i.i.d. full paths (``iid_paths``).
 
     Returns: the outcome list of the tree protocol (``accepted`` a node id, then the emitted law).
 
@@ -143,6 +147,7 @@ def _gbv_law(tree, *, capped=False, mismatch=False, select_by_q=False):
     >>> round(multidraft_acceptance("gbv", [1/3, 2/3], [2/3, 1/3], 2), 6)   # 8/9, the optimum of §6.6
     0.888889
     """
+    select_by_q = "select_by_q" in validate_faults(faults, GBV_FAULTS, "gbv")
     tree_paths(tree)  # validates the K-path structure
     K = len(tree.draws[0])
     V = tree.V

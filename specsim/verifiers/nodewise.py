@@ -12,8 +12,8 @@ node-wise families (:mod:`.kseq`, :mod:`.two_step`, :mod:`.greedy_draft`) reuse 
 This module holds that engine with its scalar and batched acceptance helpers, and the
 recursive-rejection-sampling family: SpecInfer (i.i.d. draws), SpecInfer along the first path,
 Sequoia (draws without replacement) and deterministic children (EAGLE's rule), with their
-samplers.  The private keyword switches of the node rules exist for
-:mod:`specsim.testing.selftest.mutants`.
+samplers.  The rules and the engine take one ``faults=`` switch (:data:`NODEWISE_FAULTS`), which
+exists only for the known-broken verifiers of :mod:`specsim.testing.selftest.mutants`.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import numpy as np
 from .._sampling import draw_token
 from .._validate import normalize
 from ..drafts import DraftTree
-from .base import Outcome, tree_verifier
+from .base import Outcome, tree_verifier, validate_faults
 
 __all__ = ["specinfer", "specinfer_first_path", "sequoia", "deterministic_children"]
 
@@ -33,9 +33,19 @@ __all__ = ["specinfer", "specinfer_first_path", "sequoia", "deterministic_childr
 NodeRule = Callable[[DraftTree, int], tuple[dict, float, np.ndarray]]
 
 
+#: The faults the node-wise engine and its rules can be built with (mutants only).
+NODEWISE_FAULTS = {
+    "stale_residual": "RRS without the residual update between siblings: every sibling tested against p",
+    "unmasked_rejected": "SWOR-RRS that keeps a rejected sibling in the draft row",
+    "unmasked_children": "deterministic children: the rejection row is p with the children not zeroed",
+    "bonus_from_parent": "the bonus at a fully accepted leaf drawn from the parent's row",
+}
+
+
 # --------------------------------------------------------------------------- node-wise engine
-def _nodewise(tree: DraftTree, rule: NodeRule, bonus_from_parent: bool = False) -> list[Outcome]:
+def _nodewise(tree: DraftTree, rule: NodeRule, faults=()) -> list[Outcome]:
     """Exact law of a node-wise scheme: reach(child) = reach(node) * rule's descend probability."""
+    bonus_from_parent = "bonus_from_parent" in validate_faults(faults, NODEWISE_FAULTS, "node-wise engine")
     out: list[Outcome] = []
     stack = [(0, 1.0)]
     while stack:
@@ -70,8 +80,10 @@ def _accept_prob(r: float, q: float) -> float:
     return 1.0 if r >= q else r / q  # r / q itself overflows when q is subnormal
 
 
-def _rrs(p, q, draws, *, without_replacement=False, update_residual=True, mask_rejected=True):
+def _rrs(p, q, draws, *, without_replacement=False, faults=()):
     """Recursive rejection sampling over ``draws`` (with or without replacement)."""
+    faults = validate_faults(faults, NODEWISE_FAULTS, "RRS")
+    update_residual, mask_rejected = "stale_residual" not in faults, "unmasked_rejected" not in faults
     R, D = p, q.copy()
     descend: dict[int, float] = defaultdict(float)
     reach = 1.0
@@ -171,7 +183,8 @@ def _sequoia_law(tree):
 
 
 # --------------------------------------------------------------------------- deterministic children
-def _deterministic_rule(tree, u, *, mask_children=True):
+def _deterministic_rule(tree, u, *, faults=()):
+    mask_children = "unmasked_children" not in validate_faults(faults, NODEWISE_FAULTS, "deterministic children")
     p = tree.p[u]
     kids = tuple(dict.fromkeys(tree.draws[u]))
     descend = {x: float(p[x]) for x in kids}

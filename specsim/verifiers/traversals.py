@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validate import normalize
 from ..models import Model
-from .base import Outcome, meets_needs, tree_verifier
+from .base import Outcome, meets_needs, tree_verifier, validate_faults
 from .nodewise import _normalize_rows
 
 __all__ = ["traversal", "traversal_repeats", "traversal_paths", "TRAVERSAL_VARIANTS"]
@@ -28,7 +28,16 @@ __all__ = ["traversal", "traversal_repeats", "traversal_paths", "TRAVERSAL_VARIA
 TRAVERSAL_VARIANTS = ("merged", "repeats", "paths")
 
 
-def _traversal_law(tree, *, variant="merged", parent_update="odds", recompute=True, mask=None, skip_repeats=False):
+#: The faults the traversal law can be built with (mutants only).
+TRAVERSAL_FAULTS = {
+    "mass_update": "parent weight w_b <- S (the residual mass) instead of S / (S + 1 - w_b)",
+    "stale_weights": "the weights below a parent are not recomputed after a rejection",
+    "masked_rows": "the rejected token is masked from the draft row although the next draw is from q again",
+    "skipped_repeats": "on the i.i.d. trie, repeated draws are skipped (no attempt, no row update)",
+}
+
+
+def _traversal_law(tree, *, variant="merged", faults=()):
     """Traversal verification (Weng et al., arXiv 2505.12398), docs/theory.md §6.3 reconstruction.
 
     Node u carries Mb_u = p(.|u), Ms_u = q(.|u) and a weight w (w_root = 1); a child c is entered
@@ -52,11 +61,12 @@ def _traversal_law(tree, *, variant="merged", parent_update="odds", recompute=Tr
     >>> cert.lossless, round(cert.expected_accepted, 6)
     (True, 1.157828)
     """
-    # private switches for specsim.testing / the tests: parent_update="mass" and recompute=False are
-    # lossy mutants of the parent update; mask / skip_repeats override the variant's row update
     if variant not in TRAVERSAL_VARIANTS:
         raise ValueError(f"variant must be one of {TRAVERSAL_VARIANTS}, got {variant!r}")
-    mask = variant == "merged" if mask is None else mask
+    faults = validate_faults(faults, TRAVERSAL_FAULTS, "traversal")  # TRAVERSAL_FAULTS: mutants only
+    parent_update = "mass" if "mass_update" in faults else "odds"
+    recompute, skip_repeats = "stale_weights" not in faults, "skipped_repeats" in faults
+    mask = variant == "merged" or "masked_rows" in faults
     n, draws = tree.num_nodes, tree.draws
     child = [{tree.tokens[c]: c for c in kids} for kids in tree.children]
     width = [len(draws[u]) for u in range(n)]  # draws per copy of a node ("paths")
@@ -163,7 +173,7 @@ def _traversal_reject(wb, Mb, Ms, x, root, mask=True, parent_update="odds"):
     """Node b's state after its child of token x is rejected, for rows [N, V] (docs/theory.md §6.3):
     R = (w_b Mb_b - Ms_b)_+, Mb_b <- R / S (kept when S = 0), Ms_b(x) <- 0 renormalised (``mask``;
     i.i.d. draws keep Ms_b = q, §6.3.1), and w_b <- S / sum (Ms_b - w_b Mb_b)_+ (1 when that
-    deficit is 0); the root keeps w = 1.  ``parent_update="mass"`` (w_b <- S) is a lossy mutant.
+    deficit is 0); the root keeps w = 1.  ``parent_update="mass"`` (w_b <- S) is the ``mass_update`` fault.
 
     Returns: ``(w_b, Mb_b, Ms_b)``, new arrays."""
     ar = np.arange(len(x))

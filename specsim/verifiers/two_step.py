@@ -5,7 +5,8 @@ speculative sampling.  Two selections: self-normalised importance weights (:data
 whose token law :func:`khisti_selection_law` is a quadrature of its Laplace form) and an
 optimal selection (:data:`khisti_optimal`, built by :func:`khisti_optimal_selection`).  Both are
 node-wise tree verifiers (the engine is :func:`specsim.verifiers.nodewise._nodewise`).
-The private ``against_q=`` switch exists for :mod:`specsim.testing.selftest.mutants`.
+The rule's ``faults=`` switch (:data:`TWO_STEP_FAULTS`) exists only for
+:mod:`specsim.testing.selftest.mutants`.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import as_pair, check_int, normalize
-from .base import tree_verifier
+from .base import tree_verifier, validate_faults
 from .nodewise import _accept_prob, _nodewise
 
 __all__ = ["khisti", "khisti_optimal", "khisti_selection_law", "khisti_optimal_selection", "OptimalSelection",
@@ -151,7 +152,12 @@ def khisti_selection_law(p, q, k: int) -> np.ndarray:
     return _khisti_rho_cached(p.tobytes(), q.tobytes(), k).copy()
 
 
-def _khisti_rule(tree, u, *, against_q=False):
+#: The faults the two-step rule can be built with (mutants only).
+TWO_STEP_FAULTS = {"against_q": "the selected token tested against q instead of the selection law"}
+
+
+def _khisti_rule(tree, u, *, faults=()):
+    against_q = "against_q" in validate_faults(faults, TWO_STEP_FAULTS, "two-step rule")
     p, q, draws = tree.p[u], tree.q[u], tree.draws[u]
     rho = q if against_q else _khisti_rho_cached(p.tobytes(), q.tobytes(), len(draws))
     w = _importance_weights(p, q, np.array(draws))

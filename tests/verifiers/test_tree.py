@@ -229,3 +229,22 @@ def test_multidraft_acceptance_size_guard_counts_ordered_tuples_of_supp_q(monkey
     # GBV goes through its path model (V^L selected paths), so K = 13 runs and obeys the optimum
     alpha = multidraft_acceptance("gbv", p, q, 13)
     assert 0.0 < alpha <= multidraft_bound(p, q, 13).value + 1e-9
+
+
+def test_fault_switches_are_documented_and_each_is_used_by_a_mutant():
+    """Faulty variants are built through one ``faults=`` switch per family, from its documented
+    table: an unknown fault is refused by name, and every documented fault has a mutant."""
+    import inspect
+
+    from specsim.testing.selftest.mutants import TREE_MUTANTS
+    from specsim.verifiers import multipath, nodewise, traversals, two_step
+
+    tables = {**nodewise.NODEWISE_FAULTS, **traversals.TRAVERSAL_FAULTS, **multipath.GBV_FAULTS,
+              **two_step.TWO_STEP_FAULTS}
+    source = inspect.getsource(inspect.getmodule(next(iter(TREE_MUTANTS.values())).__class__))
+    for fault in tables:
+        assert f'faults="{fault}"' in source, fault
+    with pytest.raises(ValueError, match=r"unknown fault\(s\) \['no_such'\]; the documented ones are"):
+        traversals._traversal_law(None, faults="no_such")
+    with pytest.raises(ValueError, match="unknown fault"):
+        nodewise._rrs(np.ones(2) / 2, np.ones(2) / 2, (0,), faults=("stale_residual", "typo"))
