@@ -19,7 +19,7 @@ def smollm2_engines():
     import transformers
 
     from specsim import real
-    from specsim.testing.generation_transformers import transformers_engine
+    from specsim.testing.generation.transformers import transformers_engine
 
     torch.set_num_threads(2)
     lm = real.load_model()

@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 
 from specsim.testing.generation import check_generation, default_params
-from specsim.testing.generation_engines import MUTANT_SETTINGS, MUTANTS, toy_engine
+from specsim.testing.generation.toy import MUTANT_SETTINGS, MUTANTS, toy_engine
 
 
 def main(argv):

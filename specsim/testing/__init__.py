@@ -15,9 +15,10 @@ a step taking its uniforms              :func:`check_step_exact`         --     
 a batched engine (vLLM, FlashInfer...)  :func:`check_sampler` on         --                               ``sampler_check``
                                         ``adapter.batch_sampler()``,
                                         :func:`check_engine_properties`
-a whole generation (``generate`` loop)  :func:`check_step` on the loop   --                               ``step_check``
-                                        over toy LMs
-                                        (:mod:`.language_models`)
+a generation loop's law (toy LMs)       :func:`check_step` on the loop   --                               ``step_check``
+                                        over :mod:`.language_models`
+an engine's whole generations           :func:`check_generation` (vs     --                               --
+(penalties, top-k/p, EOS, logprobs)     its own plain sampling)
 ======================================  ===============================  ===============================  ==================
 
 Starting points: :func:`from_verifier` (a verifier as a sampler), :func:`step_from_verifier`,
@@ -32,7 +33,8 @@ transformers layouts), :mod:`.stats` (the chi-square's power planning and failur
 :mod:`.selftest` (the suite tested on known-broken implementations: its :mod:`~.selftest.mutants`,
 :mod:`~.selftest.power` and the :mod:`~.selftest.mutation` table), :mod:`.report` (the result
 base of the statistical checks),
-:mod:`.plugin` (pytest fixtures).
+:mod:`.generation` (whole generations: :mod:`~.generation.toy`, a reference engine and its
+mutants, and :mod:`~.generation.transformers`), :mod:`.plugin` (pytest fixtures).
 
 Names are loaded on first use (so the pytest plugin, which lives in this package, imports only
 pytest and numpy); nothing here imports cvxpy, torch or triton.

@@ -12,7 +12,7 @@ from specsim.models import from_function
 from specsim.testing import SamplerError
 from specsim.testing.generation import (Generation, GenerationEngine, SamplingParams, check_generation,
                                         default_params, generation_law, homogeneity, process_logits)
-from specsim.testing.generation_engines import MUTANT_SETTINGS, MUTANTS, toy_engine
+from specsim.testing.generation.toy import MUTANT_SETTINGS, MUTANTS, toy_engine
 
 # ----------------------------------------------------------------------------- exact processing law
 V = 3
@@ -250,8 +250,8 @@ def test_transformers_assisted_generation_exact_mode_on_toys():
     every logprob equals log pi_theta; the same engine with the repetition penalty dropped on its
     speculative side only is flagged (its logprobs, exact, move at any n)."""
     pytest.importorskip("transformers")
-    from specsim.testing.generation_engines import default_models
-    from specsim.testing.generation_transformers import transformers_engine
+    from specsim.testing.generation.toy import default_models
+    from specsim.testing.generation.transformers import transformers_engine
     from specsim.testing.language_models import transformers_lm
 
     target, draft = default_models()
@@ -275,7 +275,7 @@ def test_transformers_adapter_on_tiny_llama_two_sample(kw):
     runs end to end in two-sample mode, with valid outputs and logprobs that match the plain path's."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from specsim.testing.generation_transformers import transformers_engine
+    from specsim.testing.generation.transformers import transformers_engine
 
     def llama(seed):
         torch.manual_seed(seed)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .._validate import check_int
-from .generation import GenerationEngine, SamplingParams
+from ..._validate import check_int
+from . import GenerationEngine, SamplingParams
 
 __all__ = ["transformers_engine", "transformers_params", "MODES"]
 
@@ -36,7 +36,7 @@ def transformers_params(max_new_tokens: int = 4, eos_token_id: Optional[int] = N
     transformers has no processor for (presence and frequency penalties); EOS settings only when
     ``eos_token_id`` is given; stop strings only when ``stop_string`` is given (they need the
     tokenizer)."""
-    from .generation import default_params
+    from . import default_params
 
     base = base if base is not None else default_params(max_new_tokens, eos_token_id if eos_token_id is not None else 0,
                                                         stop_string or "x")
@@ -65,7 +65,7 @@ def transformers_engine(model, assistant_model=None, *, mode: str = "assistant",
 
     >>> from specsim.models import random_model, mix
     >>> from specsim.testing.language_models import transformers_lm
-    >>> from specsim.testing.generation_transformers import transformers_engine
+    >>> from specsim.testing.generation.transformers import transformers_engine
     >>> eng = transformers_engine(transformers_lm(random_model(3, 0)), transformers_lm(random_model(3, 1)))
     >>> eng.V, eng.logits is not None
     (3, True)

@@ -48,11 +48,11 @@ from typing import Callable, Mapping, Optional, Protocol, Sequence
 import numpy as np
 from scipy import stats
 
-from .._validate import check_int, check_real, check_seed
-from ..chisquare import detection_threshold, goodness_of_fit
-from ..models import iid, top_k as _top_k_model, top_p as _top_p_model
-from .language_models import _as_prefix
-from .sampler import SamplerError
+from ..._validate import check_int, check_real, check_seed
+from ...chisquare import detection_threshold, goodness_of_fit
+from ...models import iid, top_k as _top_k_model, top_p as _top_p_model
+from ..language_models import _as_prefix
+from ..sampler import SamplerError
 
 __all__ = ["SamplingParams", "Generation", "GenerateFn", "GenerationEngine", "process_logits", "generation_law",
            "check_generation", "GenerationCheck", "ParameterVerdict", "default_params", "STOP_REASONS"]
@@ -206,7 +206,7 @@ def process_logits(logits, prompt: Sequence[int], generated: Sequence[int], para
     then top-k (the package's :func:`specsim.models.top_k`, ties toward lower ids), top-p
     (:func:`specsim.models.top_p`) and min_p (keep p_v >= min_p max p) in ``params.order``, each on
     the renormalised law left by the previous one.  ``counted`` and ``order`` exist so that a
-    broken engine can be modelled (:mod:`specsim.testing.generation_engines`); a correct engine
+    broken engine can be modelled (:mod:`specsim.testing.generation.toy`); a correct engine
     uses the defaults.
 
     Parameters: ``logits`` [V] (float; -inf allowed), ``prompt``, ``generated`` (token ids),
@@ -546,7 +546,7 @@ def check_generation(engine: GenerationEngine, prompt: Sequence[int] = (1,),
     naming the call.
 
     >>> from specsim.testing.generation import check_generation, SamplingParams
-    >>> from specsim.testing.generation_engines import toy_engine
+    >>> from specsim.testing.generation.toy import toy_engine
     >>> res = check_generation(toy_engine(), params={"min_p": SamplingParams(min_p=0.2, max_new_tokens=2)}, n=400)
     >>> res.verdict, res.rows[0].mode
     ('PASS', 'exact')

@@ -25,11 +25,11 @@ from typing import Optional
 
 import numpy as np
 
-from .._sampling import draw_token
-from .._validate import check_int
-from ..models import Model, mix, random_model
-from ..verifiers.base import as_verifier
-from .generation import Generation, GenerationEngine, finished, process_logits
+from ..._sampling import draw_token
+from ..._validate import check_int
+from ...models import Model, mix, random_model
+from ...verifiers.base import as_verifier
+from . import Generation, GenerationEngine, finished, process_logits
 
 __all__ = ["toy_engine", "MUTANTS", "MUTANT_SETTINGS", "TOKEN_TEXT", "LOGIT_SHIFT", "default_models"]
 
@@ -77,7 +77,7 @@ def toy_engine(target: Optional[Model] = None, draft_model: Optional[Model] = No
 
     >>> import numpy as np
     >>> from specsim.testing.generation import SamplingParams
-    >>> from specsim.testing.generation_engines import toy_engine
+    >>> from specsim.testing.generation.toy import toy_engine
     >>> eng = toy_engine()
     >>> out = eng.generate((1,), 4, SamplingParams(eos_token_id=3), True, np.random.default_rng(0))
     >>> len(out.tokens) <= 4 and out.stop_reason in ("length", "eos")
