@@ -168,6 +168,18 @@ def _xlogy(x, y):
         return np.where(x > 0, x * np.log(np.where(x > 0, x, 1.0) / y), 0.0)
 
 
+def _kl_near(b, d) -> float:
+    """KL(b || b + d) for a move d that sums to 0, as sum_i b_i g(d_i / b_i), g(u) = u - log1p(u) >= 0:
+    the first-order terms, which cancel exactly, are never formed, so a radius near 0 is not left
+    at the ~1e-16 rounding of sum b_i log(b_i / p_i) (KL(b||p) = sum b g(d/b) - sum d)."""
+    total = 0.0
+    for bi, di in zip(b, d):
+        if bi > 0:
+            u = di / bi
+            total += bi * (u - np.log1p(u)) if u > -1 else np.inf
+    return float(total)
+
+
 def _binkl(a: float, b: float) -> float:
     return float(_xlogy(a, b) + _xlogy(1.0 - a, 1.0 - b))
 
@@ -197,8 +209,8 @@ def _pairwise(rule: AcceptanceRule, bx: float, by: float, kind: str) -> float:
             span = (1 + eps) / 2 - eps
             lo_t, hi_t = eps + 1e-13 * span, (1 + eps) / 2 - 1e-13 * span
             t = lo_t if g(lo_t) <= 0 else brentq(g, lo_t, hi_t, xtol=1e-16, rtol=1e-15, maxiter=500)
-            mu_term = float(_xlogy(r, 1 + eps - 2 * t))  # r log mu
-        return float(max(_xlogy(bx, t - eps) + _xlogy(by, t) + mu_term, 0.0))
+        dx, dy = (t - eps) - bx, t - by   # the others move by -(dx + dy) in total, in proportion to b
+        return _kl_near((bx, by, r), (dx, dy, -(dx + dy)))
     lam = 1.0 if rule.kind == "greedy" else rule.lam
     if bx <= lam * by:
         return 0.0
@@ -210,7 +222,8 @@ def _pairwise(rule: AcceptanceRule, bx: float, by: float, kind: str) -> float:
         s = (bx / (lam * by)) ** (1 / (1 + lam))
         return float(max(-np.log(bx / s + by * s ** lam + r), 0.0))
     s = bx + by
-    return float(max(_xlogy(bx, lam * s / (1 + lam)) + _xlogy(by, s / (1 + lam)), 0.0))
+    dx = lam * s / (1 + lam) - bx
+    return _kl_near((bx, by), (dx, -dx))
 
 
 def _top_m_radius(b: np.ndarray, x: int, m: int, kind: str) -> float:
