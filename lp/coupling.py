@@ -1,7 +1,7 @@
 """Maximal coupling and optimal multi-draft acceptance (docs/theory.md §3 and 6.6).
 
 Single draft: the best acceptance of any lossless token-level verifier is the maximal-coupling
-value sum_v min(p_v, q_v) = 1 - TV(p, q).  K drafts: the optimum is the optimal-transport value
+value sum_v min(p_v, q_v) = 1 - TV(p, q).  K drafts: the optimum is the optimal-transport value::
 
     alpha* = max_f sum f   s.t.  f(S, y) >= 0 (y in S),  sum_{y in S} f(S, y) <= Q(S),
                                  sum_{S contains y} f(S, y) <= p(y)

@@ -28,8 +28,9 @@ from ._solvers import CONIC_SOLVERS, check_solvers, solve
 __all__ = ["FrontierPoint", "FrontierCurve", "frontier", "frontier_curve", "frontier_cvxpy",
            "frontier_curve_cvxpy", "E1_P", "E1_Q"]
 
-#: docs/theory.md §12's example E1 (target p, draft q; the default pair of ``specsim lossy``).
+#: docs/theory.md §12's example E1, target p (with :data:`E1_Q` the default pair of ``specsim lossy``).
 E1_P = np.array([0.05, 0.15, 0.25, 0.55])
+#: docs/theory.md §12's example E1, draft q.
 E1_Q = np.array([0.55, 0.25, 0.15, 0.05])
 
 

@@ -248,8 +248,8 @@ def as_policy(policy) -> Policy:
 @dataclass(frozen=True)
 class HeuristicSchedule:
     """transformers' ``num_assistant_tokens_schedule="heuristic"``: draft s tokens; if all s are
-    accepted, s <- s + 2, else s <- max(1, s - 1) (``AssistedCandidateGenerator.
-    update_candidate_strategy``; transformers starts from ``num_assistant_tokens`` = 20).
+    accepted, s <- s + 2, else s <- max(1, s - 1); transformers starts from ``num_assistant_tokens``
+    = 20 (its assisted candidate generator's ``update_candidate_strategy`` method).
 
     The length is a Markov chain on {1..L} (capped at the horizon L: the enumeration stops there)
     whose step from s depends on a = P(tau = s | s drafted).  Evaluated (by

@@ -59,7 +59,7 @@ class Throughput:
 
 
 def tree_cost(tree: DraftTree, cost: CostModel) -> float:
-    """cost(D) = overhead + sum_d draft(n_d) + target(|D|), n_d = depth-d nodes that drew children.
+    """cost(D) = overhead + sum_d draft(n_d) + target(N): n_d depth-d nodes that drew children, N the nodes of D.
 
     A node drafts its children from its own draft row, and the rows of one depth come from one
     draft pass over those nodes, so a tree of depth L costs L draft passes (fewer when a level
