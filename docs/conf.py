@@ -16,7 +16,9 @@ change adds) are read by MyST as they are.  Three kinds of page are generated at
 """
 from __future__ import annotations
 
+import html
 import importlib
+import inspect
 import os
 import pkgutil
 import subprocess
@@ -121,12 +123,19 @@ def write_api_pages() -> None:
         names = sorted(mod.__all__)
         elsewhere = {n: homes[id(getattr(mod, n))] for n in names if isinstance(getattr(mod, n, None), type)
                      and homes[id(getattr(mod, n))] != f"{m}.{n}"}
+        here = [n for n in names if n not in elsewhere and not inspect.ismodule(getattr(mod, n, None))]
+        # one page per module with its names documented inline (a page per name made ~600 pages,
+        # and the theme's navigation tree, rebuilt for every page, took most of a 5-minute build)
         lines = [m, "=" * len(m), "", f".. automodule:: {m}", "   :no-members:", "",
-                 f".. currentmodule:: {m}", "", ".. autosummary::", "   :toctree: generated", ""]
-        lines += [f"   {n}" for n in names if n not in elsewhere]
+                 f".. currentmodule:: {m}", "", ".. autosummary::", ""]
+        lines += [f"   {n}" for n in here]
         if elsewhere:
             lines += ["", "Also exported here, documented on their first page: "
                       + ", ".join(f":class:`{n} <{home}>`" for n, home in sorted(elsewhere.items())) + "."]
+        for n in here:
+            obj = getattr(mod, n)
+            kind = "autoclass" if inspect.isclass(obj) else "autofunction" if callable(obj) else "autodata"
+            lines += ["", f".. {kind}:: {n}"] + (["   :members:"] if kind == "autoclass" else [])
         _write(out / f"{m}.rst", "\n".join(lines) + "\n")
 
 
@@ -154,7 +163,9 @@ def write_gallery() -> None:
         lines += [name, "-" * len(name), ""]
         if (figs / f"{name}.png").exists():
             lines += [f".. image:: figs/{name}.png", f"   :alt: {name}", "   :width: 100%", ""]
-        lines += ["::", ""] + ["   " + ln for ln in (caption or "(no caption written)").splitlines()] + [""]
+        # the caption as written (plain text with math), escaped into a wrapped paragraph
+        text = html.escape(caption or "(no caption written)").replace("\n\n", "</p><p>")
+        lines += [".. raw:: html", "", f'   <div class="caption"><p>{" ".join(text.split())}</p></div>', ""]
     _write(GENERATED / "gallery.rst", "\n".join(lines) + "\n")
 
 
@@ -180,6 +191,10 @@ def write_notebook_pages() -> None:
 # line ending in ":").  Read as reStructuredText, "|x|" is a substitution and an indented display a
 # block quote; these two rules make them render as written without editing every docstring.
 def _plain_text_docstring(app, what, name, obj, options, lines: list[str]) -> None:
+    if what in ("data", "attribute") and lines and type(obj).__doc__ and \
+            " ".join(lines).split() == type(obj).__doc__.split():
+        lines[:] = []                          # a constant without a #: comment shows int's or tuple's doc
+        return
     if not name.startswith(tuple(p + "." for p in PACKAGES) + PACKAGES) or not _defined_here(obj):
         return                                 # e.g. a method inherited from numpy.random.Generator
     literal_indent = None                      # inside a literal block: its parent's indent

@@ -18,7 +18,9 @@ a batched engine (vLLM, FlashInfer...)  :func:`check_sampler` on         --     
 a generation loop's law (toy LMs)       :func:`check_step` on the loop   --                               ``step_check``
                                         over :mod:`.language_models`
 an engine's whole generations           :func:`check_generation` (vs     --                               --
-(penalties, top-k/p, EOS, logprobs)     its own plain sampling)
+                                        its own plain sampling:
+                                        penalties, top-k/p, EOS,
+                                        logprobs)
 ======================================  ===============================  ===============================  ==================
 
 Starting points: :func:`from_verifier` (a verifier as a sampler), :func:`step_from_verifier`,
