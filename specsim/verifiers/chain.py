@@ -152,10 +152,7 @@ def _block_parts(drafts, p, q):
     # of 1 - w when w rounds to 1 and Z is tiny.
     deficit = np.maximum(-diff[:, 1:], 0.0).sum(axis=2)
     h = np.ones((N, L + 1))
-    # w_i = 1 makes Z_i = deficit_i exactly (their difference is w_i - 1), so h_i = 1: set it, as
-    # the two float sums can differ in the last bit and leave 1 - h_i ~ 1e-16 where it is exactly 0
-    h[:, 1:L] = np.where((deficit > 0) & (w[:, 1:L] < 1.0),
-                         np.minimum(1.0, Z[:, 1:] / np.where(deficit > 0, deficit, 1.0)), 1.0)
+    h[:, 1:L] = np.where(deficit > 0, np.minimum(1.0, Z[:, 1:] / np.where(deficit > 0, deficit, 1.0)), 1.0)
     h[:, L] = w[:, L]
     return w, h, _normalize_rows(excess, p[:, :L])
 
@@ -255,14 +252,11 @@ def _hsd_batch(drafts, p, q, capped: bool):
         log_r = np.concatenate([zeros, np.cumsum(np.log(_drafted(p, drafts)) - np.log(_drafted(q, drafts)),
                                                  axis=1)], axis=1)
     log_M = np.maximum.accumulate(np.maximum(log_r, 0.0), axis=1)  # M_k = max(1, r_1..r_k)
-    scale = np.exp(log_r[:, :L] - log_M[:, :L])  # r_k / M_k <= 1
-    d = scale[..., None] * p[:, :L] - q
+    d = np.exp(log_r[:, :L] - log_M[:, :L])[..., None] * p[:, :L] - q
     pos, neg = np.maximum(d, 0.0).sum(axis=2), np.maximum(-d, 0.0).sum(axis=2)
     big = np.maximum(pos, neg)
     h = np.ones((N, L + 1))
-    # scale 1 makes pos = neg exactly (pos - neg = scale - 1): h = 1, not a last-bit ratio (as block)
-    h[:, 1:L] = np.where((big[:, 1:] > 0) & (scale[:, 1:] < 1.0),
-                         pos[:, 1:] / np.where(big[:, 1:] > 0, big[:, 1:], 1.0), 1.0)
+    h[:, 1:L] = np.where(big[:, 1:] > 0, pos[:, 1:] / np.where(big[:, 1:] > 0, big[:, 1:], 1.0), 1.0)
     h[:, L] = np.exp(np.minimum(0.0, log_r[:, L] - (log_M[:, L - 1] if capped else 0.0)))
     res = _normalize_rows(np.maximum(d, 0.0), p[:, :L])
     return _stop_law_batch(h), np.concatenate([res, p[:, L:]], axis=1)

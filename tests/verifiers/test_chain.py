@@ -136,9 +136,12 @@ def test_hsd_capped_equals_block_outcome_by_outcome(inputs, outcome_table):
                                outcome_table(s.block(draft, p, q), n, V), atol=1e-12)
 
 
-# campaign seed 3707661270: w_3 = 1 exactly (p_2 one-hot on the drafted token), so h_3 = 1 and
-# P(tau = 2) = 0; the two float sums Z_3 and deficit_3 differed in the last bit at N = 1 only and
-# left 1.1e-15 there (block and hsd_capped)
+# campaign seed 3707661270: w_3 = 1 (p_2 one-hot on the drafted token), so h_3 = 1 and P(tau = 2)
+# = 0 in rationals; the float sums Z_3 and deficit_3 of a batch of one and of two drafts differ in
+# the last bits (numpy reduces arrays of different shapes), leaving 1.1e-15 at N = 1 and 0 at N = 2.
+# Setting h_i = 1 wherever w_i rounds to 1 removed it but broke traversal = block on chains (w_i = 1
+# by rounding, not by capping), so the batch and per-draft laws are compared to 1e-14 (1 - h_i from
+# a ratio of two sums of V terms: a few ulps of the O(1) sums; 2e-15 seen under other seeds).
 _U, _NEAR = [0.25] * 4, [0.999999] + [3.333333333333333e-07] * 3
 _W_ONE = ((0, 0, 0, 1), np.array([_U, _U, [1.0, 0.0, 0.0, 0.0], _NEAR, _U]),
           np.array([_U, _U, _U, [0.8695652173913043] + [0.043478260869565216] * 3]))
@@ -154,13 +157,13 @@ def test_batched_law_is_the_per_draft_law(v, inputs, outcome_table):
     n, V = len(draft) + 1, p.shape[1]
     probs, dists = v.batch_law(np.array([draft, draft]), np.stack([p, p]), np.stack([q, q]))
     table = probs[0][:, None] * dists[0]
-    np.testing.assert_allclose(outcome_table(v(draft, p, q), n, V), table, atol=1e-15)
+    np.testing.assert_allclose(outcome_table(v(draft, p, q), n, V), table, atol=1e-14)
     np.testing.assert_array_equal(probs[0], probs[1])
 
 
 def test_weight_one_gives_an_exact_zero_stop_below_it():
-    """On the campaign example w_1..w_3 = 1 exactly (rationals), so P(tau < 3) = 0 exactly and
-    P(tau = 4) = w_4 = p_3(1) / q_3(1); block and hsd_capped give exactly these numbers."""
+    """On the campaign example w_1..w_3 = 1 exactly (rationals), so P(tau < 3) = 0 and P(tau = 4) =
+    w_4 = p_3(1) / q_3(1); block and hsd_capped agree with the rationals to a few ulps."""
     draft, p, q = _W_ONE
     w = [F(1)]
     for i, x in enumerate(draft):
@@ -168,8 +171,8 @@ def test_weight_one_gives_an_exact_zero_stop_below_it():
     assert w[1:4] == [1, 1, 1]
     for v in (s.block, s.hsd_capped):
         law = {o.accepted: o.prob for o in v(draft, p, q)}
-        assert sorted(law) == [3, 4]
-        assert law[4] == pytest.approx(float(w[4]), rel=1e-15) and law[3] == pytest.approx(float(1 - w[4]), rel=1e-15)
+        assert sum(pr for k, pr in law.items() if k < 3) <= 8 * np.finfo(float).eps
+        assert law[4] == pytest.approx(float(w[4]), rel=1e-14) and law[3] == pytest.approx(float(1 - w[4]), rel=1e-14)
 
 
 def test_greedy_lossless_only_for_onehot_targets():
