@@ -100,6 +100,7 @@ def _toward(b, z, target, kind):
 # campaign seed 1267661840: b uniform (a tie up to rounding): KL(b||p) at the closest rejecting p
 # was summed as sum b log(b / p), whose cancellation left 7.4e-17 where the radius is ~1e-32
 @example((np.full(3, 1 / 3), [np.full(3, 1 / 3)], []), additive_greedy(6.269730584636314e-111), "kl_reverse", 0.5)
+@example((np.full(3, 1 / 3), [np.full(3, 1 / 3)], []), additive_greedy(1e-12), "kl_reverse", 0.5)
 def test_no_rejection_inside_the_radius(drawn, rule, kind, u):
     """Falsification: every p with Div(p, b) < D*(b, x) must accept x (argmax b): p moved from b
     toward each competitor's one-hot row, toward drawn rows and the uniform row (to u D*), and b
@@ -107,7 +108,10 @@ def test_no_rejection_inside_the_radius(drawn, rule, kind, u):
     b, directions, tilts = drawn
     x = int(np.argmax(b))
     R = acceptance_radius(rule, b, x, kind)
-    if not np.isfinite(R) or R <= 0:
+    # below ~1e-14 the statement is not testable in floats: between rows normalised in float,
+    # sum(p) - 1 ~ 1e-16 enters KL at first order (campaign seeds 1267661840, 314513129: R ~ 1e-25
+    # on a uniform b, where any computed Div(p, b) is that rounding)
+    if not np.isfinite(R) or R <= 1e-14:
         return
     V = b.size
     candidates = [np.eye(V)[y] for y in range(V) if y != x] + directions + [np.full(V, 1.0 / V)]
