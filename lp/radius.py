@@ -200,7 +200,7 @@ def _pairwise(rule: AcceptanceRule, bx: float, by: float, kind: str) -> float:
             return float(max(-np.log(t ** (-eps) * (bx / t + by * t + r)), 0.0))
         # KL(b||p): p_y = t, p_x = t - eps, others b_v / mu with mu = r / (1 + eps - 2t)
         if r <= 0:
-            t, mu_term = (1 + eps) / 2, 0.0
+            t = (1 + eps) / 2
         else:
             from scipy.optimize import brentq
 
