@@ -48,6 +48,11 @@ def prefix_index(prefix: Sequence[int], V: int) -> int:
     return idx
 
 
+#: How many shifted models (:meth:`Model.shifted`) a model keeps, the most recently used: one
+#: certificate asks for the same context three times; a sweep over contexts must not keep them all.
+SHIFTED_CACHE = 4
+
+
 class Model:
     """An autoregressive model over ``V`` tokens: ``model(prefix)`` is the next-token law p(.|prefix).
 
@@ -217,15 +222,17 @@ class Model:
         ctx = check_tokens(context, f"{self.name}: context", self.V)
         if not ctx:
             return self
-        model = self._shifted.get(ctx)
-        if model is None:  # one shifted model per context, so its tables are built once
+        model = self._shifted.pop(ctx, None)
+        if model is None:  # the last few contexts' shifted models are kept, so their tables are built once
             head = np.array(ctx, dtype=np.int64)
 
             def batch(P: np.ndarray) -> np.ndarray:
                 return self.rows(np.hstack([np.broadcast_to(head, (P.shape[0], head.size)), P]))
 
             model = Model(lambda s: self(ctx + s), self.V, f"{self.name}|{ctx}", self.atol, batch)
-            self._shifted[ctx] = model
+        self._shifted[ctx] = model  # most recent last; bounded, since each holds its own tables
+        while len(self._shifted) > SHIFTED_CACHE:
+            del self._shifted[next(iter(self._shifted))]
         return model
 
 

@@ -227,3 +227,14 @@ def test_generator_stream_unchanged_for_existing_seeds():
     for s in [(), (3,), (1, 4, 0)]:
         r = np.random.default_rng([9, len(s), *s]).dirichlet(np.full(5, 0.4))
         assert np.array_equal(m.table(3)[len(s)][prefix_index(s, 5)], r / r.sum())
+
+
+def test_shifted_cache_is_bounded_and_keeps_recent_contexts():
+    from specsim.models import SHIFTED_CACHE
+    m = random_model(3, 0, stream="counter")
+    first = m.shifted((0,))
+    for c in range(1, SHIFTED_CACHE + 3):
+        m.shifted((c % 3, c // 3))
+        assert len(m._shifted) <= SHIFTED_CACHE
+    assert m.shifted((0,)) is not first and m.shifted((0,)) is m.shifted((0,))
+    assert np.array_equal(first.table(2)[2], m.shifted((0,)).table(2)[2])
