@@ -148,3 +148,13 @@ def test_issue27(tmp_path):
     cert = [r for r in data["rows"] if r["name"] == "certify (new)"]
     assert len(cert) == 9 and all(r["metrics"]["max_frontier_diff_old"] <= 1e-10 for r in cert)
     assert all("cpu_s" in r["metrics"] for r in data["rows"])
+
+
+def test_issue27_goal2(tmp_path):
+    """Goal 2 (quick sizes): the level-at-once default path gives the same certificate as the
+    per-row path it is timed against, and every subject is a row against the same-run final pass."""
+    data = run_benchmark("issue27", tmp_path, "--only", "2")
+    rows = [r for r in data["rows"] if r["name"] == "first call, generator stream (default)"]
+    assert len(rows) == 2 and all(r["metrics"]["same_certificate_as_per_row"] is True for r in rows)
+    assert {r["name"] for r in data["rows"]} >= {"final pass (baseline)", "repeat call (counter stream)",
+                                                 "first call, per-row rows (old path)", "first call, counter stream"}
