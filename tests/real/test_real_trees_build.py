@@ -71,6 +71,19 @@ def test_quantised_drafter_rows_are_the_quantised_models_rows(tmp_path, tiny_lla
     assert checked > 0
 
 
+def test_a_quantised_drafter_equal_to_the_target_is_refused(tmp_path, tiny_llama):
+    # a target already on the 3-bit grid of groups of 8 (as SmolLM2's Q4_1 file is on the 4-bit grid
+    # of groups of 32): quant:3 with groups of 8 gives it back exactly, so q = p; named before drafting
+    on_grid = real.LoadedModel(real_trees.fake_quantize(tiny_llama.model, 3, 8), None, tiny_llama.path, 2, 40)
+    assert real_trees._same_weights(on_grid.model, real_trees.fake_quantize(on_grid.model, 3, 8))
+    with pytest.raises(ValueError, match=r"'quant:3' with quant_group=8 reproduces the target's weights"):
+        real_trees.build_trees(tmp_path / "x", model=on_grid, quant_group=8, **KW)
+    assert not (tmp_path / "x").exists()
+    # the same target at another group size, or 2 bits, is a different drafter and builds
+    for bits, group in ((3, 16), (2, 8)):
+        assert not real_trees._same_weights(on_grid.model, real_trees.fake_quantize(on_grid.model, bits, group))
+
+
 @pytest.mark.parametrize("bits", [2, 4, 8])
 def test_fake_quantisation_is_round_to_nearest_on_a_group_grid(tiny_llama, bits):
     qm = real_trees.fake_quantize(tiny_llama.model, bits, group=8)
