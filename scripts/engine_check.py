@@ -24,17 +24,18 @@ row; rows of one engine are correlated through the shared plain sample).  Prints
 per mode, the versions and the times.  Never run in CI.
 """
 import copy
+import functools
 import os
 import sys
 import time
+from dataclasses import replace
 
 
-def battery(tokenizer, N):
+def battery(eos, N):
     """The parameter battery on a real vocabulary (top_k 8 keeps the prefix cells few enough for a
     two-sample test at a few hundred generations)."""
     from specsim.testing.generation import SamplingParams
 
-    eos = tokenizer.eos_token_id
     P = lambda **kw: SamplingParams(max_new_tokens=N, top_k=kw.pop("top_k", 8), **kw)  # noqa: E731
     return {
         "temperature": P(temperature=0.7),
@@ -119,6 +120,40 @@ def transformers_engines(lm, with_gemma=True):
     return engines, f"transformers {transformers.__version__}, torch {torch.__version__}", notes
 
 
+def llamacpp_engines(k=3):
+    """llama-cpp-python on the GGUF itself: prompt-lookup drafts (its LlamaPromptLookupDecoding) and a
+    CallableDraft proposing the greedy continuation of a second instance of the same model (the
+    target at temperature 0: most proposals are accepted, so blocks of several tokens)."""
+    import llama_cpp
+    import numpy as np
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    from specsim import real
+    from specsim.testing.generation_llamacpp import CallableDraft, llamacpp_engine
+
+    # one thread each: under contention llama.cpp's thread pool spins (4 s per call at 2 threads, 0.1-1 s at 1)
+    kw = dict(n_ctx=256, n_threads=1, n_batch=64, verbose=False)
+    llm = llama_cpp.Llama(str(real.model_path()), logits_all=True, **kw)
+    helper = llama_cpp.Llama(str(real.model_path()), **kw)
+
+    @functools.lru_cache(maxsize=None)  # few distinct contexts at top_k 8: evaluate each once
+    def greedy(ids, k):
+        helper.reset()
+        helper.eval(list(ids))
+        out = []
+        for _ in range(k):
+            t = int(np.argmax(helper.scores[helper.n_tokens - 1]))
+            out.append(t)
+            helper.eval([t])
+        return tuple(out)
+
+    engines = [llamacpp_engine(llm, LlamaPromptLookupDecoding(num_pred_tokens=k),
+                               name=f"llama.cpp prompt lookup (num_pred_tokens={k})"),
+               llamacpp_engine(llm, CallableDraft(greedy, k), name=f"llama.cpp draft = same model greedy (k={k})")]
+    prompt = tuple(llm.tokenize(b"The capital of France is", add_bos=False))
+    return engines, f"llama-cpp-python {llama_cpp.__version__}", prompt, llm.token_eos()
+
+
 def main(argv):
     engine = argv[0] if argv else "transformers"
     n = int(argv[1]) if len(argv) > 1 else 100
@@ -129,16 +164,25 @@ def main(argv):
     from specsim import real
     from specsim.testing.generation import check_generation
 
-    torch.set_num_threads(int(os.environ.get("ENGINE_CHECK_THREADS", "2")))
+    torch.set_num_threads(int(os.environ.get("ENGINE_CHECK_THREADS", "1")))
     t0 = time.time()
-    lm = real.load_model()
-    print(f"# SmolLM2-135M-Instruct Q4_1 GGUF read by transformers in {time.time() - t0:.0f}s", flush=True)
+    notes = []
     if engine == "transformers":
-        engines, versions, notes = transformers_engines(lm, with_gemma=os.environ.get("ENGINE_CHECK_GEMMA", "1") == "1")
+        lm = real.load_model()
+        notes.append(f"SmolLM2-135M-Instruct Q4_1 GGUF read by transformers in {time.time() - t0:.0f}s")
+        engines, versions, more = transformers_engines(lm, with_gemma=os.environ.get("ENGINE_CHECK_GEMMA", "1") == "1")
+        notes += more
+        prompt, eos = tuple(lm.tokenizer("The capital of France is")["input_ids"]), lm.tokenizer.eos_token_id
+        params = battery(eos, N)
+    elif engine in ("llama.cpp", "llama-cpp-python"):
+        from specsim.testing.generation_llamacpp import llamacpp_params
+
+        engines, versions, prompt, eos = llamacpp_engines()
+        params = llamacpp_params(battery(eos, N))
+        params["presence_penalty"] = replace(params["temperature"], temperature=1.0, presence_penalty=1.0)
+        params["frequency_penalty"] = replace(params["temperature"], temperature=1.0, frequency_penalty=1.0)
     else:
         raise SystemExit(f"engine {engine!r}: no adapter here (see docs/guide/engines.md)")
-    prompt = tuple(lm.tokenizer("The capital of France is")["input_ids"])
-    params = battery(lm.tokenizer, N)
     print(f"# {versions}; prompt {prompt}; n = {n} per side; max_new_tokens = {N}", flush=True)
     for line in notes:
         print("#", line, flush=True)
