@@ -154,6 +154,21 @@ def llamacpp_engines(k=3):
     return engines, f"llama-cpp-python {llama_cpp.__version__}", prompt, llm.token_eos()
 
 
+def openvino_engines(k=3):
+    """OpenVINO GenAI on the GGUF: prompt lookup against a plain pipeline on the same file."""
+    import openvino_genai as og
+
+    from specsim import real
+    from specsim.testing.generation_openvino import openvino_engine
+
+    path = str(real.model_path())
+    plain, lookup = og.LLMPipeline(path, "CPU"), og.LLMPipeline(path, "CPU", prompt_lookup=True)
+    tok = plain.get_tokenizer()
+    prompt = tuple(int(t) for t in tok.encode("The capital of France is", add_special_tokens=False).input_ids.data[0])
+    eng = openvino_engine(plain, lookup, V=49152, num_assistant_tokens=k)
+    return [eng], f"openvino-genai {og.__version__}", prompt, tok.get_eos_token_id()
+
+
 def main(argv):
     engine = argv[0] if argv else "transformers"
     n = int(argv[1]) if len(argv) > 1 else 100
@@ -181,6 +196,9 @@ def main(argv):
         params = llamacpp_params(battery(eos, N))
         params["presence_penalty"] = replace(params["temperature"], temperature=1.0, presence_penalty=1.0)
         params["frequency_penalty"] = replace(params["temperature"], temperature=1.0, frequency_penalty=1.0)
+    elif engine == "openvino-genai":
+        engines, versions, prompt, eos = openvino_engines()
+        params = battery(eos, N)
     else:
         raise SystemExit(f"engine {engine!r}: no adapter here (see docs/guide/engines.md)")
     print(f"# {versions}; prompt {prompt}; n = {n} per side; max_new_tokens = {N}", flush=True)

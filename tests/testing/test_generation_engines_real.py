@@ -161,3 +161,62 @@ def test_transformers_stop_strings_exact(mode):
             raw.generate((1, 0, 1, 0), 4, th, True, np.random.default_rng(0))
         except ValueError as e:
             assert "tokenizer" in str(e)
+
+
+# ----------------------------------------------------------------------------- openvino-genai fake
+class FakeGenAI:
+    """The two names the OpenVINO adapter takes from ``openvino_genai``, with its attribute names."""
+
+    class GenerationConfig:
+        def __init__(self):
+            self.do_sample, self.max_new_tokens, self.min_new_tokens, self.temperature = False, 20, 0, 1.0
+            self.top_k, self.top_p, self.min_p, self.repetition_penalty = 0, 1.0, 0.0, 1.0
+            self.presence_penalty, self.frequency_penalty, self.no_repeat_ngram_size = 0.0, 0.0, 0
+            self.rng_seed, self.eos_token_id, self.ignore_eos, self.stop_strings = 0, -1, False, set()
+            self.include_stop_str_in_output, self.num_assistant_tokens, self.max_ngram_size = False, 0, 0
+
+    class TokenizedInputs:
+        def __init__(self, input_ids, attention_mask):
+            self.input_ids, self.attention_mask = input_ids, attention_mask
+
+
+class FakePipeline:
+    """``LLMPipeline.generate(inputs, generation_config)`` over a toy model; ``lookup=True`` refuses
+    configs without prompt-lookup settings, as OpenVINO does; ``drop_penalty`` ignores the
+    repetition penalty (a lossy speculative path)."""
+
+    def __init__(self, model, lookup=False, drop_penalty=False):
+        self.model, self.lookup, self.drop_penalty = model, lookup, drop_penalty
+
+    def generate(self, inputs, generation_config=None, streamer=None, **kwargs):
+        c = generation_config
+        if self.lookup and not (c.num_assistant_tokens and c.max_ngram_size):
+            raise RuntimeError("`max_ngram_size` && `num_assistant_tokens` should be specified")
+        prompt = tuple(int(t) for t in np.asarray(inputs.input_ids)[0])
+        th = SamplingParams(temperature=c.temperature, top_k=c.top_k, top_p=c.top_p, min_p=c.min_p,
+                            repetition_penalty=1.0 if self.drop_penalty else c.repetition_penalty,
+                            no_repeat_ngram_size=c.no_repeat_ngram_size, min_new_tokens=c.min_new_tokens,
+                            eos_token_id=None if c.ignore_eos else c.eos_token_id,
+                            stop_strings=tuple(sorted(c.stop_strings)), max_new_tokens=c.max_new_tokens)
+        rng, out = np.random.default_rng(c.rng_seed), ()
+        while finished(out, th, TOKEN_TEXT) is None:
+            row = process_logits(np.log(self.model(prompt + out)), prompt, out, th)
+            out += (int(rng.choice(row.size, p=row)),)
+        return type("EncodedResults", (), {"tokens": [list(out)], "scores": [0.0]})()
+
+
+def test_openvino_adapter_on_fake_pipelines():
+    from specsim.testing.generation_openvino import openvino_engine
+
+    target, _ = default_models()
+    params = {"repetition_penalty": SamplingParams(repetition_penalty=2.0, max_new_tokens=3),
+              "eos+stop": SamplingParams(eos_token_id=3, stop_strings=("ba",), min_new_tokens=1, max_new_tokens=4)}
+    kw = dict(V=4, genai=FakeGenAI, tensor=np.asarray)
+    clean = openvino_engine(FakePipeline(target), FakePipeline(target, lookup=True), **kw)
+    res = check_generation(clean, prompt=(1, 0), params=params, n=300, seed=4)
+    assert res.verdict == "PASS", str(res)
+    lossy = openvino_engine(FakePipeline(target), FakePipeline(target, lookup=True, drop_penalty=True), **kw)
+    res = check_generation(lossy, prompt=(1, 0), params=params, n=300, seed=4)
+    assert res.row("repetition_penalty").verdict == "FAIL", str(res)
+    with pytest.raises(TypeError, match="lookup_pipe"):
+        openvino_engine(FakePipeline(target), object(), **kw)
