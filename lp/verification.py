@@ -162,7 +162,8 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     keys = list(merged)
     weights = np.array([merged[k] for k in keys])
 
-    # variables (d, node, y), nodes in key order; emitted string s = path . y
+    # variables x(d, node, y) = Pr(d) pi(d, node, y), the joint mass: a tree of probability 1e-20 keeps
+    # coefficients of order 1 (pi itself scaled by Pr(d) left HiGHS without a solution); s = path . y
     offsets = np.cumsum([0] + [V ** m for m in range(1, L + 2)])     # string rows by length m = 1..L+1
     var_rows, var_cols, var_vals, objective, draft_of = [], [], [], [], []
     n = 0
@@ -175,8 +176,8 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
             rows = offsets[m - 1] + code * V + np.arange(V)
             var_rows.append(rows)
             var_cols.append(n + np.arange(V))
-            var_vals.append(np.full(V, weights[d]))
-            objective.append(np.full(V, weights[d] * len(path)))
+            var_vals.append(np.ones(V))
+            objective.append(np.full(V, float(len(path))))
             draft_of.append(np.full(V, d))
             n += V
     n_strings = int(offsets[-1])
@@ -199,7 +200,7 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     b = b * scale
     S = sp.csr_matrix((np.ones(n), (np.concatenate(draft_of), np.arange(n))), shape=(len(keys), n))
     obj = np.concatenate(objective)
-    M, rhs = sp.vstack([A, S]).tocsc(), np.concatenate([b, np.ones(len(keys))])
+    M, rhs = sp.vstack([A, S]).tocsc(), np.concatenate([b, weights])
     start = time.perf_counter()
     xs = None
     if solvers is None:      # default: HiGHS directly (no cvxpy import), the cvxpy ladder if it fails
@@ -208,7 +209,7 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
         import cvxpy as cp
 
         x = cp.Variable(n, nonneg=True)
-        problem = cp.Problem(cp.Maximize(obj @ x), [A @ x == b, S @ x == 1])
+        problem = cp.Problem(cp.Maximize(obj @ x), [A @ x == b, S @ x == weights])
         used = solve(problem, LP_SOLVERS if solvers is None else solvers)
         xs = x.value
     seconds = time.perf_counter() - start
@@ -219,7 +220,11 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     for key in keys:
         entries = []
         block = xv[row: row + len(key)]
-        block /= block.sum()                                      # exact normalisation per tree
+        if block.sum() > 0:
+            block /= block.sum()                                  # pi(D, ., .) = x / Pr(D), normalised exactly
+        else:   # Pr(D) below the solver's feasibility tolerance and no mass left: reject at the root
+            block[:] = 0.0
+            block[key.index(())] = target_c(())
         for path, r in zip(key, block):
             mass = float(r.sum())
             if mass > 0:
@@ -238,6 +243,7 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     # the table covers the trees this process draws: it needs the laws the process guarantees
     verifier = tree_verifier(name, needs=draft_laws(drafting) or {"any"},
                              doc="Optimal verifier of the information-agnostic LP (table lookup by tree paths).")(law)
-    value = float(np.concatenate(objective) @ xv.ravel())
+    value = float(sum(weights[d] * len(path) * xv[i].sum() for i, (d, path) in enumerate(
+        (d, path) for d, key in enumerate(keys) for path in key)))
     return VerificationLP(value, verifier, V, L, drafting.name, len(keys), n,
                           A.shape[0] + len(keys), used, seconds)

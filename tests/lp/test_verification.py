@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from lp.coupling import multidraft_bound
 from lp.verification import tree_key, verification_lp
-from specsim import DraftTree, Outcome, block, check_lossless, chain, expected_accepted, hsd_released, iid, random_model
+from specsim import DraftTree, Model, Outcome, block, check_lossless, chain, expected_accepted, hsd_released, iid, random_model
 from specsim.drafts import fixed_shape, iid_paths, swor_tree
 from specsim.testing.strategies import model_pairs
 from specsim.verifiers.base import tree_verifier
@@ -35,6 +35,24 @@ def test_chain_lp_equals_block_verification(drawn):
     L, (target, draft_model) = drawn
     sol = verification_lp(target, draft_model, L)
     assert abs(sol.value - expected_accepted(block, target, draft_model, L)) < 1e-7
+
+
+def test_chain_lp_with_trees_of_tiny_probability():
+    """Hypothesis seed 3788207275: draft rows (0.999999, 1e-6) make chains of probability ~1e-24;
+    with pi scaled by Pr(D) in the columns HiGHS returned no solution and Clarabel an inaccurate one
+    (E[tau] 1.236 against block's 2.3144).  The LP is now in the joint mass Pr(D) pi."""
+    tail = {(0, 0): (0.0, 1.0), (0, 1): (0.999, 0.001), (1, 0): (0.999, 0.001), (1, 1): (0.999999, 1e-6)}
+
+    def draft(prefix):
+        if len(prefix) < 2:
+            return np.array([0.0, 1.0]) if prefix == (0,) else np.full(2, 0.5)
+        return np.array(tail[tuple(prefix[-2:])])
+
+    target, draft_model = Model(lambda prefix: np.full(2, 0.5), 2), Model(draft, 2)
+    sol = verification_lp(target, draft_model, 4)
+    assert abs(sol.value - expected_accepted(block, target, draft_model, 4)) < 1e-9
+    cert = check_lossless(sol.verifier, target, draft_model, 4)
+    assert cert.lossless and abs(cert.expected_accepted - sol.value) < 1e-9
 
 
 def test_chain_lp_v3_l4_and_context():
