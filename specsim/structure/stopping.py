@@ -176,7 +176,9 @@ class OptimalStopping:
 
     ``value`` = lambda* (tokens per unit cost), ``speedup`` = lambda* x ``cost.plain``,
     ``tokens`` = E[T], ``cost`` = E[C], ``length_law`` (P(l = k), k = 0..L), ``stop`` (stop[k] a
-    boolean array over V^k prefix codes), ``iterations`` (Dinkelbach steps or bisection steps),
+    boolean array over V^k prefix codes: the rule of backward induction at lambda*, which stops at
+    every prefix, reached or not, where drafting on pays less than lambda* per unit cost; ties
+    stop), ``iterations`` (Dinkelbach steps or bisection steps),
     ``method``, ``policy`` (the rule as a :class:`Policy` that reads the prefix).
     """
 
@@ -260,6 +262,13 @@ def optimal_stopping(verifier, target: Model, draft_model: Model, L: int, cost: 
                 break
             lam = new
         lam, stops, ET, EC, law = best      # the best rule met (rounding cannot report a worse one)
+        # that rule was induced at the lambda_n before the last step: where it differs from the rule
+        # induced at lambda* it continues at prefixes it never reaches.  Report the rule of lambda*
+        # (stop wherever continuing pays less than lambda* per unit cost) when it is as good.
+        at_star, _ = _induct(pre, C, lam, min_length)
+        ET2, EC2, law2 = _evaluate(pre, at_star, C)
+        if ET2 / EC2 >= lam * (1.0 - 1e-14):      # the same ratio up to rounding
+            lam, stops, ET, EC, law = ET2 / EC2, at_star, ET2, EC2, law2
     else:
         lo, hi = 0.0, (pre.L + 1.0) / float(C.min())
         it = 0

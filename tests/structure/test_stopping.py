@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specsim.exact import output_law
-from specsim.models import iid, random_model
+from specsim.models import Model, iid, random_model
 from specsim.structure import CostModel, leviathan_speedup
 from specsim.structure.policies import (CallablePolicy, ConfidenceThreshold, EntropyStop, FixedLength,
                                         HeuristicSchedule, SpecDecPP)
@@ -141,6 +141,25 @@ def test_specdecpp_threshold_is_sufficient_for_token_level_sd(pair, c):
     opt = optimal_stopping(token, pair.target, pair.draft_model, 3, CostModel(draft=c))
     h = 1.0 - opt.value * c
     assert all(stop for _, prej, _, _, stop in _prefix_stats(token, pair.target, pair.draft_model, 3, opt) if prej > h + 1e-9)
+
+
+def test_reported_rule_is_the_rule_of_lambda_star_at_unreached_prefixes():
+    """Hypothesis seed 11661820: Dinkelbach's best rule was induced at the lambda before the last
+    step and kept drafting at (1, 0), a prefix it never reaches, where one more token adds
+    0.2157 tokens for cost 0.2 < 1 / lambda* (lambda* = 10 / 9).  The rule reported is now the
+    one of lambda*, with the same value."""
+    third = np.full(3, 1 / 3)
+
+    def after_last_token(root, after_one):            # rows depend on the last token only
+        return lambda prefix: root if not prefix else (after_one if prefix[-1] == 1 else third)
+
+    t = Model(after_last_token(third, np.array([3, 10, 4]) / 17), 3)
+    d = Model(after_last_token(np.array([0.0, 1.0, 0.0]), np.array([3, 2, 6]) / 11), 3)
+    opt = optimal_stopping(token, t, d, 3, CostModel(draft=0.2))
+    assert opt.value == pytest.approx(10 / 9, abs=1e-12)
+    assert opt.stop[2][1 * 3 + 0]
+    h = 1.0 - opt.value * 0.2
+    assert all(stop for _, prej, _, _, stop in _prefix_stats(token, t, d, 3, opt) if prej > h + 1e-9)
 
 
 @pytest.mark.parametrize("verifier,stat", [(token, "survival"), (block, "weight")])
