@@ -428,7 +428,10 @@ def mentored(alpha: float) -> LossyVerifier:
     beta >= 1 solves sum_v clip(q_v, p_v/beta, p_v/alpha) = 1 (b = 1/beta of docs/theory.md §9.2).
     Then out = clip(q, p/beta, p/alpha) and acceptance = sum min(q, p/alpha): the frontier point
     with a = 1/alpha, b = 1/beta, optimal for TV and for every f-divergence at its own budget.
-    alpha = 1 is speculative sampling.
+    alpha = 1 is speculative sampling.  Ties are decided in floats: x can be rejected only where
+    the float ratio q_x / p_x exceeds the float 1 / alpha, so where q_x = p_x / alpha up to that
+    rounding x is accepted outright (the rationals of the float rows may leave ~1e-17 rejection
+    mass there; the certificates describe the rule as executed).
 
     Parameters: ``alpha`` in (0, 1].
 
