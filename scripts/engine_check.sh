@@ -22,7 +22,11 @@ case "$ENGINE" in
     "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="-DGGML_NATIVE=OFF" nice -n 10 \
         "$VENV/bin/python" -m pip install -q llama-cpp-python==0.3.36
     run llama.cpp "$@" ;;
-  mlx-lm|openvino-genai|mistralrs|vllm)
+  openvino-genai)
+    engine_venv "$VENV"
+    "$VENV/bin/python" -c "import openvino_genai" 2>/dev/null || nice -n 10 "$VENV/bin/python" -m pip install -q openvino-genai
+    run openvino-genai "$@" ;;
+  mlx-lm|mistralrs|vllm)
     # these install here but have no adapter in specsim.testing: docs/guide/engines.md says why for each
     echo "engine $ENGINE: no adapter in specsim.testing (see docs/guide/engines.md, 'Engine conformance')" >&2
     exit 2 ;;
