@@ -245,6 +245,39 @@ class Run:
         return payload
 
 
+def markdown(payload: dict) -> str:
+    """One run (the ``--json`` dict) as a Markdown section: its command, machine and date, then one
+    table row per timing (median, min, calls, the baseline it is compared with, the ratio and the
+    metrics).  The documentation's benchmark page is made of these, never of copied numbers.
+
+    >>> row = {"case": "V=4", "name": "engine", "median_s": 0.012, "min_s": 0.011, "repeats": 5, "warmup": 1,
+    ...        "baseline": "V=4 / loops", "baseline_median_s": 1.2, "ratio": 0.01, "params": {}, "metrics": {"err": 1e-13}}
+    >>> run = {"benchmark": "demo", "description": "A demo.", "command": "python benchmarks/demo.py", "quick": False,
+    ...        "machine": {"cpu": "CPU", "cores": 2, "platform": "Linux", "python": "3.11", "numpy": "2", "torch": None,
+    ...                    "date": "2026-12-04T06:00:00+00:00"}, "context": {}, "rows": [row]}
+    >>> print(markdown(run).splitlines()[-1])
+    | V=4 | engine | 12 ms | 11 ms | 5 | V=4 / loops (1.2 s) | 0.01 | err=1e-13 |
+    """
+    m = payload["machine"]
+    lines = [f"### `{payload['command']}`", "",
+             f"{payload['description'].strip().splitlines()[0]}  ",
+             f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, numpy {m['numpy']}"
+             + (f", torch {m['torch']}" if m.get("torch") else "") + f"; {m['date'][:16].replace('T', ' ')} UTC"
+             + (" (`--quick` sizes)" if payload["quick"] else "") + ".", ""]
+    lines += [f"- {k}: {v}" for k, v in payload["context"].items()]
+    if payload["context"]:
+        lines.append("")
+    lines += ["| case | name | median | min | calls | baseline (same run) | ratio | metrics |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in payload["rows"]:
+        base = "(baseline)" if r["baseline"] is None else f"{r['baseline']} ({format_seconds(r['baseline_median_s'])})"
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3g}"
+        metrics = ", ".join(f"{k}={_format_metric(v)}" for k, v in r["metrics"].items())
+        lines.append(f"| {r['case']} | {r['name']} | {format_seconds(r['median_s'])} | {format_seconds(r['min_s'])} | "
+                     f"{r['repeats']} | {base} | {ratio} | {metrics} |")
+    return "\n".join(lines) + "\n"
+
+
 def _strict(x):
     """``x`` with numpy scalars as Python numbers and non-finite floats as None (strict JSON)."""
     if isinstance(x, dict):

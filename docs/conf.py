@@ -12,13 +12,16 @@ change adds) are read by MyST as they are.  Three kinds of page are generated at
   packages), listing exactly those names through autosummary;
 * the figure gallery: ``python -m paper_figs --quick`` runs during the build and each figure is
   shown with the caption its module writes (``SPECSIM_DOCS_FULL_FIGS=1`` for full sizes);
-* the notebook pages: each ``notebooks/*.py`` with its source.
+* the notebook pages: each ``notebooks/*.py`` with its source;
+* the benchmark tables: each run committed as ``docs/results/benchmarks/NAME.json`` (the
+  ``--json`` output of ``benchmarks/NAME.py``), rendered by the harness.
 """
 from __future__ import annotations
 
 import html
 import importlib
 import inspect
+import json
 import os
 import pkgutil
 import subprocess
@@ -250,8 +253,20 @@ def _write(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+def write_benchmark_tables() -> None:
+    """The benchmark page's tables, rendered from the committed ``--json`` runs in
+    ``docs/results/benchmarks/`` by the harness's own :func:`markdown` (no copied numbers)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _harness import markdown
+
+    runs = sorted((DOCS / "results" / "benchmarks").glob("*.json"))
+    parts = [markdown(json.loads(p.read_text())) for p in runs]
+    _write(GENERATED / "benchmark_tables.md", "\n".join(parts) if parts else "No benchmark run is committed.\n")
+
+
 write_api_pages()
 write_notebook_pages()
+write_benchmark_tables()
 if os.environ.get("SPECSIM_DOCS_NO_FIGS"):      # a quick local build: say so on the page
     _write(GENERATED / "gallery.rst", "Gallery\n=======\n\nFigures not drawn in this build "
            "(``SPECSIM_DOCS_NO_FIGS`` was set).\n")

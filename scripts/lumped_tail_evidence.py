@@ -34,10 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specsim import real_trees  # noqa: E402
 
-try:  # the evaluation moved to specsim.real_evaluation; older trees keep it in real_trees
-    from specsim.real_evaluation import _outcome_depths  # noqa: E402
-except ImportError:
-    from specsim.real_trees import _outcome_depths  # noqa: E402
+from specsim.real_evaluation import _outcome_depths  # noqa: E402
 from specsim.drafts import DraftTree  # noqa: E402
 from specsim.verifiers import TREE_VERIFIERS  # noqa: E402
 
@@ -102,16 +99,18 @@ def main(argv=None) -> int:
                 continue
             d = expected_tau(v, dt) - expected_tau(v, rec.tree)
             key = (rec.draft, rec.process, name)
-            w = worst.setdefault(key, [0.0, -1, 0])
+            w = worst.setdefault(key, [0.0, -1, 0, 0.0])
             w[2] += 1
+            w[3] += d
             if abs(d) > abs(w[0]):
                 w[0], w[1] = d, n
     print(f"# {ds.path}: {n_trees} trees (processes {procs}), V = {V}, {time.perf_counter() - t0:.0f} s")
     what = "whole rows - truncated" if a.against else "dense - lumped"
-    print(f"| drafter | process | verifier | trees | max abs E[tau | tree] difference, {what} | at tree |")
-    print("|---|---|---|---|---|---|")
-    for (draft, proc, name), (d, n, c) in sorted(worst.items()):
-        print(f"| {draft} | {proc} | {name} | {c} | {abs(d):.2e} | {n} |")
+    print(f"| drafter | process | verifier | trees | max abs E[tau | tree] difference, {what} | at tree | "
+          f"mean difference |")
+    print("|---|---|---|---|---|---|---|")
+    for (draft, proc, name), (d, n, c, total) in sorted(worst.items()):
+        print(f"| {draft} | {proc} | {name} | {c} | {abs(d):.2e} | {n} | {total / c:+.2e} |")
     return 0
 
 

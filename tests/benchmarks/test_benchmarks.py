@@ -40,10 +40,10 @@ def run_benchmark(name: str, tmp_path: Path, *extra: str, env: dict | None = Non
     return data
 
 
-def check_schema(data: dict, name: str) -> None:
+def check_schema(data: dict, name: str, quick: bool = True) -> None:
     assert set(harness.RUN_FIELDS) <= set(data)
-    assert data["benchmark"] == name and data["quick"] is True
-    assert data["command"].startswith(f"python benchmarks/{name}.py --quick")
+    assert data["benchmark"] == name and data["quick"] is quick
+    assert data["command"].startswith(f"python benchmarks/{name}.py" + (" --quick" if quick else ""))
     assert set(harness.MACHINE_FIELDS) <= set(data["machine"])
     assert data["machine"]["cores"] >= 1 and data["machine"]["python"]
     rows = {(r["case"], r["name"]): r for r in data["rows"]}
@@ -158,3 +158,24 @@ def test_issue27_goal2(tmp_path):
     assert len(rows) == 2 and all(r["metrics"]["same_certificate_as_per_row"] is True for r in rows)
     assert {r["name"] for r in data["rows"]} >= {"final pass (baseline)", "repeat call (counter stream)",
                                                  "first call, per-row rows (old path)", "first call, counter stream"}
+
+
+RUNS = sorted((ROOT / "docs" / "results" / "benchmarks").glob("*.json"))
+
+
+def test_every_benchmark_has_a_committed_full_size_run():
+    assert {p.stem for p in RUNS} >= {p.stem for p in BENCH.glob("*.py") if not p.stem.startswith("_")} - {"kernels"}
+
+
+@pytest.mark.parametrize("path", RUNS, ids=lambda p: p.stem)
+def test_committed_run_is_valid_and_rendered_from_its_json(path):
+    """docs/results/benchmarks.md shows these runs through the harness's markdown (generated at
+    build time): every row appears with its own median and ratio, none copied by hand."""
+    data = json.loads(path.read_text())
+    check_schema(data, path.stem, quick=False)
+    table = harness.markdown(data)
+    for r in data["rows"]:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3g}"
+        assert f"| {r['case']} | {r['name']} | {harness.format_seconds(r['median_s'])} |" in table
+        assert f" | {ratio} | " in table
+    assert "{include} ../_generated/benchmark_tables.md" in (ROOT / "docs" / "results" / "benchmarks.md").read_text()
