@@ -95,7 +95,8 @@ for ax, kind, xlabel in ((axes[0], "tv", "TV(out, p)"), (axes[1], "kl", "KL(out 
     for name, c in certs.items():
         x = c.tv if kind == "tv" else c.kl_out_p
         hollow = name.startswith("lenience")
-        ax.plot([x], [c.beta], ls="none", marker=markers[name], ms=11 if hollow else 6, mfc="none" if hollow else "0.45",
+        ax.plot([x], [c.beta], ls="none", marker=markers[name], ms=11 if hollow else 6,
+                mfc="none" if hollow else "0.45",
                 mec="k", label=name, zorder=3)
     ax.set_xlabel(xlabel)
     ax.set_title(f"{'TV' if kind == 'tv' else 'KL'} budget eps")

@@ -76,7 +76,8 @@ assert abs(mc.expected_accepted - exact) < 6 * mc.expected_accepted_se
 
 # %%
 lengths = np.arange(1, 4 if QUICK else 7)
-rows = {v.name: [s.expected_accepted(v, target, draft, l) + 1 for l in lengths] for v in (s.token, s.block, s.hsd_released)}
+rows = {v.name: [s.expected_accepted(v, target, draft, l) + 1 for l in lengths]
+        for v in (s.token, s.block, s.hsd_released)}
 mc_runs = [estimate(s.block, target, draft, int(l), n=1000 if QUICK else 10000, rng=1) for l in lengths]
 assert all(b >= t - 1e-12 for t, b in zip(rows["token"], rows["block"]))
 

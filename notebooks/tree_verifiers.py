@@ -94,8 +94,10 @@ for proc in (iid_paths(2), swor_tree(2)):
 
 # %%
 widths = (1, 2, 3)
-panels = {"K i.i.d. paths (with replacement)": (iid_paths, ("specinfer", "spectr", "khisti_optimal", "traversal_repeats", "gbv")),
-          "K distinct first tokens (without replacement)": (swor_tree, ("sequoia", "traversal", "deterministic_children"))}
+panels = {"K i.i.d. paths (with replacement)":
+          (iid_paths, ("specinfer", "spectr", "khisti_optimal", "traversal_repeats", "gbv")),
+          "K distinct first tokens (without replacement)":
+          (swor_tree, ("sequoia", "traversal", "deterministic_children"))}
 styles = [("k", "--", "s"), ("0.45", "-.", "^"), ("0.3", ":", "v"), ("0.6", "--", "D"), ("0.45", "-", "x")]
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 for ax, (title, (make_process, names)) in zip(axes, panels.items()):
