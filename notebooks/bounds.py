@@ -23,12 +23,13 @@
 # %%
 import os
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import specsim as s
 from lp.coupling import (maximal_coupling, multidraft_bound, multidraft_bound_bruteforce,
                          multidraft_lp, union_bound)
-from lp.tables import gap_table
+from lp.tables import gap_table, specinfer_acceptance, spectr_acceptance
 from lp.verification import verification_lp
 
 QUICK = bool(os.environ.get("SPECSIM_QUICK"))
@@ -86,6 +87,33 @@ print(table)
 assert all(r.acceptance <= r.optimum + 1e-9 for r in table.rows)
 
 # %% [markdown]
+# The same pair over K = 1..8 drafts: the two optima, the verifiers with closed forms, and the
+# per-token union bound, which is not attainable (it lies above the i.i.d. optimum wherever they differ).
+
+# %%
+Ks = np.arange(1, 6 if QUICK else 9)
+acc = {
+    "optimum, i.i.d. drafts": [multidraft_bound(p, q, K).value for K in Ks],
+    "optimum, without replacement": [multidraft_bound(p, q, K, replacement=False).value for K in Ks],
+    "SpecTr (K-SEQ)": [spectr_acceptance(p, q, K) for K in Ks],
+    "SpecInfer (RRS)": [specinfer_acceptance(p, q, K) for K in Ks],
+    "union bound (not attainable)": [union_bound(p, q, K) for K in Ks],
+}
+for name in ("SpecTr (K-SEQ)", "SpecInfer (RRS)"):
+    assert all(a <= b + 1e-12 for a, b in zip(acc[name], acc["optimum, i.i.d. drafts"])), name
+fig, ax = plt.subplots(figsize=(6, 4))
+for (name, ys), (color, ls, marker) in zip(acc.items(), (("k", "-", "o"), ("k", "--", "D"), ("0.45", "-.", "^"),
+                                                          ("0.45", ":", "v"), ("0.7", "-", "x"))):
+    ax.plot(Ks, ys, color=color, ls=ls, marker=marker, ms=5, label=name)
+ax.set_xticks(Ks)
+ax.set_xlabel("number of drafts K")
+ax.set_ylabel("acceptance P(some draft accepted)")
+ax.set_title(f"Multi-draft acceptance vs the optimum (random pair, V = {p.size})")
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8, frameon=False)
+plt.show()
+
+# %% [markdown]
 # ## 3. The information-agnostic LP over whole drafts
 # On one path the LP optimum equals block verification (Sun et al., arXiv 2403.10444; Thomas & Pal,
 # arXiv 2602.16961).  docs/theory.md §12 anchor: on p = (1/3, 2/3), q = (2/3, 1/3), L = 2, E[tau] = 11/9.
@@ -103,9 +131,33 @@ assert s.check_lossless(sol.verifier, toy_p, toy_q, 2, atol=1e-6).lossless   # t
 
 # %%
 target, draft = s.random_model(3, seed=2), s.random_model(3, seed=3)
-for L in ((1, 2) if QUICK else (1, 2, 3)):
+lengths = (1, 2, 3) if QUICK else (1, 2, 3, 4)
+eff = {"LP bound (any lossless verifier)": [], "block": [], "token": [], "hsd_released (lossy)": []}
+for L in lengths:
     bound = verification_lp(target, draft, L).value
     bv = s.expected_accepted(s.block, target, draft, L)
     hsd = s.check_lossless(s.hsd_released, target, draft, L)
     print(f"L={L}: LP {bound:.6f}  block {bv:.6f}  hsd_released {hsd.expected_accepted:.6f} (lossless: {hsd.lossless})")
     assert abs(bound - bv) < 1e-7
+    for name, value in zip(eff, (bound, bv, s.expected_accepted(s.token, target, draft, L), hsd.expected_accepted)):
+        eff[name].append(value + 1)
+
+# %% [markdown]
+# Each verifier's block efficiency (tokens per target call, E[tau] + 1) minus the LP bound, against the
+# draft length: block verification sits on the bound (0), token-level verification below it, and the
+# lossy rule above it, which no lossless verifier can do.
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 4))
+lp_eff = np.array(eff["LP bound (any lossless verifier)"])
+ax.axhline(0.0, color="k", lw=2.5, label="LP bound (any lossless verifier)")
+for (name, ys), (color, ls, marker) in zip(list(eff.items())[1:], (("0.3", "--", "s"), ("0.3", ":", "v"),
+                                                                   ("0.6", "-.", "^"))):
+    ax.plot(lengths, np.array(ys) - lp_eff, color=color, ls=ls, marker=marker, ms=6, label=name)
+ax.set_xticks(lengths)
+ax.set_xlabel("draft length L (tokens)")
+ax.set_ylabel("block efficiency minus the LP bound\n(tokens per target call)")
+ax.set_title("Verifiers against the LP bound (random V = 3 pair)")
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8, frameon=False)
+plt.show()

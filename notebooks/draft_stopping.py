@@ -34,6 +34,8 @@ from specsim.verifiers import block, token
 
 QUICK = bool(os.environ.get("SPECSIM_QUICK"))
 L = 3 if QUICK else 4
+#: (line style, marker, grey) for the curves after the first: readable in greyscale
+STYLES = [(ls, m, c) for m, ls, c in zip("osD^vxP*+", ["--", "-.", ":", "-"] * 3, ["0.2", "0.45", "0.6"] * 3)]
 target, draft_model = random_model(3, 2, 0.7), random_model(3, 1002, 0.7)
 
 # %% [markdown]
@@ -73,11 +75,18 @@ from paper_figs.fig_draft_stopping import cascade_curves, policy_curves  # noqa:
 
 costs = np.linspace(0.0, 0.5, 6 if QUICK else 11)
 curves = policy_curves(costs, L=L)
-fig, ax = plt.subplots(figsize=(6, 4))
+fig, ax = plt.subplots(figsize=(6.5, 4.2))
+others = iter(STYLES)
 for name, v in curves.items():
-    ax.plot(costs, v, lw=2.4 if name == "optimal stopping" else 1.2, label=name)
-ax.set_xlabel("cost of a draft pass c")
-ax.set_ylabel("speedup E[T] / E[C]")
+    if name == "optimal stopping":
+        ax.plot(costs, v, "k-", lw=2.6, label=name)
+    else:
+        ls, marker, color = next(others)
+        ax.plot(costs, v, ls=ls, marker=marker, color=color, ms=5, lw=1.1, label=name)
+ax.set_xlabel("cost of a draft pass c (target call = 1)")
+ax.set_ylabel("speedup E[tokens] / E[cost]")
+ax.set_title(f"Stopping policies against the optimal rule (token SD, L = {L})", fontsize=10)
+ax.grid(alpha=0.3)
 ax.legend(fontsize=7, frameon=False)
 plt.show()
 
@@ -94,11 +103,18 @@ for name, alpha in (("opt", 0.5), ("diff", 0.2), ("chow", 0.4), ("token_confiden
 
 # %%
 casc = cascade_curves(8 if QUICK else 20)
-fig, ax = plt.subplots(figsize=(6, 4))
+fig, ax = plt.subplots(figsize=(6.5, 4.2))
+others = iter(STYLES)
 for name, (acc, div) in casc.items():
-    ax.plot(div, acc, "k-" if name == "exact frontier" else ".-", lw=2 if name == "exact frontier" else 0.8, label=name)
-ax.set_xlabel("mean KL(pi || p)")
-ax.set_ylabel("mean acceptance")
+    if name == "exact frontier":
+        ax.plot(div, acc, "k-", lw=2.4, label=name)
+    else:
+        ls, marker, color = next(others)
+        ax.plot(div, acc, ls=ls, marker=marker, color=color, ms=4, lw=0.9, label=name)
+ax.set_xlabel("mean KL(pi || p) over contexts (nats)")
+ax.set_ylabel("mean acceptance per drafted token")
+ax.set_title("Speculative cascades against the exact cost-quality frontier", fontsize=10)
+ax.grid(alpha=0.3)
 ax.legend(fontsize=7, frameon=False)
 plt.show()
 

@@ -58,12 +58,19 @@ from paper_figs.fig_draft_structure import REGRET_SEEDS, regret_curves, throughp
 
 budgets = [1, 2, 4, 8] if QUICK else [1, 2, 4, 8, 16, 32]
 regret = regret_curves(budgets, REGRET_SEEDS[:2] if QUICK else REGRET_SEEDS)
-fig, ax = plt.subplots(figsize=(6, 4))
+fig, ax = plt.subplots(figsize=(6.5, 4.2))
+drafters = list(dict.fromkeys(drafter for drafter, _ in regret))
 for (drafter, method), r in regret.items():
-    ax.plot(budgets, r, marker="o", label=f"{method}, {drafter}")
+    first = drafters.index(drafter) == 0
+    ax.plot(budgets, r, color="k" if first else "0.5", ls="-" if first else "--",
+            marker="o" if method == "eagle2" else "s", mfc="none" if method == "eagle2" else None,
+            ms=8 if method == "eagle2" else 4, label=f"{method}, {drafter}")
 ax.set_xscale("log", base=2)
-ax.set_xlabel("node budget n")
-ax.set_ylabel("regret (accepted tokens / step)")
+ax.set_xticks(budgets, [str(b) for b in budgets])
+ax.set_xlabel("node budget n (drafted nodes)")
+ax.set_ylabel("regret vs the oracle tree\n(accepted tokens / step)")
+ax.set_title("Draft-ranked trees against the oracle tree", fontsize=10)
+ax.grid(alpha=0.3)
 ax.legend(fontsize=7, frameon=False)
 plt.show()
 
@@ -75,12 +82,19 @@ plt.show()
 # %%
 costs = np.linspace(0.0, 0.5, 4 if QUICK else 11)
 speed = throughput_curves(costs, budget, L)
-fig, ax = plt.subplots(figsize=(6, 4))
+fig, ax = plt.subplots(figsize=(7, 4.4))
+styles = iter([(ls, m, c) for m, ls, c in zip("osD^vxP*+h", ["--", "-.", ":"] * 4, ["0.2", "0.45", "0.6", "0.35"] * 3)])
 for name, v in speed.items():
-    ax.plot(costs, v, lw=2.4 if name.startswith("oracle") else 1.1, label=name)
+    if name.startswith("oracle"):
+        ax.plot(costs, v, "k-", lw=2.6, label=name)
+    else:
+        ls, marker, color = next(styles)
+        ax.plot(costs, v, ls=ls, marker=marker, color=color, ms=5, lw=1.0, label=name)
 ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-ax.set_xlabel("cost of a draft pass c")
-ax.set_ylabel("speedup of the best tree")
+ax.set_xlabel("cost of a draft pass c (target call = 1, flat)")
+ax.set_ylabel("speedup E[tokens] / E[cost]\nof the best tree")
+ax.set_title(f"Best tree per verifier, budget {budget} nodes, depth <= {L}", fontsize=10)
+ax.grid(alpha=0.3)
 ax.legend(fontsize=7, frameon=False, ncol=2)
 plt.show()
 

@@ -25,11 +25,13 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")   # before anything imports triton
 
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import specsim as s  # noqa: E402
 from reference_gpu import api  # noqa: E402
+from specsim.exact import output_law  # noqa: E402
 
 QUICK = bool(os.environ.get("SPECSIM_QUICK"))
 print("CUDA available:", torch.cuda.is_available(), "| Triton usable on CPU:", api.triton_usable(torch.device("cpu")))
@@ -61,9 +63,11 @@ print(ids.shape, cu[:3].tolist(), q_rows.shape, p_rows.shape)
 # check allows 6 standard errors (false-alarm rate about 2e-9).
 
 # %%
+taus = {}
 for mode, verifier in (("token", s.token), ("block", s.block)):
     res = api.verify_chain(ids, cu, target_probs=p_rows, draft_probs=q_rows, noise=noise, mode=mode, backend="torch")
     tau = res.num_accepted.numpy().astype(float)
+    taus[mode] = tau
     exact = s.expected_accepted(verifier, target, draft, L)
     se = tau.std(ddof=1) / np.sqrt(B)
     print(f"{mode:>5}: reference E[tau] = {tau.mean():.4f} +- {se:.4f}; exact {exact:.4f}")
@@ -71,6 +75,42 @@ for mode, verifier in (("token", s.token), ("block", s.block)):
     # output format: tau accepted drafts, one more token, then -1 padding
     out = res.output_token_ids.numpy()
     assert np.all((out >= 0).sum(axis=1) == tau + 1)
+
+# %% [markdown]
+# The whole law of tau, not only its mean: the exact P(tau = k) from the exact engine (bars), the
+# frequencies over the B requests of the torch reference, and those of the Triton kernel over the first
+# requests (the CPU interpreter takes about 25 ms a request; on the same noise each of its results equals
+# the reference's, which is asserted).  Error bars: +-2 binomial standard errors.
+
+# %%
+n_kernel = 60 if QUICK else 400
+ks = np.arange(L + 1)
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+for ax, (mode, verifier) in zip(axes, (("token", s.token), ("block", s.block))):
+    at_least = output_law(verifier, target, draft, L).accepted_at_least       # P(tau >= k), k = 0..L
+    exact_law = at_least - np.append(at_least[1:], 0.0)
+    first_noise = api.draw_chain_noise([L] * n_kernel, V, seeds=list(range(n_kernel)))   # the first requests' noise
+    ker = api.verify_chain(ids[: n_kernel * L], cu[:n_kernel], target_probs=p_rows[: n_kernel * (L + 1)],
+                           draft_probs=q_rows[: n_kernel * L], noise=first_noise, mode=mode, backend="triton")
+    ker_tau = ker.num_accepted.numpy()
+    assert np.array_equal(ker_tau, taus[mode][:n_kernel].astype(ker_tau.dtype)), mode     # bit for bit
+    ax.bar(ks, exact_law, 0.6, color="0.85", edgecolor="k", hatch="//", label="exact law (specsim)")
+    for tau, n, dx, fmt, label in ((taus[mode], B, -0.1, "ko", f"torch reference, {B} requests"),
+                                   (ker_tau, n_kernel, 0.1, "ks", f"Triton kernel, {n_kernel} requests")):
+        freq = np.bincount(tau.astype(int), minlength=L + 1) / n
+        ax.errorbar(ks + dx, freq, yerr=2 * np.sqrt(freq * (1 - freq) / n), fmt=fmt, ms=5, capsize=3,
+                    mfc="k" if fmt == "ko" else "white", label=label)
+    freq = np.bincount(taus[mode].astype(int), minlength=L + 1) / B
+    assert np.all(np.abs(freq - exact_law) <= 6 * np.sqrt(exact_law * (1 - exact_law) / B) + 1e-12), mode
+    ax.set_xticks(ks)
+    ax.set_xlabel("accepted draft tokens tau")
+    ax.set_title(f"{mode} verification", fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+axes[0].set_ylabel("probability")
+axes[0].legend(fontsize=8, frameon=False)
+fig.suptitle(f"Law of tau: the kernel and its reference vs the exact engine (V = {V}, L = {L})")
+fig.tight_layout()
+plt.show()
 
 # %% [markdown]
 # An exact fact: when the draft is the target (q = p) every draft token is accepted, for any noise.

@@ -8,10 +8,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+# No matplotlib.use("Agg") at import: notebooks import the figure modules' helpers, and switching the
+# backend there would turn the kernel's inline backend off (no figure shown).  The command line
+# switches to Agg in make_and_save.
 
 #: Default output folder, relative to the current directory (never the installed package).
 OUT = Path("paper_figs_out")
@@ -54,6 +55,7 @@ def command(name: str, quick: bool) -> str:
 
 def make_and_save(names, quick: bool, out_dir: Path) -> int:
     """Make and save each figure module of ``names``; report each, then return 1 if any failed."""
+    plt.switch_backend("Agg")                    # files only, the same bytes on every machine
     failed = []
     for name in names:
         t0 = time.perf_counter()

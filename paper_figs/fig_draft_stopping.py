@@ -103,9 +103,15 @@ def make(quick: bool = False) -> FigureResult:
     curves = policy_curves(costs)
     casc = cascade_curves(8 if quick else 25)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.3))
-    styles = {"optimal stopping": dict(color="k", lw=2.4)}
+    # fixed lengths dashed, adaptive policies solid or dash-dot; each with its own marker (greyscale)
+    others = iter(zip("osD^vxP*+h", ["--", "--", "--", "-", "-.", "-", "-."] + ["-"] * 3,
+                      ["0.25", "0.5", "0.7", "0.25", "0.4", "0.55", "0.7"] + ["0.4"] * 3))
     for k, v in curves.items():
-        ax.plot(costs, v, label=k, **styles.get(k, dict(lw=1.3, ls="--" if k.startswith("fixed") else "-")))
+        if k == "optimal stopping":
+            ax.plot(costs, v, label=k, color="k", lw=2.4)
+        else:
+            marker, ls, color = next(others)
+            ax.plot(costs, v, label=k, lw=1.2, ls=ls, color=color, marker=marker, ms=4)
     ax.set_xlabel("cost of a draft pass c (target call = 1)")
     ax.set_ylabel("speedup E[tokens] / E[cost]")
     ax.set_title("When to stop drafting (token SD, L = 4, V = 3)", fontsize=10)

@@ -72,10 +72,12 @@ def make(quick: bool = False) -> FigureResult:
     regret = regret_curves(budgets, seeds)
     speed = throughput_curves(costs, budget, L)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.6))
-    colors = {"independent drafter": "tab:red", "strong drafter (0.8 p + 0.2 r)": "tab:blue"}
+    # drafter: black or grey; method: hollow circles on a solid line or small squares on a dashed one
+    colors = {"independent drafter": "k", "strong drafter (0.8 p + 0.2 r)": "0.55"}
     for (drafter, method), r in regret.items():
-        ax.plot(budgets, r, color=colors[drafter], marker="o" if method == "eagle2" else "s", ms=4,
-                ls="-" if method == "eagle2" else "--",
+        eagle = method == "eagle2"
+        ax.plot(budgets, r, color=colors[drafter], marker="o" if eagle else "s", ms=8 if eagle else 4,
+                mfc="none" if eagle else colors[drafter], ls="-" if eagle else "--",
                 label=f"{'EAGLE-2' if method == 'eagle2' else 'OPT-Tree (threshold 0.5)'}, {drafter}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(budgets, [str(b) for b in budgets])

@@ -1,6 +1,8 @@
-"""Every notebook (jupytext percent scripts) converts and executes; `python -m paper_figs --quick` runs
-and writes under the current directory (or --out), never into the package; each figure runs alone;
-the kernel figure reads the kernel benchmark's JSON."""
+"""Every notebook (jupytext percent scripts) converts and executes, draws at least one figure and prints
+no warning, stderr or progress-bar fragment; JupyterLab opens them as notebooks on double-click (the
+repository's labconfig); `python -m paper_figs --quick` runs and writes under the current directory
+(or --out), never into the package; each figure runs alone; the kernel figure reads the kernel
+benchmark's JSON."""
 from __future__ import annotations
 
 import doctest
@@ -52,9 +54,40 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECSIM_QUICK", "1")           # the kernel inherits it
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     nb = jupytext.read(path)
+    monkeypatch.delenv("MPLBACKEND", raising=False)    # the kernel's inline backend makes the PNGs
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
+    images, problems = 0, []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.output_type == "stream":
+                texts = [out.text]
+                if out.name == "stderr":
+                    problems.append(f"cell {i}: stderr: {out.text[:300]!r}")
+            elif out.output_type in ("display_data", "execute_result"):
+                images += "image/png" in out.data
+                texts = [v for k, v in out.data.items() if k.startswith("text/")]
+            else:
+                texts = []
+            for text in texts:
+                if "Warning" in text or "\r" in text:
+                    problems.append(f"cell {i}: warning or progress-bar fragment: {text[:300]!r}")
+    assert not problems, "\n".join(problems)
+    assert images >= 1, f"{path.stem} draws no figure (no image/png output)"
+
+
+def test_jupyterlab_opens_python_files_as_notebooks():
+    """`.jupyter/labconfig/default_setting_overrides.json` (read from every folder on the Jupyter config
+    path, e.g. JUPYTER_CONFIG_PATH=$PWD/.jupyter) makes jupytext's viewer the default for Python files:
+    the setting `jupytext-config set-default-viewer python` writes.  notebooks/README.md says how."""
+    path = ROOT / ".jupyter" / "labconfig" / "default_setting_overrides.json"
+    overrides = json.loads(path.read_text())
+    viewers = overrides["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]
+    assert viewers["python"] == "Jupytext Notebook"
+    assert "markdown" not in viewers                   # README.md and the docs stay text
+    readme = (ROOT / "notebooks" / "README.md").read_text()
+    assert 'JUPYTER_CONFIG_PATH="$PWD/.jupyter" jupyter lab' in readme
 
 
 def test_paper_figs_quick(tmp_path):
