@@ -246,20 +246,24 @@ class Run:
 
 
 def markdown(payload: dict) -> str:
-    """One run (the ``--json`` dict) as a Markdown section: its command, machine and date, then one
-    table row per timing (median, min, calls, the baseline it is compared with, the ratio and the
-    metrics).  The documentation's benchmark page is made of these, never of copied numbers.
+    """One run (the ``--json`` dict) as a Markdown section: its command (less ``--json PATH``),
+    machine and date, then one table row per timing (median, min, calls, the baseline it is
+    compared with, the ratio and the metrics).  The documentation's benchmark page is made of these, never of copied numbers.
 
     >>> row = {"case": "V=4", "name": "engine", "median_s": 0.012, "min_s": 0.011, "repeats": 5, "warmup": 1,
     ...        "baseline": "V=4 / loops", "baseline_median_s": 1.2, "ratio": 0.01, "params": {}, "metrics": {"err": 1e-13}}
-    >>> run = {"benchmark": "demo", "description": "A demo.", "command": "python benchmarks/demo.py", "quick": False,
-    ...        "machine": {"cpu": "CPU", "cores": 2, "platform": "Linux", "python": "3.11", "numpy": "2", "torch": None,
+    >>> run = {"benchmark": "demo", "description": "A demo.", "command": "python benchmarks/demo.py --json d.json",
+    ...        "quick": False, "machine": {"cpu": "CPU", "cores": 2, "platform": "Linux", "python": "3.11", "numpy": "2", "torch": None,
     ...                    "date": "2026-12-04T06:00:00+00:00"}, "context": {}, "rows": [row]}
+    >>> print(markdown(run).splitlines()[0])
+    ### `python benchmarks/demo.py`
     >>> print(markdown(run).splitlines()[-1])
     | V=4 | engine | 12 ms | 11 ms | 5 | V=4 / loops (1.2 s) | 0.01 | err=1e-13 |
     """
     m = payload["machine"]
-    lines = [f"### `{payload['command']}`", "",
+    words = payload["command"].split()
+    command = " ".join(w for i, w in enumerate(words) if w != "--json" and (i == 0 or words[i - 1] != "--json"))
+    lines = [f"### `{command}`", "",
              f"{payload['description'].strip().splitlines()[0]}  ",
              f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, numpy {m['numpy']}"
              + (f", torch {m['torch']}" if m.get("torch") else "") + f"; {m['date'][:16].replace('T', ' ')} UTC"
