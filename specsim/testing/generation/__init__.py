@@ -246,6 +246,18 @@ def process_logits(logits, prompt: Sequence[int], generated: Sequence[int], para
     return np.asarray(p, dtype=np.float64)
 
 
+def reported_stop(tokens: Sequence[int], n_tokens: int, params: SamplingParams) -> Optional[str]:
+    """The stop reason of an engine's finished output when the engine does not report one: "eos"
+    when the last token is theta's EOS, "length" at ``n_tokens`` tokens, else "stop" if theta has
+    stop strings (the engine ended early for one of them) and None otherwise (which
+    :func:`check_generation` reports as output the engine cannot have meant)."""
+    if tokens and params.eos_token_id is not None and tokens[-1] == params.eos_token_id:
+        return "eos"
+    if len(tokens) >= n_tokens:
+        return "length"
+    return "stop" if params.stop_strings else None
+
+
 def finished(generated: Sequence[int], params: SamplingParams, token_text: Optional[Sequence[str]] = None):
     """The stop reason of a generated prefix, or None when generation continues: "eos" when its
     last token is EOS, "stop" when its decoded text contains a stop string that the text without

@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from ..._validate import check_int
-from . import GenerationEngine, SamplingParams
+from . import GenerationEngine, SamplingParams, reported_stop
 
 __all__ = ["openvino_engine"]
 
@@ -84,12 +84,7 @@ def openvino_engine(plain_pipe, lookup_pipe, *, V: int, num_assistant_tokens: in
         inputs = genai.TokenizedInputs(tensor(ids), tensor(np.ones_like(ids)))
         res = (lookup_pipe if speculative else plain_pipe).generate(inputs, cfg)
         toks = [int(t) for t in res.tokens[0]]
-        if toks and params.eos_token_id is not None and toks[-1] == params.eos_token_id:
-            reason = "eos"
-        elif len(toks) >= n_tokens:
-            reason = "length"
-        else:
-            reason = "stop" if params.stop_strings else None
+        reason = reported_stop(toks, n_tokens, params)
         return toks, reason
 
     label = name or f"openvino-genai prompt lookup (num_assistant_tokens={num_assistant_tokens}, " \

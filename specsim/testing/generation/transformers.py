@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from typing import Optional
 
 from ..._validate import check_int
-from . import GenerationEngine, SamplingParams
+from . import GenerationEngine, SamplingParams, reported_stop
 
 __all__ = ["transformers_engine", "transformers_params", "assistant_stop_string_workaround", "MODES"]
 
@@ -191,12 +191,7 @@ def transformers_engine(model, assistant_model=None, *, mode: str = "assistant",
                 row = torch.log_softmax(out.scores[k][0].double(), dim=-1)
                 lps.append(float(row[t]) if t < row.numel() else float("nan"))
         logprobs = tuple(lps) if len(lps) == len(toks) else None
-        if toks and params.eos_token_id is not None and toks[-1] == params.eos_token_id:
-            reason = "eos"
-        elif len(toks) >= n_tokens:
-            reason = "length"
-        else:
-            reason = "stop" if params.stop_strings else None
+        reason = reported_stop(toks, n_tokens, params)
         return toks, reason, logprobs
 
     def logits(prefix):
