@@ -258,7 +258,7 @@ def markdown(payload: dict) -> str:
     >>> print(markdown(run).splitlines()[0])
     ### `python benchmarks/demo.py`
     >>> print(markdown(run).splitlines()[-1])
-    | V=4 | engine | 12 ms | 11 ms | 5 | V=4 / loops (1.2 s) | 0.01 | err=1e-13 |
+    | V=4 | engine | 12 ms | 11 ms | 5 | loops (1.2 s) | 0.01 | err=1e-13 |
     """
     m = payload["machine"]
     words = payload["command"].split()
@@ -274,7 +274,11 @@ def markdown(payload: dict) -> str:
     lines += ["| case | name | median | min | calls | baseline (same run) | ratio | metrics |",
               "|---|---|---|---|---|---|---|---|"]
     for r in payload["rows"]:
-        base = "(baseline)" if r["baseline"] is None else f"{r['baseline']} ({format_seconds(r['baseline_median_s'])})"
+        base = r["baseline"] or "(baseline)"
+        if base.startswith(f"{r['case']} / "):                    # the usual case: a baseline of the same case
+            base = base[len(r["case"]) + 3:]
+        if r["baseline"] is not None:
+            base += f" ({format_seconds(r['baseline_median_s'])})"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3g}"
         metrics = ", ".join(f"{k}={_format_metric(v)}" for k, v in r["metrics"].items())
         lines.append(f"| {r['case']} | {r['name']} | {format_seconds(r['median_s'])} | {format_seconds(r['min_s'])} | "

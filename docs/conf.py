@@ -261,7 +261,7 @@ def write_benchmark_tables() -> None:
 
     runs = sorted((DOCS / "results" / "benchmarks").glob("*.json"))
     parts = [markdown(json.loads(p.read_text())) for p in runs]
-    _write(GENERATED / "benchmark_tables.md", "\n".join(parts) if parts else "No benchmark run is committed.\n")
+    _write(GENERATED / "benchmark_tables.inc", "\n".join(parts) if parts else "No benchmark run is committed.\n")
 
 
 write_api_pages()

@@ -178,4 +178,4 @@ def test_committed_run_is_valid_and_rendered_from_its_json(path):
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3g}"
         assert f"| {r['case']} | {r['name']} | {harness.format_seconds(r['median_s'])} |" in table
         assert f" | {ratio} | " in table
-    assert "{include} ../_generated/benchmark_tables.md" in (ROOT / "docs" / "results" / "benchmarks.md").read_text()
+    assert "{include} ../_generated/benchmark_tables.inc" in (ROOT / "docs" / "results" / "benchmarks.md").read_text()
