@@ -22,10 +22,15 @@ __all__ = ["LP_SOLVERS", "CONIC_SOLVERS", "SOLVER_OPTIONS", "SolveError", "check
 LP_SOLVERS = ("HIGHS", "CLARABEL")
 #: Default for exponential-cone programs (KL constraints or objectives): Clarabel, then SCS.
 CONIC_SOLVERS = ("CLARABEL", "SCS")
-#: Option ladder per solver; a solver not listed here runs once with its defaults.
+#: Option ladder per solver; a solver not listed here runs once with its defaults.  HiGHS drops
+#: matrix entries below ``small_matrix_value`` (default 1e-9) before it solves: continuation
+#: probabilities of that size are real coefficients of the verification LP, and dropping them
+#: perturbs a constraint by more than the 1e-10 tolerance (Hypothesis seed 3688520293: "infeasible");
+#: 1e-12 is the smallest value HiGHS accepts.
+_HIGHS_KEEP = {"small_matrix_value": 1e-12}
 SOLVER_OPTIONS = {
-    "HIGHS": ({"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
-              {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9}, {}),
+    "HIGHS": ({"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, **_HIGHS_KEEP},
+              {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9, **_HIGHS_KEEP}, {}),
     "CLARABEL": ({"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}, {}),
 }
 
@@ -158,10 +163,12 @@ def solve_highs_direct(c, A_eq, b_eq):
     >>> solve_highs_direct(np.array([-1.0, 0.0]), np.array([[1.0, 1.0]]), np.array([1.0])).tolist()
     [1.0, 0.0]
     """
-    from scipy.optimize import linprog
+    from scipy.optimize import OptimizeWarning, linprog
 
     for opts in SOLVER_OPTIONS["HIGHS"]:
-        res = linprog(c, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method="highs", options=dict(opts))
+        with warnings.catch_warnings():   # scipy passes options it does not know to HiGHS, with a warning
+            warnings.filterwarnings("ignore", "Unrecognized options", OptimizeWarning)
+            res = linprog(c, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method="highs", options=dict(opts))
         if res.status == 0 and res.x is not None:
             return res.x
     return None

@@ -55,6 +55,19 @@ def test_chain_lp_with_trees_of_tiny_probability():
     assert cert.lossless and abs(cert.expected_accepted - sol.value) < 1e-9
 
 
+def test_chain_lp_with_coefficients_below_highs_default_drop_threshold():
+    """Hypothesis seed 3688520293: rows depending on the last token with entries 5e-7 give
+    continuation probabilities below 1e-9, which HiGHS drops by default (small_matrix_value),
+    and it then declared the LP infeasible; it now keeps entries down to 1e-12."""
+    third = np.full(3, 1 / 3)
+    p_after = {0: np.array([0.999, 5e-4, 5e-4]), 1: third, 2: np.array([0.999999, 5e-7, 5e-7])}
+    q_after = {0: np.array([5e-7, 0.999999, 5e-7]), 1: third, 2: third}
+    target = Model(lambda prefix: p_after[prefix[-1]] if prefix else third, 3)
+    draft_model = Model(lambda prefix: q_after[prefix[-1]] if prefix else third, 3)
+    sol = verification_lp(target, draft_model, 3)
+    assert sol.solver == "HIGHS" and abs(sol.value - expected_accepted(block, target, draft_model, 3)) < 1e-9
+
+
 def test_chain_lp_v3_l4_and_context():
     target, draft = random_model(3, 21), random_model(3, 22)
     sol = verification_lp(target, draft, 4)
