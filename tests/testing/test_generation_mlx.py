@@ -231,7 +231,8 @@ def test_mlx_adapter_arguments():
             eng.generate(PROMPT, th.max_new_tokens, th, True, rng)
     # top_p first, or top_k alone with a temperature: supported; top_k >= V passed as off
     for th in (SamplingParams(top_k=2, top_p=0.8, order=("top_p", "top_k", "min_p")),
-               SamplingParams(temperature=0.5, top_k=2), SamplingParams(top_k=9)):
+               SamplingParams(temperature=0.5, top_k=2), SamplingParams(top_k=9),
+               SamplingParams(top_k=4, top_p=0.8)):  # top_k >= V is off: top_p is then first
         assert len(eng.generate(PROMPT, 4, th, True, rng)[0]) == 4
     assert set(mlx_params({"a": SamplingParams(min_new_tokens=1), "b": SamplingParams(no_repeat_ngram_size=2),
                            "c": SamplingParams()})) == {"c"}

@@ -54,11 +54,17 @@ __all__ = ["mlx_engine", "mlx_params"]
 
 
 def mlx_params(base: dict) -> dict:
-    """``base`` without the settings MLX-LM has no sampler for (no-repeat n-grams, ``min_new_tokens``)."""
+    """``base`` without the settings MLX-LM has no sampler for (no-repeat n-grams, ``min_new_tokens``).
+
+    >>> from specsim.testing.generation import SamplingParams
+    >>> from specsim.testing.generation.mlx import mlx_params
+    >>> sorted(mlx_params({"a": SamplingParams(min_new_tokens=1), "b": SamplingParams()}))
+    ['b']
+    """
     return {k: v for k, v in base.items() if not (v.no_repeat_ngram_size or v.min_new_tokens)}
 
 
-def _unsupported(params: SamplingParams, exact: bool) -> Optional[str]:
+def _unsupported(params: SamplingParams, exact: bool, V: int) -> Optional[str]:
     """Why MLX-LM cannot sample theta's law (None when it can)."""
     if params.no_repeat_ngram_size:
         return "no_repeat_ngram_size: MLX-LM has no no-repeat n-gram ban"
@@ -68,7 +74,7 @@ def _unsupported(params: SamplingParams, exact: bool) -> Optional[str]:
         return ("temperature: MLX-LM applies top_p and min_p before the temperature; with either on, "
                 "only temperature 1 is theta's law")
     if params.top_p < 1.0:
-        active = {"top_k": params.top_k > 0, "top_p": True, "min_p": params.min_p > 0.0}
+        active = {"top_k": 0 < params.top_k < V, "top_p": True, "min_p": params.min_p > 0.0}
         on = [w for w in params.order if active[w]]
         if on[0] != "top_p":
             return f"order: MLX-LM applies top_p before top_k and min_p, theta applies {' -> '.join(on)}"
@@ -135,7 +141,7 @@ def mlx_engine(model, draft_model, *, V: int, num_draft_tokens: int = 3, decode:
         return text_cache[t]
 
     def generate(prompt, n_tokens, params: SamplingParams, speculative: bool, rng):
-        why = _unsupported(params, exact)
+        why = _unsupported(params, exact, V)
         if why:
             raise NotImplementedError(why)
         if params.stop_strings and decode is None and token_text is None:
