@@ -170,6 +170,70 @@ def openvino_engines(k=3):
     return [eng], f"openvino-genai {og.__version__}", prompt, tok.get_eos_token_id()
 
 
+def mlx_battery(eos, N):
+    """The battery with the settings MLX-LM cannot sample replaced (see specsim.testing.generation.mlx):
+    top-p comes first in MLX-LM's sampler (``top_p->top_k``), top_p / min_p only at temperature 1,
+    presence and frequency penalties added (MLX-LM's rule: prompt + generated counted)."""
+    from specsim.testing.generation.mlx import mlx_params
+
+    params = mlx_params(battery(eos, N))
+    top = params.pop("top_k->top_p")
+    params["top_p->top_k"] = replace(top, order=("top_p", "top_k", "min_p"))
+    params["eos"] = replace(params["temperature"], temperature=1.0, eos_token_id=eos)
+    params["presence_penalty"] = replace(params["temperature"], temperature=1.0, presence_penalty=1.0)
+    params["frequency_penalty"] = replace(params["temperature"], temperature=1.0, frequency_penalty=1.0)
+    return params
+
+
+def mlx_engines(lm, k=3):
+    """MLX-LM (CPU backend) on SmolLM2: the transformers model read from the GGUF (dequantised,
+    float32) saved as safetensors + config + tokenizer in a temporary directory and loaded by
+    ``mlx_lm.load``; the draft is the same model loaded again and truncated to its first 20 decoder
+    layers (final norm and tied head kept), like the transformers route."""
+    import json
+    import tempfile
+
+    import mlx.core as mx
+    import safetensors.numpy
+    import torch
+    import mlx_lm
+    from mlx_lm.utils import load
+
+    from specsim.testing.generation.mlx import mlx_engine
+
+    mx.set_default_device(mx.cpu)
+    with tempfile.TemporaryDirectory(prefix="specsim-mlx-") as d:
+        # save_pretrained refuses a model read from a GGUF: write the dequantised tensors and the config
+        state = {k: v.detach().to(torch.float32).contiguous().numpy() for k, v in lm.model.state_dict().items()}
+        safetensors.numpy.save_file(state, os.path.join(d, "model.safetensors"), metadata={"format": "mlx"})
+        cfg = {k: v for k, v in lm.model.config.to_dict().items() if "quantization" not in k}
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        lm.tokenizer.save_pretrained(d)
+        model, tok = load(d)
+        draft, _ = load(d)
+    draft.model.layers = draft.model.layers[:20]
+    draft.args.num_hidden_layers = 20
+    eng = mlx_engine(model, draft, V=lm.V, num_draft_tokens=k, decode=tok.decode,
+                     name=f"mlx-lm speculative_generate_step (draft: first 20 of {len(model.layers)} layers, "
+                          f"num_draft_tokens={k})")
+    return [eng], f"mlx-lm {mlx_lm.__version__}, mlx {mx.__version__} ({mx.default_device()})"
+
+
+def _progress(engine, total, every=100):
+    """The engine with a line on stderr every ``every`` calls (calls done, elapsed time)."""
+    t0, done = time.time(), [0]
+
+    def generate(*args):
+        out = engine.generate(*args)
+        done[0] += 1
+        if done[0] % every == 0:
+            print(f"#   {done[0]}/{total} calls, {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+        return out
+
+    return replace(engine, generate=generate)
+
+
 def main(argv):
     engine = argv[0] if argv else "transformers"
     n = int(argv[1]) if len(argv) > 1 else 100
@@ -197,6 +261,14 @@ def main(argv):
         params = llamacpp_params(battery(eos, N))
         params["presence_penalty"] = replace(params["temperature"], temperature=1.0, presence_penalty=1.0)
         params["frequency_penalty"] = replace(params["temperature"], temperature=1.0, frequency_penalty=1.0)
+    elif engine == "mlx-lm":
+        lm = real.load_model()
+        notes.append(f"SmolLM2-135M-Instruct Q4_1 GGUF read by transformers in {time.time() - t0:.0f}s")
+        t = time.time()
+        engines, versions = mlx_engines(lm)
+        notes.append(f"saved as safetensors and loaded by mlx_lm in {time.time() - t:.0f}s")
+        prompt, eos = tuple(lm.tokenizer("The capital of France is")["input_ids"]), lm.tokenizer.eos_token_id
+        params = mlx_battery(eos, N)
     elif engine == "openvino-genai":
         engines, versions, prompt, eos = openvino_engines()
         params = battery(eos, N)
@@ -210,7 +282,8 @@ def main(argv):
         if only and str(i) not in only.split(","):
             continue
         t = time.time()
-        res = check_generation(shared.wrap(eng), prompt=prompt, params=params, n=n, mode="two-sample")
+        res = check_generation(_progress(shared.wrap(eng), 2 * n * len(params)), prompt=prompt, params=params, n=n,
+                               mode="two-sample")
         print(res)
         print(f"# {eng.name}: {time.time() - t:.0f}s", flush=True)
     print(f"# total {time.time() - t0:.0f}s")

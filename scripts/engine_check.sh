@@ -26,7 +26,13 @@ case "$ENGINE" in
     engine_venv "$VENV"
     "$VENV/bin/python" -c "import openvino_genai" 2>/dev/null || nice -n 10 "$VENV/bin/python" -m pip install -q openvino-genai
     run openvino-genai "$@" ;;
-  mlx-lm|mistralrs|vllm)
+  mlx-lm)
+    engine_venv "$VENV"
+    # MLX's CPU backend (Linux wheels); the model is the transformers one, saved as safetensors
+    "$VENV/bin/python" -c "import mlx.core, mlx_lm" 2>/dev/null || nice -n 10 "$VENV/bin/python" -m pip install -q \
+        "mlx[cpu]" mlx-lm
+    run mlx-lm "$@" ;;
+  mistralrs|vllm)
     # these install here but have no adapter in specsim.testing: docs/guide/engines.md says why for each
     echo "engine $ENGINE: no adapter in specsim.testing (see docs/guide/engines.md, 'Engine conformance')" >&2
     exit 2 ;;
