@@ -39,7 +39,7 @@ def _row(r, rel=False) -> str:
     be = r["hi"] / r["rel_hi"] if rel and r["rel_hi"] else None  # b's block efficiency, mean_b + 1
     pct = f" ({100 * r['diff'] / be:+.1f}% [{100 * r['lo'] / be:+.1f}, {100 * r['hi'] / be:+.1f}])" if be else ""
     mark = "**" if r["resolved"] else ""
-    return (f"{mark}{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]{mark}{pct} | "
+    return (f"{mark}{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]{mark}{pct} ({r['n_prompts']} prompts) | "
             f"[{r['pair_lo']:+.3f}, {r['pair_hi']:+.3f}] ({r['unit']}s, n = {r['n']})")
 
 
