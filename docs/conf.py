@@ -11,7 +11,9 @@ change adds) are read by MyST as they are.  Three kinds of page are generated at
 * the API reference: one page per public module that defines ``__all__`` (found by walking the
   packages), listing exactly those names through autosummary;
 * the figure gallery: ``python -m paper_figs --quick`` runs during the build and each figure is
-  shown with the caption its module writes (``SPECSIM_DOCS_FULL_FIGS=1`` for full sizes);
+  shown with the caption its module writes (``SPECSIM_DOCS_FULL_FIGS=1`` for full sizes;
+  ``SPECSIM_DOCS_FIGS_DIR=DIR`` takes figures that command already drew into DIR, as the test
+  suite does to draw them once);
 * the notebook pages: each ``notebooks/*.py`` with its source;
 * the benchmark tables: each run committed as ``docs/results/benchmarks/NAME.json`` (the
   ``--json`` output of ``benchmarks/NAME.py``), rendered by the harness.
@@ -24,6 +26,7 @@ import inspect
 import json
 import os
 import pkgutil
+import shutil
 import subprocess
 import sys
 import time
@@ -149,16 +152,23 @@ def write_gallery() -> None:
     figs = GENERATED / "figs"
     figs.mkdir(parents=True, exist_ok=True)
     quick = not os.environ.get("SPECSIM_DOCS_FULL_FIGS")
+    drawn = os.environ.get("SPECSIM_DOCS_FIGS_DIR")   # figures already drawn by the same command
     cmd = [sys.executable, "-m", "paper_figs", "--out", str(figs)] + (["--quick"] if quick else [])
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"},
-                   capture_output=True, text=True)
-    seconds = time.perf_counter() - start
+    if drawn:
+        for f in Path(drawn).iterdir():
+            if f.suffix in (".png", ".txt"):
+                shutil.copyfile(f, figs / f.name)
+        when = "just before this build (taken from ``SPECSIM_DOCS_FIGS_DIR``)"
+    else:
+        subprocess.run(cmd, cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"},
+                       capture_output=True, text=True)
+        when = f"while this site was built ({time.perf_counter() - start:.0f} s)"
     size = "quick sizes (``--quick``)" if quick else "full sizes"
     lines = ["Gallery", "=======", "",
-             f"Every figure below was drawn while this site was built, at {size}, by "
-             f"``{' '.join(['python'] + cmd[1:3] + (['--quick'] if quick else []))}`` "
-             f"({seconds:.0f} s in this build).  Each is exact (enumeration or closed form) unless its "
+             f"Every figure below was drawn {when}, at {size}, by "
+             f"``python -m paper_figs{' --quick' if quick else ''}``.  "
+             "Each is exact (enumeration or closed form) unless its "
              "caption says otherwise; the caption is the one its module writes.  "
              "``python -m paper_figs --only NAME`` redraws one figure at full size into ``paper_figs_out/``.", ""]
     for name in FIGURES:

@@ -7,7 +7,11 @@ seeds.  Tests that pin ``max_examples`` with ``@settings`` keep their own count 
 The doctest namespace is set in the root conftest.py.
 """
 import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True,
@@ -20,3 +24,22 @@ if os.environ.get("SPECSIM_HYPOTHESIS_NO_DATABASE"):
     settings.register_profile(_profile + "-nodb", parent=settings.get_profile(_profile), database=None)
     _profile += "-nodb"
 settings.load_profile(_profile)
+
+
+@pytest.fixture(scope="session")
+def quick_figures(tmp_path_factory):
+    """``python -m paper_figs --quick`` run once per session: (its output folder, its stdout, the
+    files of the paper_figs package before and after).  The figure test checks what it wrote, and
+    the docs build takes its figures from it instead of drawing them again."""
+    pytest.importorskip("matplotlib")
+    root = Path(__file__).resolve().parents[1]
+
+    def package_files():
+        return sorted(p.relative_to(root) for p in (root / "paper_figs").rglob("*") if "__pycache__" not in p.parts)
+
+    out = tmp_path_factory.mktemp("quick_figures")
+    before = package_files()
+    r = subprocess.run([sys.executable, "-m", "paper_figs", "--quick", "--out", str(out)], cwd=root,
+                       capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out, r.stdout, before, package_files()

@@ -22,10 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
+def site(tmp_path_factory, quick_figures) -> Path:
     out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "MPLBACKEND": "Agg", "SPECSIM_DOCS_FIGS_DIR": str(quick_figures[0])}  # drawn once per session
     run = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", "docs", str(out), "-q"],
-                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"})
+                         cwd=ROOT, capture_output=True, text=True, env=env)
     assert run.returncode == 0, "sphinx -W failed:\n" + run.stderr[-4000:]
     return out
 

@@ -26,10 +26,6 @@ def run(args, cwd, timeout=900, env=ENV):
     return r
 
 
-def package_files():
-    return sorted(p.relative_to(ROOT) for p in (ROOT / "paper_figs").rglob("*") if "__pycache__" not in p.parts)
-
-
 def test_there_are_notebooks():
     assert len(NOTEBOOKS) >= 6
 
@@ -90,20 +86,18 @@ def test_jupyterlab_opens_python_files_as_notebooks():
     assert 'JUPYTER_CONFIG_PATH="$PWD/.jupyter" jupyter lab' in readme
 
 
-def test_paper_figs_quick(tmp_path):
-    pytest.importorskip("matplotlib")
+def test_paper_figs_quick(quick_figures):
     from paper_figs import FIGURES
 
-    before = package_files()
-    r = run(["-m", "paper_figs", "--quick", "--out", str(tmp_path)], cwd=ROOT)
-    assert package_files() == before, "figures must not be written into the package folder"
-    skipped = {line.split(":")[0] for line in r.stdout.splitlines() if ": skipped: " in line}
+    out, stdout, before, after = quick_figures
+    assert after == before, "figures must not be written into the package folder"
+    skipped = {line.split(":")[0] for line in stdout.splitlines() if ": skipped: " in line}
     for name in FIGURES:
-        caption = (tmp_path / f"{name}.txt").read_text()
+        caption = (out / f"{name}.txt").read_text()
         if name in skipped:
             assert "skipped" in caption
         else:
-            assert (tmp_path / f"{name}.png").is_file() and (tmp_path / f"{name}.pdf").is_file()
+            assert (out / f"{name}.png").is_file() and (out / f"{name}.pdf").is_file()
             assert f"python -m paper_figs --only {name} --quick" in caption
     assert "fig_block_efficiency" not in skipped
 
