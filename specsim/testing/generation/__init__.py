@@ -246,6 +246,26 @@ def process_logits(logits, prompt: Sequence[int], generated: Sequence[int], para
     return np.asarray(p, dtype=np.float64)
 
 
+def streamed_stop(params: SamplingParams, n_tokens: int, decode):
+    """A stop test for adapters that read an engine's output token by token: ``stop(t)`` is called
+    with each token in turn and returns "eos" (t is theta's EOS), "stop" (the text decoded so far,
+    ``decode(t)`` a token's text, completes a stop string) or "length" (n_tokens read), else None."""
+    state = {"n": 0, "text": ""}
+
+    def stop(t: int) -> Optional[str]:
+        state["n"] += 1
+        if params.eos_token_id is not None and t == params.eos_token_id:
+            return "eos"
+        if params.stop_strings:
+            before = state["text"]
+            state["text"] = before + decode(t)
+            if any(s in state["text"] and s not in before for s in params.stop_strings):
+                return "stop"
+        return "length" if state["n"] >= n_tokens else None
+
+    return stop
+
+
 def reported_stop(tokens: Sequence[int], n_tokens: int, params: SamplingParams) -> Optional[str]:
     """The stop reason of an engine's finished output when the engine does not report one: "eos"
     when the last token is theta's EOS, "length" at ``n_tokens`` tokens, else "stop" if theta has

@@ -29,7 +29,7 @@ from typing import Optional
 import numpy as np
 
 from ..._validate import check_int
-from . import GenerationEngine, SamplingParams
+from . import GenerationEngine, SamplingParams, streamed_stop
 
 __all__ = ["llamacpp_engine", "llamacpp_params", "CallableDraft"]
 
@@ -89,7 +89,7 @@ def llamacpp_engine(llm, draft_model, *, V: Optional[int] = None, name: Optional
             raise NotImplementedError("llama.cpp has no no-repeat n-gram ban and no min_new_tokens")
         llm.set_seed(int(rng.integers(2 ** 31)))
         llm.draft_model = draft_model if speculative else None
-        toks, reason, so_far = [], None, ""
+        toks, reason, stop = [], None, streamed_stop(params, n_tokens, text)
         try:
             gen = llm.generate(list(prompt), top_k=params.top_k, top_p=params.top_p, min_p=params.min_p,
                                temp=params.temperature, repeat_penalty=params.repetition_penalty,
@@ -97,14 +97,7 @@ def llamacpp_engine(llm, draft_model, *, V: Optional[int] = None, name: Optional
                                presence_penalty=params.presence_penalty, reset=True)
             for t in gen:
                 toks.append(int(t))
-                if params.eos_token_id is not None and t == params.eos_token_id:
-                    reason = "eos"
-                elif params.stop_strings:
-                    before, so_far = so_far, so_far + text(int(t))
-                    if any(s in so_far and s not in before for s in params.stop_strings):
-                        reason = "stop"
-                if reason is None and len(toks) >= n_tokens:
-                    reason = "length"
+                reason = stop(int(t))
                 if reason is not None:
                     break
             gen.close()

@@ -48,7 +48,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ..._validate import check_int
-from . import GenerationEngine, SamplingParams
+from . import GenerationEngine, SamplingParams, streamed_stop
 
 __all__ = ["mlx_engine", "mlx_params"]
 
@@ -161,21 +161,14 @@ def mlx_engine(model, draft_model, *, V: int, num_draft_tokens: int = 3, decode:
                             sampler=sampler, logits_processors=procs)
         else:
             gen = plain_step(p, model, max_tokens=n_tokens, sampler=sampler, logits_processors=procs)
-        toks, lps, reason, so_far = [], [], None, ""
+        toks, lps, reason, stop = [], [], None, streamed_stop(params, n_tokens, text)
         try:
             for item in gen:
                 t = int(item[0])
                 toks.append(t)
                 if not exact:
                     lps.append(_logprob(item[1], t) if 0 <= t < V else 0.0)
-                if params.eos_token_id is not None and t == params.eos_token_id:
-                    reason = "eos"
-                elif params.stop_strings:
-                    before, so_far = so_far, so_far + text(t)
-                    if any(s in so_far and s not in before for s in params.stop_strings):
-                        reason = "stop"
-                if reason is None and len(toks) >= n_tokens:
-                    reason = "length"
+                reason = stop(t)
                 if reason is not None:
                     break
         finally:
