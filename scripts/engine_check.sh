@@ -33,8 +33,8 @@ case "$ENGINE" in
         "mlx[cpu]" mlx-lm
     run mlx-lm "$@" ;;
   mistralrs|vllm)
-    # these install here but have no adapter in specsim.testing: docs/guide/engines.md says why for each
-    echo "engine $ENGINE: no adapter in specsim.testing (see docs/guide/engines.md, 'Engine conformance')" >&2
+    # these install here but have no whole-generation adapter yet (docs/engines.md)
+    echo "engine $ENGINE: no adapter in specsim.testing yet (see docs/engines.md, 'Engines')" >    echo "engine $ENGINE: no adapter in specsim.testing (see docs/guide/engines.md, 'Engine conformance')" >&22
     exit 2 ;;
   *)
     echo "unknown engine $ENGINE (transformers, llama.cpp, mlx-lm, openvino-genai, mistralrs, vllm)" >&2; exit 2 ;;
