@@ -34,7 +34,7 @@ case "$ENGINE" in
     run mlx-lm "$@" ;;
   mistralrs|vllm)
     # these install here but have no whole-generation adapter yet (docs/engines.md)
-    echo "engine $ENGINE: no adapter in specsim.testing yet (see docs/engines.md, 'Engines')" >    echo "engine $ENGINE: no adapter in specsim.testing (see docs/guide/engines.md, 'Engine conformance')" >&22
+    echo "engine $ENGINE: no adapter in specsim.testing yet (see docs/engines.md, 'Engines')" >&2
     exit 2 ;;
   *)
     echo "unknown engine $ENGINE (transformers, llama.cpp, mlx-lm, openvino-genai, mistralrs, vllm)" >&2; exit 2 ;;
