@@ -198,7 +198,8 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     scale = 1.0 / np.maximum(abs(A).max(axis=1).toarray().ravel(), 1e-300)   # row equilibration
     A = (sp.diags(scale) @ A).tocsr()
     b = b * scale
-    S = sp.csr_matrix((np.ones(n), (np.concatenate(draft_of), np.arange(n))), shape=(len(keys), n))
+    owner = np.concatenate(draft_of)                              # the tree of each variable
+    S = sp.csr_matrix((np.ones(n), (owner, np.arange(n))), shape=(len(keys), n))
     obj = np.concatenate(objective)
     M, rhs = sp.vstack([A, S]).tocsc(), np.concatenate([b, weights])
     start = time.perf_counter()
@@ -243,7 +244,6 @@ def verification_lp(target: Model, draft_model: Model, L: int, drafting: DraftPr
     # the table covers the trees this process draws: it needs the laws the process guarantees
     verifier = tree_verifier(name, needs=draft_laws(drafting) or {"any"},
                              doc="Optimal verifier of the information-agnostic LP (table lookup by tree paths).")(law)
-    value = float(sum(weights[d] * len(path) * xv[i].sum() for i, (d, path) in enumerate(
-        (d, path) for d, key in enumerate(keys) for path in key)))
+    value = float((obj * weights[owner]) @ xv.ravel())           # sum_D Pr(D) E[depth | D], pi normalised
     return VerificationLP(value, verifier, V, L, drafting.name, len(keys), n,
                           A.shape[0] + len(keys), used, seconds)
