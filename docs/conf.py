@@ -153,7 +153,6 @@ def write_gallery() -> None:
     figs.mkdir(parents=True, exist_ok=True)
     quick = not os.environ.get("SPECSIM_DOCS_FULL_FIGS")
     drawn = os.environ.get("SPECSIM_DOCS_FIGS_DIR")   # figures already drawn by the same command
-    cmd = [sys.executable, "-m", "paper_figs", "--out", str(figs)] + (["--quick"] if quick else [])
     start = time.perf_counter()
     if drawn:
         for f in Path(drawn).iterdir():
@@ -161,6 +160,7 @@ def write_gallery() -> None:
                 shutil.copyfile(f, figs / f.name)
         when = "just before this build (taken from ``SPECSIM_DOCS_FIGS_DIR``)"
     else:
+        cmd = [sys.executable, "-m", "paper_figs", "--out", str(figs)] + (["--quick"] if quick else [])
         subprocess.run(cmd, cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"},
                        capture_output=True, text=True)
         when = f"while this site was built ({time.perf_counter() - start:.0f} s)"
