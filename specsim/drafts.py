@@ -465,6 +465,15 @@ _ENUMERATE = {"iid": _options_iid, "swor": _options_swor, "topk": _options_topk,
 
 
 @dataclass(frozen=True)
+class RowRequest:
+    """What :meth:`TreeProcess.grow_steps` yields when it needs the draft rows of one level:
+    the nodes' ``keys`` (in the order the rows must come back) and their ``depth``."""
+
+    keys: tuple
+    depth: int
+
+
+@dataclass(frozen=True)
 class TreeProcess:
     """A draft tree grown level by level with ``widths[d]`` draws per node at depth d (1 beyond).
 
@@ -565,6 +574,25 @@ class TreeProcess:
         Yields: ``(probability, tokens, parent, keys, depths, draws)`` per tree, tokens[0] = -1 the
         root, nodes numbered as in the class docstring; an iterator, so a sampler takes the first.
         """
+        steps = self.grow_steps(L, options, root, child)
+        reply = None
+        while True:
+            try:
+                out = steps.send(reply)
+            except StopIteration:
+                return
+            if isinstance(out, RowRequest):
+                reply = q_rows(out.keys, out.depth)
+            else:
+                reply = None
+                yield out
+
+    def grow_steps(self, L: int, options, root=(), child=lambda key, x: key + (x,)):
+        """:meth:`grow` as a coroutine, for a driver that grows many trees in step: it yields a
+        :class:`RowRequest` wherever it needs a level's draft rows (send them back, one per key,
+        in order) and each finished tree as :meth:`grow` does (resume it with ``send(None)``), so
+        a driver can answer the requests of many trees with one batched source call per level.
+        """
         widths, iid_mode = self.widths_for(L), self.mode == "iid"
 
         def expand(level, tokens, parent, keys, depths, mult, draws, prob, d):
@@ -572,7 +600,7 @@ class TreeProcess:
             if d == L or not level:
                 yield prob, tokens, parent, keys, depths, draws + [()] * (len(tokens) - len(draws))
                 return
-            rows = q_rows([keys[u] for u in level], d)
+            rows = yield RowRequest(tuple(keys[u] for u in level), d)
             per_node = [options(row, mult[u] * widths[d] if iid_mode else widths[d]) for u, row in zip(level, rows)]
             for combo in itertools.product(*per_node):
                 tk, pa, ke, de, mu = list(tokens), list(parent), list(keys), list(depths), list(mult)

@@ -52,7 +52,7 @@ import numpy as np
 from ._manifest import (Fields, check_contexts, check_names, check_offsets, check_range,
                         check_rows, check_sizes, data_path, read_arrays)
 from ._validate import as_distribution, check_bool, check_int, check_real, check_seed
-from .drafts import Chain, DraftTree, TreeProcess, parse_drafting
+from .drafts import Chain, DraftTree, RowRequest, TreeProcess, parse_drafting
 from .models import iid, top_k
 from .real import (DEFAULT_PROMPTS, MODEL_FILE, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_positions,
                    _check_prompts, _resolve_positions, _item, _softmax64, _truncate, file_sha256, load_model, parse_drafter)
@@ -282,16 +282,26 @@ def _quantized(lm: LoadedModel, bits: int, group: int):
     return _QUANT[key]
 
 
-def _grow(rows: _Rows, draft: str, process: TreeProcess, L: int, rng):
-    """(tokens, parent, prefixes, draws) of one tree drawn by ``process`` (its own growth and node
-    samplers, :meth:`specsim.drafts.TreeProcess.grow`) from the real rows: one batched pass per level."""
-    def q_rows(prefixes, depth):
-        rows.ensure(prefixes)
-        return [rows.cache[x][1][draft] for x in prefixes]
-
-    _, tokens, parent, prefixes, depths, draws = next(iter(process.grow(L, q_rows, process.sampler(rng))))
-    rows.ensure(x for x, d in zip(prefixes, depths) if d == L)  # the leaves' target rows
-    return tokens, parent, prefixes, draws
+def _grow_in_step(rows: _Rows, jobs, L: int) -> list:
+    """(tokens, parent, prefixes, draws) of one tree per job ``(draft, process, rng)``, each drawn
+    by its process's own growth and node samplers (:meth:`specsim.drafts.TreeProcess.grow_steps`)
+    from the real rows.  The trees grow in step: every level's row requests, of all trees at once,
+    go through one batched source call (a forward pass per ``batch`` prefixes), so a context with
+    many small trees costs a few wide passes rather than one narrow pass per tree and level."""
+    steps = [process.grow_steps(L, process.sampler(rng)) for _, process, rng in jobs]
+    waiting = {i: g.send(None) for i, g in enumerate(steps)}
+    done: dict[int, tuple] = {}
+    while waiting:
+        for i in [i for i, m in waiting.items() if not isinstance(m, RowRequest)]:
+            _, tokens, parent, prefixes, depths, draws = waiting.pop(i)
+            steps[i].close()  # a sampler's first tree is its tree
+            done[i] = tokens, parent, prefixes, draws, depths
+        if not waiting:
+            break
+        rows.ensure(x for m in waiting.values() for x in m.keys)
+        waiting = {i: steps[i].send([rows.cache[x][1][jobs[i][0]] for x in m.keys]) for i, m in waiting.items()}
+    rows.ensure(x for *_, prefixes, _, depths in done.values() for x, d in zip(prefixes, depths) if d == L)  # leaves' target rows
+    return [done[i][:4] for i in range(len(jobs))]
 
 
 def _mapper(workers):
@@ -415,20 +425,22 @@ def _context_shard(lm, cfg, i, c, context, shard):
     nodes = {k: [] for k in ("node_tokens", "node_parent", "node_p", "node_q")}
     draw_list, draw_counts, tree_nodes = [], [], []
     meta = {k: [] for k in ("tree_draft", "tree_process", "tree_sample")}
+    jobs, labels = [], []
     for di, draft in enumerate(drafts):
         for pi, process in enumerate(specs):
             for s in range(cfg["samples"]):
-                rng = np.random.default_rng([cfg["seed"], i, c, di, pi, s])
-                tokens, parent, prefixes, draws = _grow(rows, draft, process, L, rng)
-                for u, x in enumerate(prefixes):
-                    p_row, q_rows = rows.cache[x]
-                    nodes["node_tokens"].append(tokens[u]), nodes["node_parent"].append(parent[u])
-                    nodes["node_p"].append(store((x, "target"), p_row))
-                    nodes["node_q"].append(store((x, draft), q_rows[draft]) if draws[u] else -1)
-                    draw_list.extend(draws[u]), draw_counts.append(len(draws[u]))
-                tree_nodes.append(len(tokens))
-                for k, v in zip(meta, (di, pi, s)):
-                    meta[k].append(v)
+                jobs.append((draft, process, np.random.default_rng([cfg["seed"], i, c, di, pi, s])))
+                labels.append((di, pi, s))
+    for (draft, _, _), (di, pi, s), (tokens, parent, prefixes, draws) in zip(jobs, labels, _grow_in_step(rows, jobs, L)):
+        for u, x in enumerate(prefixes):
+            p_row, q_rows = rows.cache[x]
+            nodes["node_tokens"].append(tokens[u]), nodes["node_parent"].append(parent[u])
+            nodes["node_p"].append(store((x, "target"), p_row))
+            nodes["node_q"].append(store((x, draft), q_rows[draft]) if draws[u] else -1)
+            draw_list.extend(draws[u]), draw_counts.append(len(draws[u]))
+        tree_nodes.append(len(tokens))
+        for k, v in zip(meta, (di, pi, s)):
+            meta[k].append(v)
     _save_atomic(shard, key=np.asarray(_build_key(cfg)), ids=np.concatenate(ids), vals=np.concatenate(vals),
                  counts=np.asarray(counts, np.int64), remainder=np.asarray(rem, np.float64),
                  **{k: np.asarray(v, np.int32) for k, v in nodes.items()}, draws=np.asarray(draw_list, np.int32),
