@@ -357,8 +357,18 @@ class _Threads:
         torch.set_num_threads(self.old)
 
 
+_MODELS: dict[str, LoadedModel] = {}
+
+
 def _worker_model(ref) -> LoadedModel:
-    return ref if isinstance(ref, LoadedModel) else load_model(ref)
+    # a worker process loads the model once, not once per task (a load and a fake quantisation
+    # cost more than the forward passes of a context)
+    if isinstance(ref, LoadedModel):
+        return ref
+    if ref not in _MODELS:
+        _MODELS.clear()
+        _MODELS[ref] = load_model(ref)
+    return _MODELS[ref]
 
 
 def _save_atomic(path: Path, **arrays) -> None:
@@ -532,7 +542,7 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
         check_bool(progress, "progress")
     mapper, pool = _mapper(workers)  # TypeError / ValueError naming workers, before any model work
     lm = model if isinstance(model, LoadedModel) else load_model(model)
-    ref = lm if isinstance(model, LoadedModel) else str(lm.path)
+    ref = lm if isinstance(model, LoadedModel) or mapper is map else str(lm.path)  # in process: the loaded model
     for d in drafts:
         kind, bits = parse_drafter(d, lm.n_layers)
         if kind == "quant" and _same_weights(lm.model, _quantized(lm, bits, quant_group)):
