@@ -54,7 +54,8 @@ def main(argv=None) -> int:
     m = json.loads(path.read_text())
     print(json.dumps(dict(manifest=str(path), wall_seconds=round(time.perf_counter() - t0, 1),
                           build_seconds=m["build_seconds"], n_trees=m["n_trees"], data_sha256=m["data_sha256"],
-                          resumed_contexts=m["resumed_contexts"], forward_passes=m["forward_passes"])))
+                          resumed_contexts=m["resumed_contexts"], forward_passes=m["forward_passes"],
+                          forward_seconds=m["forward_seconds"], context_seconds=m["context_seconds"])))
     return 0
 
 

@@ -405,7 +405,32 @@ SPARSE_WHOLE = 1024
 
 
 def _truncate(row: np.ndarray, tail: float, whole_below: int = SPARSE_WHOLE) -> tuple[np.ndarray, np.ndarray, float]:
-    """Smallest most-likely set with mass >= 1 - tail (ids sorted), its values, and the exact remainder."""
+    """Smallest most-likely set with mass >= 1 - tail (ids sorted), its values, and the exact remainder.
+
+    Ties go to the lower id (the order of a stable descending argsort), but only the values are
+    sorted: prefix sums and the remainder depend on the values in that order, not on which of
+    equal values comes first, so they come out bit for bit as from the argsort, in a fraction of
+    its time (:func:`_truncate_argsort` is the reference in the tests).
+    """
+    nnz = int(np.count_nonzero(row))
+    n = row.size
+    desc = np.sort(row)[::-1]
+    if tail > 0:
+        c = np.cumsum(desc)
+        n = min(int(np.searchsorted(c, 1.0 - tail, side="left")) + 1, row.size)
+        if nnz <= max(n, whole_below):
+            n = nnz
+    v = desc[n - 1] if n > 0 else np.inf
+    above = row > v
+    ties = np.flatnonzero(row == v)[:n - int(np.count_nonzero(above))]  # the lowest ids among equal values
+    above[ties] = True
+    keep = np.flatnonzero(above)
+    remainder = float(desc[n:].sum()) if n < nnz else 0.0   # the dropped mass, summed directly
+    return keep.astype(np.int32), row[keep].astype(np.float32), remainder
+
+
+def _truncate_argsort(row: np.ndarray, tail: float, whole_below: int = SPARSE_WHOLE):
+    """:func:`_truncate` through a full stable argsort (the tests' reference)."""
     order = np.argsort(-row, kind="stable")
     nnz = int(np.count_nonzero(row))
     n = row.size
@@ -415,7 +440,7 @@ def _truncate(row: np.ndarray, tail: float, whole_below: int = SPARSE_WHOLE) -> 
         if nnz <= max(n, whole_below):
             n = nnz
     keep = np.sort(order[:n])
-    remainder = float(row[order[n:]].sum()) if n < nnz else 0.0   # the dropped mass, summed directly
+    remainder = float(row[order[n:]].sum()) if n < nnz else 0.0
     return keep.astype(np.int32), row[keep].astype(np.float32), remainder
 
 

@@ -5,9 +5,11 @@ layer k, temperature T2, top-k) grows a draft tree level by level as a draft pro
 :mod:`specsim.drafts` prescribes (``chain``, ``iid:K``, ``swor:K``, ``delayed:d,K``,
 ``fixed:w1,...``, ``topk:...``, ``greedy:K``): every node u at depth d draws its children from
 q(.|c, path(u)), and the target row p(.|c, path(u)) is recorded at every node.  The context goes
-through the model once; its key/value cache is repeated over the prefixes of a tree level, which
-go through in one batched pass of only the drafted tokens (equal lengths, so no padding), and
-rows are cached per prefix within a context.
+through the model once; the trees of a context grow in step (:meth:`specsim.drafts.TreeProcess.grow_steps`),
+so one level's prefixes of all of them go through together: the key/value cache is repeated over
+up to ``batch`` prefixes per pass of only the drafted tokens (equal lengths, so no padding), and
+rows are cached per prefix within a context.  The manifest records the passes, the time inside
+them (``forward_seconds``) and inside the context tasks (``context_seconds``).
 
 Why one module of ~800 lines: building, storing and loading real trees share one stored format
 (the node and row tables written by :func:`build_trees` are what :func:`load_trees` validates);
@@ -147,7 +149,7 @@ class _Rows:
         self.need_hidden = any(k == "early_exit" and v < lm.n_layers for k, v in self.parsed)
         self.cache: dict[tuple[int, ...], tuple[np.ndarray, dict]] = {}
         self.kv = None
-        self.passes = 0
+        self.passes, self.seconds = 0, 0.0  # forward passes and the time inside them
 
     @staticmethod
     def _call(model, ids, past, hidden):
@@ -159,8 +161,11 @@ class _Rows:
     def _forward(self, ids, past):
         import torch
 
+        t = time.perf_counter()
         with torch.no_grad():
-            return self._forward_rows(ids, past)
+            out = self._forward_rows(ids, past)
+        self.seconds += time.perf_counter() - t
+        return out
 
     def _forward_rows(self, ids, past):
         out = self._call(self.lm.model, ids, None if past is None else past["target"], self.need_hidden)
@@ -417,6 +422,7 @@ def _context_task(job):
 
 
 def _context_shard(lm, cfg, i, c, context, shard):
+    t0 = time.perf_counter()
     specs = [_grower(s) for s in cfg["processes"]]
     drafts, L, tail = cfg["drafts"], cfg["L"], cfg["tail"]
     quant = {d: _quantized(lm, v, cfg["quant_group"]) for d in drafts
@@ -456,6 +462,7 @@ def _context_shard(lm, cfg, i, c, context, shard):
                  **{k: np.asarray(v, np.int32) for k, v in nodes.items()}, draws=np.asarray(draw_list, np.int32),
                  draw_counts=np.asarray(draw_counts, np.int64), tree_nodes=np.asarray(tree_nodes, np.int64),
                  **{k: np.asarray(v, np.int32) for k, v in meta.items()}, passes=np.asarray(rows.passes),
+                 pass_seconds=np.asarray(rows.seconds), shard_seconds=np.asarray(time.perf_counter() - t0),
                  context=np.asarray(context, np.int32))
 
 
@@ -629,6 +636,9 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
         whole_below=SPARSE_WHOLE, positions=positions, context_source=context_source,
         prompts=cfg["prompts"], n_trees=int(arrays["tree_offsets"].size - 1), n_rows=int(arrays["remainder"].size),
         forward_passes=int(sum(int(x["passes"]) for x in parts)), build_seconds=round(seconds, 1),
+        # time inside the trees' forward passes and inside the context tasks (shards of a resumed build included)
+        forward_seconds=round(sum(float(x.get("pass_seconds", np.nan)) for x in parts), 1),
+        context_seconds=round(sum(float(x.get("shard_seconds", np.nan)) for x in parts), 1),
         resumed_contexts=int(sum(done)), build_key=key,
         model=dict(file=Path(lm.path).name, sha256=lm.sha256),
         settings=dict(model=_model_note(lm), specsim=__version__, torch=torch.__version__,

@@ -73,6 +73,34 @@ def test_truncation_invariants(row, tail):
     assert abs(dense.sum() - 1) < 1e-12 and _tv(dense, row) <= rem + 1e-6
 
 
+def _extreme_rows():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(4096) * 4
+    yield np.exp(x - x.max()) / np.exp(x - x.max()).sum()            # a real-looking row
+    t = rng.integers(0, 4, 300).astype(float)
+    yield t / t.sum()                                                   # many ties and zeros
+    yield np.full(257, 1 / 257)                                         # all tied
+    yield np.eye(1, 33, 5)[0]                                           # one-hot
+    yield np.array([0.5, 0.0, 0.25, 0.0, 0.25])                         # ties at the cut, zeros
+    yield np.array([1 - 1e-300, 1e-300, 0.0])                           # subnormal-scale entry
+
+
+@pytest.mark.parametrize("tail", [0.0, 1e-4, 0.03, 0.5, 0.999])
+@pytest.mark.parametrize("whole_below", [0, 4, 4096])
+def test_truncation_sorts_values_only_and_matches_the_argsort_bit_for_bit(tail, whole_below):
+    # the fast path keeps the stable argsort's set (ties to the lower id) and its sums' bits
+    for row in _extreme_rows():
+        fast, ref = real._truncate(row, tail, whole_below), real._truncate_argsort(row, tail, whole_below)
+        assert np.array_equal(fast[0], ref[0]) and np.array_equal(fast[1], ref[1]) and fast[2] == ref[2]
+
+
+@settings(max_examples=25)
+@given(st.integers(3, 12).flatmap(distributions), st.floats(0.0, 0.3))
+def test_truncation_matches_the_argsort_on_drawn_rows(row, tail):
+    fast, ref = real._truncate(row, tail, 0), real._truncate_argsort(row, tail, 0)
+    assert np.array_equal(fast[0], ref[0]) and np.array_equal(fast[1], ref[1]) and fast[2] == ref[2]
+
+
 def test_parse_drafter():
     assert real.parse_drafter("early_exit:12") == ("early_exit", 12)
     assert real.parse_drafter("temperature:0.7") == ("temperature", 0.7)
