@@ -205,3 +205,38 @@ def test_a_model_that_ran_with_hidden_states_pickles_for_workers(tiny_llama):
     with torch.no_grad():
         assert torch.equal(copy.model(x).logits, tiny_llama.model(x).logits)
     assert (copy.path, copy.n_layers, copy.V) == (tiny_llama.path, tiny_llama.n_layers, tiny_llama.V)
+
+
+class _ToyRows:
+    """The row source of ``_grow_in_step`` over a toy model pair: rows by prefix, with the calls
+    and the prefixes asked in each call recorded."""
+
+    def __init__(self, target, drafts):
+        self.target, self.drafts, self.cache, self.calls = target, drafts, {}, []
+
+    def ensure(self, prefixes):
+        new = sorted({tuple(x) for x in prefixes} - set(self.cache))
+        self.calls.append(len(new))
+        for x in new:
+            self.cache[x] = (self.target(x), {d: m(x) for d, m in self.drafts.items()})
+
+
+def test_trees_grown_in_step_are_the_trees_grown_one_by_one():
+    # the in-step driver answers many trees' row requests together; each tree must still be the
+    # one its own process and rng draw alone (the toy rows make every prefix's row distinct)
+    from specsim.models import random_model
+
+    target, drafts = random_model(5, 1), {"a": random_model(5, 2), "b": random_model(5, 3)}
+    specs = ["chain", "iid:2", "iid:4", "delayed:1,2", "swor:3"]
+    jobs = [(d, real_trees._grower(s), np.random.default_rng([9, k])) for k, (d, s) in
+            enumerate((d, s) for d in drafts for s in specs)]
+    rows = _ToyRows(target, drafts)
+    got = real_trees._grow_in_step(rows, jobs, 3)
+    for k, (d, s) in enumerate((d, s) for d in drafts for s in specs):
+        process = real_trees._grower(s)
+        one = next(iter(process.grow(3, lambda keys, depth: [drafts[d](x) for x in keys],
+                                     process.sampler(np.random.default_rng([9, k])))))
+        tokens, parent, prefixes, _, draws = one[1], one[2], one[3], one[4], one[5]
+        assert got[k] == (tokens, parent, prefixes, draws)
+        assert all(x in rows.cache for x in prefixes)  # leaves' rows included
+    assert len(rows.calls) <= 3 + 1 + 1  # one call per level (and the leaves), not one per tree and level
