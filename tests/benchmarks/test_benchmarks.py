@@ -28,10 +28,10 @@ def _load_harness():
 harness = _load_harness()
 
 
-def run_benchmark(name: str, tmp_path: Path, *extra: str, env: dict | None = None) -> dict:
+def run_benchmark(name: str, tmp_path: Path, *extra: str, env: dict | None = None, timeout: float = 120) -> dict:
     out = tmp_path / f"{name}.json"
     r = subprocess.run([sys.executable, f"benchmarks/{name}.py", "--quick", "--repeats", "1", "--json", str(out),
-                        *extra], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                        *extra], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "# machine:" in r.stdout and "ratio" in r.stdout
@@ -158,6 +158,22 @@ def test_issue27_goal2(tmp_path):
     assert len(rows) == 2 and all(r["metrics"]["same_certificate_as_per_row"] is True for r in rows)
     assert {r["name"] for r in data["rows"]} >= {"final pass (baseline)", "repeat call (counter stream)",
                                                  "first call, per-row rows (old path)", "first call, counter stream"}
+
+
+def test_real_tree_build(tmp_path):
+    """Goal 7 (quick size): the in-step build and the one-tree-at-a-time growth draw the same trees
+    (the script checks it), each against the time inside the in-step build's forward passes."""
+    pytest.importorskip("transformers")
+    from specsim import real
+    try:
+        real.model_path()
+    except ValueError as e:  # the SmolLM2 wheel is not installed
+        pytest.skip(str(e))
+    data = run_benchmark("real_tree_build", tmp_path, timeout=600)  # loads the real model
+    rows = {r["name"]: r for r in data["rows"]}
+    step = rows["in-step build, context tasks (goal <= 1.1x)"]
+    one = rows["trees one by one, context tasks (previous growth)"]
+    assert step["ratio"] >= 1 and step["metrics"]["passes"] < one["metrics"]["passes"]
 
 
 RUNS = sorted((ROOT / "docs" / "results" / "benchmarks").glob("*.json"))
