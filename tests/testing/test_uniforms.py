@@ -255,3 +255,16 @@ def test_from_rng_sampler_rejects_bad_arguments():
     with pytest.raises(TypeError, match="torch must be a bool"):
         from_rng_sampler(np_token_level, torch="yes")
     assert from_rng_sampler(np_token_level).name == "np_token_level"
+
+
+def test_the_testing_guides_example_runs_and_prints_both_verdicts(capsys):
+    """docs/guide/testing.md, "Exact mode for an unmodified sampler": its block runs verbatim."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "testing.md").read_text(encoding="utf-8")
+    section = text[text.index("### Exact mode for an unmodified sampler"):]
+    block = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    exec(compile(block, "docs/guide/testing.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("token_level") and ": LOSSLESS" in out[0]
+    assert out[1].startswith("swapped_ratio") and ": LOSSY" in out[1]
