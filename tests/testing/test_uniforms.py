@@ -268,3 +268,39 @@ def test_the_testing_guides_example_runs_and_prints_both_verdicts(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("token_level") and ": LOSSLESS" in out[0]
     assert out[1].startswith("swapped_ratio") and ": LOSSY" in out[1]
+
+
+# ----------------------------------------------------------------------------- a real client, unmodified
+def _transformers_call(dtype_name):
+    """transformers' ``_speculative_sampling`` called as it is (torch.rand_like + torch.multinomial
+    on the global generator), in the chain layout."""
+    torch = pytest.importorskip("torch")
+    from specsim.testing.adapters import find_transformers_speculative_sampling
+    fn = find_transformers_speculative_sampling()
+    if fn is None:
+        pytest.skip("transformers' _speculative_sampling is not installed")
+    dtype = getattr(torch, dtype_name)
+
+    def sample(draft, p, q, rng):
+        with np.errstate(divide="ignore"):
+            lp, lq = np.log(p), np.log(q)
+        tokens, n = fn(candidate_input_ids=torch.tensor([list(draft)]), candidate_logits=torch.as_tensor(lq[None], dtype=dtype),
+                       candidate_length=len(draft), new_logits=torch.as_tensor(lp[None], dtype=dtype))
+        return int(n), int(tokens[0, -1])
+    return sample
+
+
+def test_transformers_speculative_sampling_certified_exactly_and_its_boundary_found():
+    """Its logic is lossless given a correct multinomial; and with float32 uniforms (torch.rand_like
+    on the 2^-24 lattice) its test r <= p/q accepts a draft of target probability 0 at r = 0: the
+    impossible mass is exactly 2^-24 q(x) summed over such drafts (no uniforms forced by hand)."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    target, draft = PAIRS[0]
+    cert = check_sampler_exact(from_rng_sampler(_transformers_call("float64"), torch=True), target, draft, L=2)
+    assert cert.lossless, cert
+    from specsim.models import top_k
+    sparse = top_k(random_model(3, 3), 2)
+    bad = check_sampler_exact(from_rng_sampler(_transformers_call("float32"), torch=True), sparse, draft, L=1)
+    p0, q0 = sparse.table(1)[0][0], draft.table(1)[0][0]
+    assert not bad.lossless and bad.impossible_mass == pytest.approx(2.0 ** -24 * q0[p0 == 0].sum(), rel=1e-6)
