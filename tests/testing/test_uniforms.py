@@ -262,7 +262,7 @@ def test_the_testing_guides_example_runs_and_prints_both_verdicts(capsys):
     import re
     from pathlib import Path
     text = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "testing.md").read_text(encoding="utf-8")
-    section = text[text.index("### Exact mode for an unmodified sampler"):]
+    section = text[text.index("## Exact mode for an unmodified sampler"):]
     block = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     exec(compile(block, "docs/guide/testing.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
