@@ -16,7 +16,8 @@ Two checks:
   m tests), with the false-alarm rate, the power, the detectable TV and the most over- and
   under-represented strings in the report;
 * :func:`check_step_exact`, exact: the step draws every random number from a supplied uniform
-  source (``rng.random(size)``); the law of its emission is integrated over the uniforms (exact for
+  source (``rng.random``, ``rng.uniform``, ``rng.integers``, ``rng.choice``: one uniform per value,
+  :class:`~specsim.testing.uniforms.UniformSource`); the law of its emission is integrated over the uniforms (exact for
   threshold rules and inverse-CDF draws, to about #breakpoints x ``tol``; not an enumeration of a
   fixed grid), block by block between the step's LM calls (``method="sequential"``) or by the
   breakpoint-refined product grid of :func:`specsim.testing.check_sampler_exact` over all of them

@@ -39,7 +39,8 @@ other Generator method (``permutation``, ``shuffle``, ``gumbel``, ``exponential`
 one uniform per vocabulary entry, are refused: their breakpoints are not axis-aligned, use
 :func:`~specsim.testing.check_sampler`), ``choice`` of more than one value without replacement,
 and anything that draws from torch's global generator or numpy's legacy global state behind the
-adapter's back (detected by comparing their states before and after the call).  A refusal the
+adapter's back (detected by comparing their states before and after the call; torch's CPU
+generator only).  A refusal the
 sampler catches still fails the run.  Not seen: generators the sampler creates itself
 (``np.random.default_rng()``, its own ``torch.Generator`` used with an unrouted call), and torch
 functions imported by name before the call (``from torch import rand``).
@@ -278,11 +279,16 @@ class routed_torch:
         digits = _DIGITS.get(str(dt), 53)
         return torch.as_tensor(_lattice(self._src.take(n), digits), dtype=torch.float64).to(dt)
 
-    def rand(self, *size, generator=None, dtype=None, device=None, requires_grad=False, **kw):
+    def rand(self, *size, generator=None, dtype=None, device=None, requires_grad=False, out=None, **kw):
         shape = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
         shape = tuple(kw.pop("size", shape))
-        vals = self._values(_count(shape), dtype).reshape(shape)
-        return vals.to(device) if device is not None else vals
+        if kw:
+            raise TypeError(f"torch.rand: unexpected arguments {sorted(kw)}")
+        vals = self._values(_count(shape), dtype if out is None else out.dtype).reshape(shape)
+        if out is not None:
+            out.resize_(shape).copy_(vals)
+            return out
+        return (vals.to(device) if device is not None else vals).requires_grad_(requires_grad)
 
     def rand_like(self, t, dtype=None, device=None, **kw):
         vals = self._values(t.numel(), dtype or t.dtype).reshape(t.shape)

@@ -188,6 +188,18 @@ def test_torch_multinomial_is_the_inverse_cdf_of_the_normalised_row():
             torch.multinomial(bad, 1)
 
 
+def test_torch_uniform_randint_and_out_consume_one_uniform_per_value():
+    torch = pytest.importorskip("torch")
+    src = UniformSource([0.5, 0.25, 0.75, 0.1, 0.95, 0.0, 0.4])
+    with routed_torch(src):
+        buf = torch.empty(2, dtype=torch.float64)
+        assert torch.rand(2, out=buf, dtype=torch.float64) is buf and buf.tolist() == [0.5, 0.25]
+        assert torch.empty(1, dtype=torch.float64).uniform_(2.0, 6.0).tolist() == [5.0]
+        assert torch.randint(10, (2,)).tolist() == [1, 9] and torch.randint(3, 5, (1,)).tolist() == [3]
+        assert torch.rand_like(torch.zeros(1, dtype=torch.float64)).tolist() == [0.4]
+    assert src.used == 7
+
+
 def test_routed_torch_restores_everything():
     torch = pytest.importorskip("torch")
     before = (torch.rand, torch.multinomial, torch.randn, "multinomial" in torch.Tensor.__dict__,
