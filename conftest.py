@@ -26,6 +26,7 @@ collect_ignore = [
     "specsim/testing/adapters.py",  # torch and transformers
     "specsim/testing/language_models.py",  # torch and transformers
     "specsim/testing/engines.py",   # torch
+    "specsim/testing/uniforms.py",  # torch (routed_torch's example)
 ]
 
 

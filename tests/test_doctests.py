@@ -22,6 +22,7 @@ MODULES = {
     "specsim.testing.adapters": ("torch", "transformers"),
     "specsim.testing.language_models": ("torch", "transformers"),
     "specsim.testing.engines": ("torch",),
+    "specsim.testing.uniforms": ("torch",),
 }
 
 

@@ -10,6 +10,8 @@ you have                                report (returns)                 raises 
 an exact law ``verifier(draft, p, q)``  :func:`specsim.check_lossless`   :func:`assert_lossless`          ``lossless_check``
 a sampler ``fn(draft, p, q, rng)``      :func:`check_sampler`            :func:`assert_sampler_lossless`  ``sampler_check``
 a sampler taking its uniforms           :func:`check_sampler_exact`      --                               --
+an unmodified sampler, exactly          :func:`check_sampler_exact` on   --                               --
+                                        :func:`from_rng_sampler`
 a whole step (drafting + verification)  :func:`check_step`               --                               ``step_check``
 a step taking its uniforms              :func:`check_step_exact`         --                               --
 a batched engine (vLLM, FlashInfer...)  :func:`check_sampler` on         --                               ``sampler_check``
@@ -23,13 +25,15 @@ an engine's whole generations           :func:`check_generation` (vs     --     
                                         logprobs)
 ======================================  ===============================  ===============================  ==================
 
-Starting points: :func:`from_verifier` (a verifier as a sampler), :func:`step_from_verifier`,
+Starting points: :func:`from_verifier` (a verifier as a sampler), :func:`from_rng_sampler` (a
+sampler drawing from numpy's or torch's RNG, its draws routed through injected uniforms),
+:func:`step_from_verifier`,
 :func:`torch_batch_sampler`, :func:`transformers_sampler`, :class:`BatchSampler`, and
 :func:`default_instance` (the model pair each check's stated power refers to).  Errors:
 :class:`LossyVerifierError`, :class:`SamplerError` (with :class:`EngineOutputError`, output an
 engine cannot have meant) and :class:`InconclusiveCheckError` (too little data to decide).
 
-The back rooms, imported from their modules: :mod:`.engines` (vLLM, FlashInfer, SGLang,
+The back rooms, imported from their modules: :mod:`.uniforms` (the injected-uniform random source), :mod:`.engines` (vLLM, FlashInfer, SGLang,
 transformers layouts), :mod:`.stats` (the chi-square's power planning and failure reports),
 :mod:`.strategies` (Hypothesis strategies), :mod:`.language_models` (toy and transformers LMs),
 :mod:`.selftest` (the suite tested on known-broken implementations: its :mod:`~.selftest.mutants`,
@@ -51,6 +55,7 @@ _EXPORTS = {
     "properties": ("check_engine_properties", "EngineReport"),
     "engines": ("EngineAdapter", "EngineOutputError"),
     "adapters": ("from_verifier", "torch_batch_sampler", "transformers_sampler"),
+    "uniforms": ("from_rng_sampler",),
     "selftest.power": ("default_instance",),
     "generation": ("check_generation",),
 }

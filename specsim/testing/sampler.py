@@ -611,6 +611,10 @@ def check_sampler_exact(sample_fn, target: Model, draft_model: Model, L: int, n_
     mass 2^-24 per uniform in the law.  Impossible strings: any emitted mass on a string of target
     probability 0 fails, however small (``impossible_mass``, as in :func:`specsim.exact.check_lossless`).
 
+    A sampler written for :func:`check_sampler`, drawing from its ``rng`` (``random``, ``choice(p=)``,
+    ``integers``) or torch's (``torch.rand``, ``torch.multinomial``...), is certified unmodified
+    through :func:`~specsim.testing.from_rng_sampler`, which routes those draws to u.
+
     Parameters: ``sample_fn(draft_tokens, p, q, u) -> (accepted, token)``, or with ``drafting``
     (a tree process such as ``iid_paths(2)``) ``sample_fn(tree, u) -> (node, token)``, integrated
     over u per enumerated tree; ``u`` holds ``n_uniforms`` values (default: the number of draft

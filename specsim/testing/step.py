@@ -16,7 +16,8 @@ Two checks:
   m tests), with the false-alarm rate, the power, the detectable TV and the most over- and
   under-represented strings in the report;
 * :func:`check_step_exact`, exact: the step draws every random number from a supplied uniform
-  source (``rng.random(size)``); the law of its emission is integrated over the uniforms (exact for
+  source (``rng.random``, ``rng.uniform``, ``rng.integers``, ``rng.choice``: one uniform per value,
+  :class:`~specsim.testing.uniforms.UniformSource`); the law of its emission is integrated over the uniforms (exact for
   threshold rules and inverse-CDF draws, to about #breakpoints x ``tol``; not an enumeration of a
   fixed grid), block by block between the step's LM calls (``method="sequential"``) or by the
   breakpoint-refined product grid of :func:`specsim.testing.check_sampler_exact` over all of them
@@ -40,6 +41,7 @@ from .report import ChiSquareCheck
 from .sampler import MAX_JOINT_CELLS, SamplerError, _integrate
 from .stats import StringCount, SubTest, complete_with_target, goodness_of_fit, largest_residuals
 from .language_models import ToyLM, _as_prefix, toy_lm
+from .uniforms import UniformSource, _too_many
 from .selftest.power import STEP_CONTEXT, default_instance
 
 __all__ = ["StringCount", "StepCheck", "StepCertificate", "check_step", "check_step_exact",
@@ -121,6 +123,9 @@ def _run_step(step, call: str, args, V: int, max_tokens: int) -> tuple[int, ...]
         raise
     except Exception as exc:  # re-raised with the call that caused it
         raise SamplerError(f"{call} raised {type(exc).__name__}: {exc}") from exc
+    refused = getattr(args[3], "refused", None)  # a refused draw the step caught is still a failure
+    if refused is not None:
+        raise SamplerError(f"{call}: {refused}")
     return _emission(out, call, V, max_tokens)
 
 
@@ -276,79 +281,6 @@ def step_from_verifier(verifier, L: int):
 
     step.name = f"step({verifier.name}, L={L})"
     return step
-
-
-# ----------------------------------------------------------------------------- exact mode
-class UniformSource(np.random.Generator):
-    """The random source handed to a step by :func:`check_step_exact`: ``random(size=None)``
-    returns the next uniforms of a fixed vector u in [0,1)^m (a float, or an array of ``size``),
-    in the order asked for.  It is a ``numpy.random.Generator`` so that code checking its type
-    accepts it, but every other method raises :class:`SamplerError` (their draws would not be
-    integrated), as does asking for more than m uniforms.
-
-    >>> from specsim.testing.step import UniformSource
-    >>> src = UniformSource([0.25, 0.5, 0.75])
-    >>> src.random(), src.random(2).tolist()
-    (0.25, [0.5, 0.75])
-    """
-
-    def __init__(self, u):
-        super().__init__(_NO_BITS)
-        self._u = np.asarray(u, dtype=np.float64)
-        self._n = self._u.size
-        self._floats = self._u.tolist()  # scalar draws read Python floats (no numpy scalar per draw)
-        self.used = 0
-
-    def __getattr__(self, name):  # reached only for names Generator does not have either
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise _not_random(name)
-
-    def _short(self, total: int):
-        """The step asked for ``total`` uniforms, more than u holds."""
-        raise _too_many(self._n)
-
-    def random(self, size=None, dtype=np.float64, out=None):
-        i = self.used
-        if size is None:
-            if i >= self._n:
-                self._short(i + 1)
-            self.used = i + 1
-            return self._floats[i]
-        k = size if type(size) is int else int(np.prod(size))
-        if i + k > self._n:
-            self._short(i + k)
-        self.used = i + k
-        vals = self._u[i:i + k]
-        return vals.copy() if type(size) is int else vals.reshape(size).copy()
-
-
-#: The bit generator every UniformSource is built on; never drawn from (only ``random`` is
-#: reachable), so one instance serves all and none is seeded per call.
-_NO_BITS = np.random.PCG64(0)
-
-
-def _not_random(name: str) -> SamplerError:
-    return SamplerError(f"the step called rng.{name}; check_step_exact supplies uniforms through "
-                        f"rng.random(size) only")
-
-
-def _refuse(name: str) -> property:
-    def get(self):
-        raise _not_random(name)
-    return property(get)
-
-
-# every public Generator attribute but ``random`` raises on access (cheaper than a __getattribute__
-# hook, which every attribute read inside ``random`` would pay)
-for _name in dir(np.random.Generator):
-    if not _name.startswith("_") and _name != "random":
-        setattr(UniformSource, _name, _refuse(_name))
-del _name
-
-
-def _too_many(n_uniforms: int) -> SamplerError:
-    return SamplerError(f"the step asked for more than n_uniforms = {n_uniforms} uniforms")
 
 
 # ----------------------------------------------------------------------------- sequential integration

@@ -42,6 +42,31 @@ def test_sampler(sampler_check):
     res.assert_outcomes(passed=1)
 
 
+def test_sampler_check_failure_prints_one_report_the_instance_and_a_reproduce_line(pytester):
+    pytester.makepyfile(test_user='''
+from specsim.models import random_model
+from specsim.testing import default_instance, from_verifier
+from specsim.testing.selftest.mutants import CHAIN_MUTANTS
+
+def test_named_pair(sampler_check):
+    sampler_check(from_verifier(CHAIN_MUTANTS["residual_from_target"].verifier), random_model(3, 0),
+                  random_model(3, 1), L=2, n=3000, seed=7)
+
+def test_default_pair(sampler_check):
+    sampler_check(from_verifier(CHAIN_MUTANTS["residual_from_target"].verifier), *default_instance(), n=3000)
+''')
+    res = pytester.runpytest_subprocess(*_plugin_args(), "-q")
+    res.assert_outcomes(failed=2)
+    res.stdout.fnmatch_lines(["*residual_from_target*FAIL*",
+                              "*instance: target = random(V=3, seed=0, c=1), draft_model = random(V=3, seed=1, c=1), "
+                              "L = 2, n = 3000, context = ()",
+                              "*reproduce: python -m pytest test_user.py::test_named_pair   (seed = 7)",
+                              "*instance: default_instance() = (target = random(V=4*",
+                              "*reproduce: python -m pytest test_user.py::test_default_pair   (seed = 0)"])
+    body = res.stdout.str().split("short test summary")[0]  # the summary repeats messages (in full under CI)
+    assert body.count("reproduce:") == 2 and body.count("FAIL at false-alarm") == 2  # one report per test
+
+
 HYPOTHESIS_SAMPLER_TEST = '''
 import numpy as np
 from specsim.testing import BatchSampler
@@ -79,7 +104,8 @@ def test_sampler_check_hypothesis_mode(pytester, residual, ok):
     else:
         res.assert_outcomes(failed=1)
         res.stdout.fnmatch_lines(["*FAIL*", "*most over-represented completed strings*", "*instance: Case(ModelPair*",
-                                  "*rows along*", "*p0 = (*q0 = (*"])
+                                  "*rows along*", "*p0 = (*q0 = (*",
+                                  "*reproduce: python -m pytest test_user.py::test_sampler"])
 
 
 STEP_TEST = '''
@@ -105,4 +131,6 @@ def test_step_check_fixture_on_the_default_instance(pytester):
     res = pytester.runpytest_subprocess(*_plugin_args(), "-q")
     res.assert_outcomes(passed=1, failed=1)
     res.stdout.fnmatch_lines(["*step(block_token_residual, L=2) [[]V=4, horizon=3, n=9000[]]: FAIL*",
-                              "*most over-represented*"])
+                              "*most over-represented*",
+                              '*instance: default_instance("step", max_tokens=3) = (target = random(V=4*',
+                              "*reproduce: python -m pytest test_user.py::test_block_token_residual_step*"])

@@ -1,7 +1,7 @@
 """vLLM's real rejection samplers (v1 and model runner v2) through the layout adapters: the law passes
 check_sampler and check_engine_properties flags the faults found by hand in vLLM 0.33.0 (issue 13).
 Each test asserts the exact set of broken properties, so a fix upstream shows as a changed test.
-Skipped unless vllm is importable (install: docs/results/engine_verdicts.md).
+Skipped unless vllm is importable (install: docs/engines.md, "vLLM rejection samplers").
 
 Without a CUDA device the kernels run under the Triton interpreter, with two test-side settings:
 * ``CUDA_VISIBLE_DEVICES=""`` before vllm is imported: vLLM otherwise finds no active Triton driver
