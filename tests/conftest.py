@@ -6,6 +6,7 @@ example database, so a failure is reported under the seed that drew it, not repl
 seeds.  Tests that pin ``max_examples`` with ``@settings`` keep their own count under every profile.
 The doctest namespace is set in the root conftest.py.
 """
+import json
 import os
 import subprocess
 import sys
@@ -30,16 +31,31 @@ settings.load_profile(_profile)
 def quick_figures(tmp_path_factory):
     """``python -m paper_figs --quick`` run once per session: (its output folder, its stdout, the
     files of the paper_figs package before and after).  The figure test checks what it wrote, and
-    the docs build takes its figures from it instead of drawing them again."""
+    the docs build takes its figures from it instead of drawing them again.  Under pytest-xdist
+    (``-n``) the workers share one run: the first draws, the others wait on a lock and read it."""
     pytest.importorskip("matplotlib")
     root = Path(__file__).resolve().parents[1]
 
     def package_files():
-        return sorted(p.relative_to(root) for p in (root / "paper_figs").rglob("*") if "__pycache__" not in p.parts)
+        return sorted(str(p.relative_to(root)) for p in (root / "paper_figs").rglob("*") if "__pycache__" not in p.parts)
 
-    out = tmp_path_factory.mktemp("quick_figures")
-    before = package_files()
-    r = subprocess.run([sys.executable, "-m", "paper_figs", "--quick", "--out", str(out)], cwd=root,
-                       capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(root)})
-    assert r.returncode == 0, r.stdout + r.stderr
-    return out, r.stdout, before, package_files()
+    def draw(out):
+        before = package_files()
+        r = subprocess.run([sys.executable, "-m", "paper_figs", "--quick", "--out", str(out)], cwd=root,
+                           capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(root)})
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout, before, package_files()
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # not distributed
+        out = tmp_path_factory.mktemp("quick_figures")
+        return (out, *draw(out))
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent  # this session's folder, common to its workers
+    out, record = shared / "quick_figures", shared / "quick_figures.json"
+    with FileLock(str(shared / "quick_figures.lock")):
+        if not record.is_file():
+            out.mkdir()
+            record.write_text(json.dumps(draw(out)))
+    stdout, before, after = json.loads(record.read_text())
+    return out, stdout, before, after
