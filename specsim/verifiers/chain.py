@@ -144,15 +144,29 @@ def _next_weight(w: np.ndarray, r: np.ndarray) -> np.ndarray:
         return np.where((w > 0) & (r > 0), np.minimum(1.0, w * r), 0.0)
 
 
-def _block_level(w: np.ndarray, p: np.ndarray, q: np.ndarray):
+def _row_sums(x: np.ndarray) -> np.ndarray:
+    """Sums over the last axis for the level-wise law: ndarray.sum reduces a short contiguous
+    axis one row at a time (35x slower than adding the columns at V = 4, 16384 rows; einsum is
+    4x faster at V = 16).  The rounding may differ from sum's by an ulp."""
+    if x.shape[-1] > 8:
+        return np.einsum("...v->...", x)
+    s = x[..., 0].copy()
+    for j in range(1, x.shape[-1]):
+        s += x[..., j]
+    return s
+
+
+def _block_level(w: np.ndarray, p: np.ndarray, q: np.ndarray, row_sums=None):
     """One level of block verification for rows p, q [..., V] and weights w [...]: the excess
     (w p - q)_+ [..., V], the stop probability h = Z / sum (q - w p)_+ (1 when that deficit is
-    0) and Z, the excess's sum.  Z + 1 - w equals the deficit exactly; summing the deficit
-    directly avoids the cancellation of 1 - w when w rounds to 1 and Z is tiny."""
+    0) and Z, the excess's sum (``row_sums``, default ``ndarray.sum`` over the last axis).
+    Z + 1 - w equals the deficit exactly; summing the deficit directly avoids the cancellation
+    of 1 - w when w rounds to 1 and Z is tiny."""
     diff = w[..., None] * p - q
     excess = np.maximum(diff, 0.0)
-    Z = excess.sum(axis=-1)
-    deficit = np.maximum(-diff, 0.0).sum(axis=-1)
+    row_sums = row_sums or (lambda x: x.sum(axis=-1))
+    Z = row_sums(excess)
+    deficit = row_sums(np.maximum(-diff, 0.0))
     return excess, np.where(deficit > 0, np.minimum(1.0, Z / np.where(deficit > 0, deficit, 1.0)), 1.0), Z
 
 
@@ -189,7 +203,7 @@ def _block_process_law(drafting, target, draft_model, L: int, emitted, depth_mas
     w, Q = np.ones(1), np.ones(1)
     levels = []  # (h_i, excess rows, their sums) of every prefix of length i < L
     for i in range(L):
-        excess, h, Z = _block_level(w, ptab[i], qtab[i])
+        excess, h, Z = _block_level(w, ptab[i], qtab[i], _row_sums)
         levels.append((np.ones(1) if i == 0 else h, excess, Z))
         w = _next_weight(np.repeat(w, V), _ratio(ptab[i], qtab[i]).ravel())  # prefix s t at s V + t
         Q = (Q[:, None] * qtab[i]).ravel()
@@ -198,7 +212,7 @@ def _block_process_law(drafting, target, draft_model, L: int, emitted, depth_mas
     depth_mass[L] += stop.sum()
     emitted[L + 1] += (stop[:, None] * ptab[L]).ravel()
     for i in range(L - 1, -1, -1):
-        G = (G * (1.0 - h_next)).reshape(-1, V).sum(axis=1)
+        G = _row_sums((G * (1.0 - h_next)).reshape(-1, V))
         h_next, excess, Z = levels[i]
         stop = h_next * G
         depth_mass[i] += stop.sum()
