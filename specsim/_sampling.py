@@ -56,4 +56,11 @@ def draw_token(dist, rng: np.random.Generator) -> int:
     >>> draw_token([0.0, 0.25, 0.0, 0.75], np.random.default_rng(1))
     3
     """
-    return int(draw_rows(np.asarray(dist, dtype=np.float64)[None, :], rng)[0])
+    w = np.maximum(np.asarray(dist, dtype=np.float64), 0.0)
+    c = np.cumsum(w)
+    if not (w.ndim == 1 and w.size and c[-1] > 0):  # draw_rows raises its error (before drawing)
+        return int(draw_rows(w[None, :], rng)[0])
+    # draw_rows on one row without its [N, V] broadcasting: about 3x faster on the small rows of
+    # the exact step checks, which draw once per evaluated point (same uniform, same comparisons)
+    y = int(np.count_nonzero(c <= rng.random(1)[0] * c[-1]))
+    return y if y < w.size else int(np.flatnonzero(w > 0)[-1])

@@ -239,7 +239,10 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
         items = tqdm(items, desc=f"enumerating drafts ({verifier.name})", leave=False)
     batch, rule = verifier.batch_law, verifier.node_rule
     path = verifier.path_model(target, draft_model, L, drafting) if verifier.path_model is not None else None
-    if verifier.kind == "chain" and batch is not None and hasattr(drafting, "arrays"):
+    if (verifier.kind == "chain" and verifier.process_law is not None and  # prefix-shared, level by level
+            (n := verifier.process_law(drafting, target, draft_model, L, emitted, depth_mass)) is not None):
+        pass
+    elif verifier.kind == "chain" and batch is not None and hasattr(drafting, "arrays"):
         n = _accumulate_batch(batch, drafting.arrays(target, draft_model, L), emitted, depth_mass, atol)
     elif path is not None:
         n = _accumulate_batch(path[0].batch_law, path[1], emitted, depth_mass, atol)

@@ -461,8 +461,22 @@ class SamplerCertificate(Certificate):
         return "\n".join(lines)
 
 
+def _cell_points(edges: list, old) -> list:
+    """One lattice point per cell [edges[i], edges[i+1]): the point of ``old`` inside it if any
+    (a cell holds at most one: the cells refine those ``old`` was chosen for), else its lower
+    middle."""
+    old = iter(sorted(old))
+    r = next(old, None)
+    pts = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        while r is not None and r < a:
+            r = next(old, None)
+        pts.append(r if r is not None and r < b else (a + b - 1) // 2)
+    return pts
+
+
 def _integrate(f, m: int, grid: int, tol: float, *, points: int | None = None, dtype=np.float64,
-               boundary: list | None = None) -> tuple[dict, int]:
+               boundary: list | None = None, keep_points: bool = False) -> tuple[dict, int]:
     """Integrate a piecewise-constant f over uniforms u on the lattice {k / K : 0 <= k < K}^m.
 
     K = ``points`` (``None``: ceil(1 / ``tol``), the lattice standing for [0, 1)); u is passed to
@@ -476,6 +490,11 @@ def _integrate(f, m: int, grid: int, tol: float, *, points: int | None = None, d
     ``points`` is ``None``, the exact float64 boundary inside each located lattice step
     (bisection to adjacent floats, once per axis, edge and pair of outputs) where the output
     there differs from both sides.
+
+    ``keep_points``: a cell split by a new edge keeps its evaluated point in the part that holds
+    it (only the other parts get their lower middle), so a pass re-evaluates the product grid
+    only on the slabs of the new parts; the edges and the law are those of the default (every
+    cell at its lower middle, which the reported ``boundary`` points are built from).
 
     Returns: ``(law, evaluations)``, law mapping each output to its lattice measure.
     """
@@ -500,8 +519,9 @@ def _integrate(f, m: int, grid: int, tol: float, *, points: int | None = None, d
         return cache[key]
 
     call = lambda ks: call_u([k / K for k in ks])
+    mids = [[] for _ in range(m)]
     while True:
-        mids = [[(a + b - 1) // 2 for a, b in zip(e[:-1], e[1:])] for e in edges]
+        mids = [_cell_points(e, old if keep_points else ()) for e, old in zip(edges, mids)]
         shape = tuple(len(mm) for mm in mids)
         out = np.empty(shape, dtype=np.int64)
         for idx in itertools.product(*(range(s) for s in shape)):

@@ -116,7 +116,18 @@ def _emission(out, call: str, V: int, max_tokens: int) -> tuple[int, ...]:
     return tuple(int(t) for t in out)
 
 
-def _run_step(step, call: str, args, V: int, max_tokens: int) -> tuple[int, ...]:
+class _AtUniforms:
+    """``"<name> at uniforms [...]"``, formatted only if a message needs it (the exact checks run
+    the step ~10^4 times and rounding u for every call cost a few percent)."""
+
+    def __init__(self, name: str, u):
+        self.name, self.u = name, u
+
+    def __str__(self) -> str:
+        return f"{self.name} at uniforms {np.round(self.u, 6).tolist()}"
+
+
+def _run_step(step, call, args, V: int, max_tokens: int) -> tuple[int, ...]:
     try:
         out = step(*args)
     except SamplerError:
@@ -283,6 +294,12 @@ def step_from_verifier(verifier, L: int):
     return step
 
 
+#: Both integrations keep a split cell's evaluated point (:func:`specsim.testing.sampler._integrate`,
+#: ``keep_points``): a sixth fewer runs of the step for block verification at V = 3, L = 3; the
+#: tests set it False to compare with the reference (every cell at its lower middle).
+_KEEP_POINTS = True
+
+
 # ----------------------------------------------------------------------------- sequential integration
 class _BlockEnd(BaseException):
     """Ends a run inside the step: the block being integrated reached an LM call (``label``).  A
@@ -327,6 +344,24 @@ class _TracedLM(ToyLM):
         return super().__call__(prefixes)
 
 
+#: Above this many (own, other) pairs the gaps come from a k-d tree (the final block of a step
+#: holds ~10^3 points, so the pairwise table was a fifth of check_step_exact's time at L = 3).
+_PAIRWISE_GAPS = 1 << 16
+
+
+def _gaps(own: np.ndarray, others: np.ndarray, tree: bool | None = None) -> np.ndarray:
+    """For each row of ``own``, its max-norm distance to the nearest row of ``others`` (exact in
+    both paths: the k-d tree's Chebyshev distance is the same max of |differences|, and with
+    eps = 0 its nearest neighbour is exact); ``tree`` None picks by size."""
+    if tree is None:
+        tree = len(own) * len(others) > _PAIRWISE_GAPS
+    if tree:
+        from scipy.spatial import cKDTree
+        return cKDTree(others).query(own, k=1, p=np.inf)[0]
+    return np.concatenate([np.abs(own[i:i + 256, None, :] - others[None]).max(axis=2).min(axis=1)
+                           for i in range(0, len(own), 256)])
+
+
 def _representatives(points: dict, label, k: int):
     """Two points (first ``k`` coordinates) of the region with ``label``: ``rep``, the evaluated
     point farthest (max norm) from every point of another label, and ``alt``, the evaluated point
@@ -335,10 +370,7 @@ def _representatives(points: dict, label, k: int):
     others = [v[:k] for lab, vs in points.items() if lab != label for v in vs]
     rep = own[0]
     if others:
-        O = np.array(others)
-        gap = np.concatenate([np.abs(own[i:i + 256, None, :] - O[None]).max(axis=2).min(axis=1)
-                              for i in range(0, len(own), 256)])
-        rep = own[int(gap.argmax())]
+        rep = own[int(_gaps(own, np.array(others)).argmax())]
     far = np.abs(own - rep).max(axis=1)
     return rep, (own[int(far.argmax())] if far.max() > 0 else None)
 
@@ -375,7 +407,7 @@ class _SequentialLaw:
         self.evaluations += 1
         self._source, self._start = _BlockSource(u, self.M), start
         try:
-            return ("out", _run_step(self.step, f"{self.name} at uniforms {np.round(u, 6).tolist()}",
+            return ("out", _run_step(self.step, _AtUniforms(self.name, u),
                                      (self.ctx, self.tlm, self.dlm, self._source), self.V, self.m))
         except _BlockEnd as end:
             return end.label
@@ -396,7 +428,8 @@ class _SequentialLaw:
                 return lab
 
             try:
-                law = {f(np.empty(0)): 1.0} if d == 0 else _integrate(f, d, self.grid, self.tol)[0]
+                law = {f(np.empty(0)): 1.0} if d == 0 else \
+                    _integrate(f, d, self.grid, self.tol, keep_points=_KEEP_POINTS)[0]
             except _NeedMore as more:
                 d = more.total - prefix.size
                 continue
@@ -531,10 +564,10 @@ def check_step_exact(step, target: Model | None = None, draft_model: Model | Non
         tlm, dlm = toy_lm(target), toy_lm(draft_model)
 
         def f(u):
-            return _run_step(step, f"{name} at uniforms {np.round(u, 6).tolist()}",
+            return _run_step(step, _AtUniforms(name, u),
                              (ctx, tlm, dlm, UniformSource(u)), V, m)
 
-        law, evals = _integrate(f, M, grid, tol)
+        law, evals = _integrate(f, M, grid, tol, keep_points=_KEEP_POINTS)
     shifted = target.shifted(ctx)
     P = shifted.joint(m)
     C = np.zeros(V ** m)

@@ -173,10 +173,12 @@ class Verifier:
     optional: ``path_model(target, draft_model, L, drafting)`` returns ``(chain verifier,
     (drafts [N, L], Q [N], p [N, L+1, V], q [N, L, V]))`` when, on that process, the verifier's
     law is the chain verifier's on one path of law Q verified with rows q, else ``None``);
-    ``process_law`` (tree only, optional: ``process_law(drafting, target, draft_model, L,
-    emitted, depth_mass)`` adds the verifier's whole output law on that process into the engine's
-    accumulators by a summation of the verifier's own (for example over node states) and returns
-    the number of evaluations, or returns ``None`` when it does not apply to the process).
+    ``process_law`` (optional: ``process_law(drafting, target, draft_model, L, emitted,
+    depth_mass)`` adds the verifier's whole output law on that process into the engine's
+    accumulators by a summation of the verifier's own (over node states for a tree verifier,
+    over prefixes level by level for a chain verifier, which the engine then prefers to
+    ``batch_law``) and returns the number of evaluations (drafts, for a chain verifier), or
+    returns ``None`` when it does not apply to the process).
 
     Returns (calling it): ``list[Outcome]``; :meth:`sample` returns ``(accepted, token)``.
 
@@ -217,7 +219,7 @@ class Verifier:
             value = getattr(self, attr)
             if value is not None and not callable(value):
                 raise TypeError(f"{attr} of verifier {self.name!r} must be callable or None, got {value!r}")
-        for attr in ("node_rule", "path_model", "process_law"):
+        for attr in ("node_rule", "path_model"):
             if getattr(self, attr) is not None and self.kind != "tree":
                 raise ValueError(f"{attr} is for tree verifiers; {self.name!r} is a chain verifier")
         if not isinstance(self.lossless, bool):

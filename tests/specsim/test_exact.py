@@ -1,9 +1,12 @@
 """The exact engine: output law bookkeeping, contexts, draft-tree validation, certificate fields."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import specsim as s
 from specsim.drafts import DraftTree
+from specsim.exact import completed_law
+from specsim.testing.strategies import adversarial_pairs, model_pairs
 
 
 def _pair(V=3, seed=0):
@@ -135,3 +138,71 @@ def test_completed_law_sums_to_one_and_its_target_is_the_joint_law():
     C, P = s.exact.completed_law(s.output_law(s.hsd_released, t, d, 2, context=(1,)), t.shifted((1,)))
     assert C.sum() == pytest.approx(1.0, abs=1e-13)
     assert np.array_equal(P, t.shifted((1,)).joint(3))
+
+
+# ----------------------------------------------------------------------------- block's level-wise law
+def _per_draft(verifier):
+    """The verifier with its process_law removed: the engine's per-draft batch path, the reference."""
+    import dataclasses
+    return dataclasses.replace(verifier, process_law=None)
+
+
+def _assert_level_law_matches_per_draft(t, d, L, context=()):
+    """Block verification's prefix-shared law (process_law) against the per-draft batch law: the
+    same terms summed in another order, so the law and every certificate field agree to 1e-15
+    (the verdict, the draft count and any impossible string exactly)."""
+    new, ref = s.output_law(s.block, t, d, L, context=context), s.output_law(_per_draft(s.block), t, d, L,
+                                                                              context=context)
+    assert new.n_drafts == ref.n_drafts
+    for m in ref.emitted:
+        assert np.abs(new.emitted[m] - ref.emitted[m]).max() <= 2e-15, m
+    a, b = s.check_lossless(s.block, t, d, L, context=context), s.check_lossless(_per_draft(s.block), t, d, L,
+                                                                                context=context)
+    assert (a.lossless, a.n_drafts, a.impossible_string) == (b.lossless, b.n_drafts, b.impossible_string)
+    for f in ("max_abs_error", "tv", "expected_accepted", "block_efficiency", "impossible_mass"):
+        assert abs(getattr(a, f) - getattr(b, f)) <= 1e-15, f
+    # C on all of V^{L+1} (the worst sequence of a lossless certificate is the argmax of rounding noise)
+    shifted = t.shifted(context)
+    assert np.abs(completed_law(new, shifted)[0] - completed_law(ref, shifted)[0]).max() <= 1e-15
+    assert np.abs(a.accepted_at_least - b.accepted_at_least).max() <= 1e-15
+    return a
+
+
+@pytest.mark.parametrize("V,L,concentration,stream", [(3, 4, 0.1, "generator"), (4, 6, 1.0, "counter"),
+                                                       (16, 3, 1.0, "counter"), (5, 3, 20.0, "generator")])
+def test_block_level_law_matches_the_per_draft_law(V, L, concentration, stream):
+    """Peaked (0.1: near one-hot), flat (20) and generic rows, up to V^L = 4096 drafts."""
+    t = s.random_model(V, 5, concentration, stream=stream)
+    d = s.random_model(V, 6, concentration, stream=stream)
+    assert _assert_level_law_matches_per_draft(t, d, L).lossless
+    _assert_level_law_matches_per_draft(t, d, 2, context=(1, 0))
+
+
+def test_block_level_law_matches_the_per_draft_law_at_extreme_rows():
+    """Rows with subnormal, zero, tied and one-hot entries, q = p and drafts of probability 0."""
+    tiny = 5e-324
+    rows = [np.array([1.0, 0.0, 0.0]), np.array([1 - 2 * tiny, tiny, tiny]), np.full(3, 1 / 3),
+            np.array([0.5, 0.5, 0.0]), np.array([0.0, 1 - 1e-15, 1e-15])]
+
+    def table(shift):
+        return s.Model(lambda prefix: rows[(sum(prefix) * 7 + len(prefix) + shift) % len(rows)], 3, f"rows{shift}")
+    for shift in range(3):
+        _assert_level_law_matches_per_draft(table(0), table(shift), 3)
+    _assert_level_law_matches_per_draft(table(1), table(1), 3)  # q = p: every draft accepted
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=st.one_of(model_pairs(), adversarial_pairs()), L=st.integers(1, 3))
+def test_block_level_law_matches_the_per_draft_law_on_drawn_pairs(pair, L):
+    _assert_level_law_matches_per_draft(pair.target, pair.draft_model, L)
+    _assert_level_law_matches_per_draft(pair.target, pair.draft_model, 1, context=(2,))
+
+
+def test_block_level_law_is_used_on_chains_only():
+    """The engine takes the level-wise law on the chain process; elsewhere it returns None."""
+    from specsim.drafts import iid_paths
+    from specsim.verifiers.chain import _block_process_law
+    t, d = _pair(3, 4)
+    emitted, mass = {m: np.zeros(3 ** m) for m in (1, 2)}, np.zeros(2)
+    assert _block_process_law(iid_paths(2), t, d, 1, emitted, mass) is None and not mass.any()
+    assert _block_process_law(s.chain(), t, d, 1, emitted, mass) == 3 and mass.sum() == pytest.approx(1.0, abs=1e-15)

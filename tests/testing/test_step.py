@@ -162,6 +162,44 @@ def test_sequential_flags_every_chain_mutant_step(mutant_pair, name):
     C, _ = completed_and_target_laws(mutant, target, draft_model, 2, context=CONTEXT)
     assert not cert.lossless and not check_lossless(mutant, target, draft_model, 2, context=CONTEXT).lossless
     assert np.abs(cert.completed - C).max() < 1e-9
+    # the same verdict and witness as the reference integration (every cell at its lower middle)
+    ref = _reference(step_from_verifier(mutant, L=2), target, draft_model, n_uniforms=6, max_tokens=3,
+                     context=CONTEXT)
+    _assert_same_certificate(cert, ref)
+
+
+def _reference(*args, **kwargs):
+    """check_step_exact with the reference integration (specsim.testing.step._KEEP_POINTS off)."""
+    import specsim.testing.step as step_module
+    step_module._KEEP_POINTS = False
+    try:
+        return check_step_exact(*args, **kwargs)
+    finally:
+        step_module._KEEP_POINTS = True
+
+
+def _assert_same_certificate(cert, ref):
+    """The same located edges give the same law bit for bit, so the certificates are equal."""
+    assert cert.emission_law == ref.emission_law
+    assert np.array_equal(cert.completed, ref.completed)
+    assert (cert.lossless, cert.worst, cert.max_abs_error, cert.impossible_mass) == \
+        (ref.lossless, ref.worst, ref.max_abs_error, ref.impossible_mass)
+    assert cert.evaluations <= ref.evaluations
+
+
+@pytest.mark.parametrize("verifier,L,V,concentration,method",
+                         [(block, 2, 3, 0.8, "sequential"), (token, 2, 3, 0.8, "sequential"),
+                          (block, 1, 4, 0.3, "sequential"), (block, 1, 4, 5.0, "sequential"),
+                          pytest.param(block, 2, 4, 0.3, "sequential", marks=pytest.mark.slow),
+                          (block, 1, 3, 0.8, "product")])
+def test_kept_points_give_the_reference_certificate_on_lossless_steps(verifier, L, V, concentration, method):
+    """Prefix-dependent pairs at V = 3 and 4, peaked (concentration 0.3: near one-hot rows) and
+    flat (5.0): the integration that keeps evaluated points certifies exactly as the reference."""
+    pair = random_model(V, 31 + V, concentration), random_model(V, 41 + V, concentration)
+    kw = dict(n_uniforms=2 * L + 1, max_tokens=L + 1, context=CONTEXT, method=method)
+    cert = check_step_exact(step_from_verifier(verifier, L), *pair, **kw)
+    assert cert.lossless
+    _assert_same_certificate(cert, _reference(step_from_verifier(verifier, L), *pair, **kw))
 
 
 def test_sequential_refuses_a_step_whose_calls_hide_its_draws(pair):

@@ -89,6 +89,25 @@ def test_draw_is_the_inverse_cdf_and_never_a_zero_probability_token(rows, u):
         assert draw_token(row, _GivenUniforms([u])) == y
 
 
+def test_draw_token_is_draw_rows_on_one_row_at_extreme_rows_and_uniforms():
+    """draw_token's one-row path against draw_rows (the reference) with the same uniform: random,
+    tied, one-hot, near-one-hot, subnormal, huge and infinite weights, and uniforms at 0, in the
+    bulk and just below 1 (where u C(V-1) rounds up to C(V-1))."""
+    rng = np.random.default_rng(7)
+    tiny = np.nextafter(0.0, 1.0)
+    rows = [rng.dirichlet(np.ones(5)), np.full(4, 0.25), np.array([0.0, 1.0, 0.0]), np.array([1.0, 0.0]),
+            np.array([1 - 1e-15, 1e-15, 0.0]), np.array([tiny, 0.0, tiny]), np.array([0.0, 1e300, 1e300]),
+            np.array([0.0, np.inf, 1.0]), np.array([0.5, -1e-17, 0.5]), rng.random(1000) ** 8]
+    for row in rows:
+        for u in (0.0, 2.0 ** -40, 0.3, 0.5, 1.0 - 2.0 ** -53, *rng.random(5)):
+            with np.errstate(invalid="ignore"):  # u = 0 times an infinite total is nan in both paths
+                got, ref = draw_token(row, _GivenUniforms([u])), draw_rows(row[None], _GivenUniforms([u]))[0]
+            assert got == ref, (row, u)
+    for bad in ([0.0, 0.0], [np.nan, 1.0], [], [[0.5, 0.5]]):
+        with pytest.raises(ValueError, match="no positive weight|2-D array"):
+            draw_token(bad, _GivenUniforms([0.5]))
+
+
 def test_draw_frequencies_match_the_row():
     row = np.array([0.1, 0.0, 0.6, 0.3])
     ys = draw_rows(np.tile(row, (20_000, 1)), np.random.default_rng(5))
