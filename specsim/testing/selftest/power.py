@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._validate import check_int, check_real
+from ...parallel import check_workers, map_tasks
 from ...models import validate_model_pair
 from ...drafts import Chain
 from ...models import Model, random_model
@@ -257,27 +258,47 @@ def _candidates():
         yield V, conc, s, s + 1
 
 
-def _search(n: int = DEFAULT_N, alpha: float = 1e-3):
-    """The search behind :data:`DEFAULT_INSTANCE`: every candidate (L in {2, 3}) with its largest
-    needed n."""
-    out = []
-    for (V, conc, s, d), L in itertools.product(_candidates(), (2, 3)):
-        rep = power_report(random_model(V, s, conc), random_model(V, d, conc), L, n, alpha=alpha)
-        out.append((max(r.samples_needed for r in rep.rows), V, L, conc, s, d))
-    return sorted(out)
+def _search_task(task):
+    """One candidate of :func:`_search`: (largest needed n, V, L, concentration, seeds)."""
+    V, conc, s, d, L, n, alpha = task
+    rep = power_report(random_model(V, s, conc), random_model(V, d, conc), L, n, alpha=alpha)
+    return max(r.samples_needed for r in rep.rows), V, L, conc, s, d
 
 
-def _search_step(n: int = DEFAULT_N, alpha: float = 1e-3, lengths=(2, 3)):
-    """The search behind :data:`DEFAULT_STEP_INSTANCE`: every candidate with the largest n any
-    mutant step needs at any draft length in ``lengths`` (max_tokens = L + 1), at check_step's
-    default context; a candidate stops at the first length where it is worse than the best so far."""
+def _search(n: int = DEFAULT_N, alpha: float = 1e-3, *, workers=1, candidates=None):
+    """The search behind :data:`DEFAULT_INSTANCE`: every candidate (default :func:`_candidates`;
+    L in {2, 3}) with its largest needed n, sorted.  Candidates are independent tasks, spread
+    over ``workers`` (:mod:`specsim.parallel`); nothing is random."""
+    tasks = [(V, conc, s, d, L, n, alpha)
+             for (V, conc, s, d), L in itertools.product(_candidates() if candidates is None else candidates, (2, 3))]
+    return sorted(map_tasks(_search_task, tasks, workers))
+
+
+def _step_task(task):
+    """One candidate of :func:`_search_step`: the largest n any mutant step needs at each length."""
+    V, conc, s, d, lengths, n, alpha = task
+    target, draft_model = random_model(V, s, conc), random_model(V, d, conc)
+    return [max(r.samples_needed for r in power_report(target, draft_model, L, n, alpha=alpha, check="step").rows)
+            for L in lengths]
+
+
+def _search_step(n: int = DEFAULT_N, alpha: float = 1e-3, lengths=(2, 3), *, workers=1, candidates=None):
+    """The search behind :data:`DEFAULT_STEP_INSTANCE`: every candidate (default
+    :func:`_candidates`) with the largest n any mutant step needs at any draft length in
+    ``lengths`` (max_tokens = L + 1), at check_step's default context; a candidate stops at the
+    first length where it is worse than the best so far.
+
+    The candidates' per-length values are independent tasks over ``workers``
+    (:mod:`specsim.parallel`); the early stop is then replayed in candidate order, so the
+    result is the serial search's whatever the number of workers (each task computes every
+    length: the stop saves no work any more, only the replay keeps its numbers)."""
+    cands = list(_candidates() if candidates is None else candidates)
+    per_length = map_tasks(_step_task, [(*c, tuple(lengths), n, alpha) for c in cands], workers)
     out, best = [], np.inf
-    for V, conc, s, d in _candidates():
-        target, draft_model = random_model(V, s, conc), random_model(V, d, conc)
+    for (V, conc, s, d), values in zip(cands, per_length):
         worst = 0.0
-        for L in lengths:
-            rep = power_report(target, draft_model, L, n, alpha=alpha, check="step")
-            worst = max(worst, *(r.samples_needed for r in rep.rows))
+        for value in values:
+            worst = max(worst, value)
             if worst > best:
                 break
         best = min(best, worst)
@@ -286,16 +307,24 @@ def _search_step(n: int = DEFAULT_N, alpha: float = 1e-3, lengths=(2, 3)):
 
 
 def _main(argv) -> None:
-    which = argv[1:] or ["sampler", "step"]
+    """``python -m specsim.testing.selftest.power [sampler] [step] [--workers N]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m specsim.testing.selftest.power",
+                                 description="the searches behind DEFAULT_INSTANCE and DEFAULT_STEP_INSTANCE")
+    ap.add_argument("which", nargs="*", choices=["sampler", "step"], default=["sampler", "step"])
+    ap.add_argument("--workers", type=int, default=1, help="processes for the candidates (-1: every core)")
+    args = ap.parse_args(argv[1:])
+    which, workers = args.which, check_workers(args.workers)
     if "sampler" in which:
-        results = _search()
+        results = _search(workers=workers)
         for row in results[:10]:
             print("check_sampler: max n needed %-10s V=%d L=%d concentration=%g seeds=(%d, %d)" % row)
         best = results[0]
         print("chosen:", {"V": best[1], "L": best[2], "concentration": best[3], "target_seed": best[4],
                           "draft_seed": best[5], "max_samples_needed": best[0]})
     if "step" in which:
-        results = _search_step()
+        results = _search_step(workers=workers)
         for row in results[:10]:
             print("check_step: max n needed %-10s V=%d concentration=%g seeds=(%d, %d)" % row)
         best = results[0]
