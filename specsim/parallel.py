@@ -39,8 +39,9 @@ from ._validate import check_int, check_seed
 __all__ = ["check_workers", "worker_map", "map_tasks", "task_seed", "task_seeds"]
 
 
-def check_workers(workers):
-    """``workers`` checked: ``1``, an integer ``n > 1``, ``-1``, or a map-like callable.
+def check_workers(workers, name: str = "workers"):
+    """``workers`` checked: ``1``, an integer ``n > 1``, ``-1``, or a map-like callable
+    (``name`` is used in the message, e.g. ``"--workers"`` on a command line).
 
     Returns: the int (a Python ``int``) or the callable as given; ``TypeError`` for a value that
     is neither an integer nor callable (``bool``, a float such as ``2.0``, a string),
@@ -57,12 +58,12 @@ def check_workers(workers):
     if callable(workers):
         return workers
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)):
-        raise TypeError(f"workers must be an int (1, n > 1, or -1 for every core) or a map-like callable "
+        raise TypeError(f"{name} must be an int (1, n > 1, or -1 for every core) or a map-like callable "
                         f"workers(f, iterable) such as multiprocessing.Pool(2).imap, got {workers!r} "
                         f"({type(workers).__name__})")
     workers = int(workers)
     if workers < 1 and workers != -1:
-        raise ValueError(f"workers must be 1 (serial), n > 1 (processes) or -1 (every core), got {workers}")
+        raise ValueError(f"{name} must be 1 (serial), n > 1 (processes) or -1 (every core), got {workers}")
     return workers
 
 
