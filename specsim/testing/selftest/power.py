@@ -315,7 +315,7 @@ def _main(argv) -> None:
     ap.add_argument("which", nargs="*", choices=["sampler", "step"], default=["sampler", "step"])
     ap.add_argument("--workers", type=int, default=1, help="processes for the candidates (-1: every core)")
     args = ap.parse_args(argv[1:])
-    which, workers = args.which, check_workers(args.workers)
+    which, workers = args.which, check_workers(args.workers, "--workers")
     if "sampler" in which:
         results = _search(workers=workers)
         for row in results[:10]:
