@@ -147,11 +147,16 @@ def test_power_command_takes_workers(capsys, monkeypatch):
     from specsim.testing.selftest import power
 
     seen = []
-    monkeypatch.setattr(power, "_search_step", lambda **kw: seen.append(kw["workers"]) or [(1.0, 3, 0.5, 0, 1)])
+    monkeypatch.setattr(power, "_search_step", lambda **kw: seen.append(("step", kw["workers"])) or [(1.0, 3, 0.5, 0, 1)])
+    monkeypatch.setattr(power, "_search", lambda **kw: seen.append(("sampler", kw["workers"])) or [(1.0, 3, 2, 0.5, 0, 1)])
     power._main(["power", "step", "--workers", "2"])
-    assert seen == [2] and "chosen:" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="workers"):
+    assert seen == [("step", 2)] and "chosen:" in capsys.readouterr().out
+    power._main(["power"])  # both searches, serial
+    assert seen[1:] == [("sampler", 1), ("step", 1)]
+    with pytest.raises(ValueError, match="--workers"):
         power._main(["power", "step", "--workers", "0"])
+    with pytest.raises(SystemExit):
+        power._main(["power", "steps"])
 
 
 def test_mutation_table_on_1_and_2_workers():
