@@ -359,6 +359,8 @@ def _add_real_commands(r: argparse.ArgumentParser) -> None:
     tt = tsub.add_parser("tables", help="exact per-tree E[tau] tables")
     tt.add_argument("path", nargs="?", default=None, help="dataset folder (default: the committed one)")
     tt.add_argument("--verifiers", nargs="+", default=None, help="verifier names (default: all that apply)")
+    tt.add_argument("--workers", type=int, default=1,
+                    help="processes, one (drafter, process, verifier) per task (default 1; -1: every core)")
     r.set_defaults(func=real)
 
 
@@ -385,7 +387,7 @@ def real_trees(args) -> int:
               f"{ds.manifest['forward_passes']} forward passes in {ds.manifest['build_seconds']} s")
         return 0
     ds = rt.load_trees(args.path or rt.committed_trees())
-    ev = re_.evaluate_trees(ds, args.verifiers)
+    ev = re_.evaluate_trees(ds, args.verifiers, workers=check_workers(args.workers, "--workers"))
     print(re_.format_evaluation(ev))
     print()
     print(re_.format_comparisons(ev))

@@ -129,16 +129,27 @@ def _search_step_serial(candidates, n=20000, alpha=1e-3, lengths=(2, 3)):
     return sorted(out)
 
 
-def test_step_search_replays_the_serial_early_stop():
+def test_step_search_replays_the_serial_early_stop(monkeypatch):
     from specsim.testing.selftest import power
 
     # the later two stop early (worse than the best after one length), with a smaller number
     # than their full maximum: a search that did not replay the stop would report other rows
     cands = [(3, 0.5, 8, 9), (3, 0.5, 0, 1), (3, 1.0, 10, 11)]
     ref = _search_step_serial(cands)
-    full = sorted((max(power._step_task((*c, (2, 3), 20000, 1e-3))), *c) for c in cands)
+    full = sorted((max(power._step_task((*c, (2, 3), 20000, 1e-3, np.inf))), *c) for c in cands)
     assert ref != full and ref[0] == full[0]
+    # one worker does the serial search's work: 4 power reports, not 6
+    calls = []
+    real_report = power.power_report
+
+    def counting(*a, **kw):
+        calls.append(a[2])
+        return real_report(*a, **kw)
+
+    monkeypatch.setattr(power, "power_report", counting)
     assert power._search_step(candidates=cands) == ref
+    assert calls == [2, 3, 2, 2]
+    monkeypatch.setattr(power, "power_report", real_report)
     assert power._search_step(candidates=cands, workers=2) == ref
     assert power._search_step(candidates=cands, workers=reversed_map([])) == ref
 
@@ -229,6 +240,32 @@ def test_shape_search_on_1_and_2_workers(with_cost):
             search_shapes(specinfer, t, d, budget=4, L=2, workers=bad)
         with pytest.raises(err, match="workers"):
             optimal_tree(t, d, 4, workers=bad)
+
+
+def test_tree_tables_on_1_and_2_workers():
+    from specsim import real_evaluation, real_trees
+
+    ds = real_trees.load_trees(real_trees.committed_trees())
+    # each applies to some groups only (chains, without replacement, i.i.d.): the same on every route
+    names = ["block", "sequoia", "gbv"]
+    calls = []
+    one = real_evaluation.evaluate_trees(ds, names, progress=False)
+    two = real_evaluation.evaluate_trees(ds, names, progress=False, workers=2)
+    three = real_evaluation.evaluate_trees(ds, names, progress=False, workers=reversed_map(calls))
+    assert calls == [sum(len(g) for g in one.groups.values())]
+    for other in (two, three):
+        assert list(other.groups) == list(one.groups) and other.skipped == one.skipped
+        assert other.contexts == one.contexts and other.samples == one.samples
+        for key, g in one.groups.items():
+            assert list(other.groups[key]) == list(g)
+            for name, summ in g.items():
+                o = other.groups[key][name]
+                assert (o.per_tree.tobytes(), o.per_tree_tail.tobytes(), o.skipped) == (summ.per_tree.tobytes(),
+                                                                                summ.per_tree_tail.tobytes(), summ.skipped)
+    assert ("temperature:0.7", "iid:2") in one.groups and "gbv" in one.groups[("temperature:0.7", "iid:2")]
+    for bad, err in BAD:
+        with pytest.raises(err, match="workers"):
+            real_evaluation.evaluate_trees(ds, names, workers=bad)
 
 
 def _without_times(out: str) -> str:

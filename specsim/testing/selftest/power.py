@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._validate import check_int, check_real
-from ...parallel import check_workers, map_tasks
+from ...parallel import check_workers, map_tasks, worker_map
 from ...models import validate_model_pair
 from ...drafts import Chain
 from ...models import Model, random_model
@@ -276,11 +276,18 @@ def _search(n: int = DEFAULT_N, alpha: float = 1e-3, *, workers=1, candidates=No
 
 
 def _step_task(task):
-    """One candidate of :func:`_search_step`: the largest n any mutant step needs at each length."""
-    V, conc, s, d, lengths, n, alpha = task
+    """One candidate of :func:`_search_step`: the largest n any mutant step needs at each length,
+    up to the first length where the running maximum exceeds ``bound`` (the search stops there
+    or earlier)."""
+    V, conc, s, d, lengths, n, alpha, bound = task
     target, draft_model = random_model(V, s, conc), random_model(V, d, conc)
-    return [max(r.samples_needed for r in power_report(target, draft_model, L, n, alpha=alpha, check="step").rows)
-            for L in lengths]
+    values = []
+    for L in lengths:
+        values.append(max(r.samples_needed for r in power_report(target, draft_model, L, n, alpha=alpha,
+                                                                   check="step").rows))
+        if max(values) > bound:
+            break
+    return values
 
 
 def _search_step(n: int = DEFAULT_N, alpha: float = 1e-3, lengths=(2, 3), *, workers=1, candidates=None):
@@ -289,20 +296,26 @@ def _search_step(n: int = DEFAULT_N, alpha: float = 1e-3, lengths=(2, 3), *, wor
     ``lengths`` (max_tokens = L + 1), at check_step's default context; a candidate stops at the
     first length where it is worse than the best so far.
 
-    The candidates' per-length values are independent tasks over ``workers``
-    (:mod:`specsim.parallel`); the early stop is then replayed in candidate order, so the
-    result is the serial search's whatever the number of workers (each task computes every
-    length: the stop saves no work any more, only the replay keeps its numbers)."""
+    The candidates are tasks over ``workers`` (:mod:`specsim.parallel`) and the early stop is
+    replayed on their values in candidate order, so the result is the serial search's for any
+    number of workers.  Each task gets the best so far when it is handed out as a bound (with one
+    worker, the exact best: the serial search's work; with more, the tasks are handed out before
+    any result, so each computes every length)."""
     cands = list(_candidates() if candidates is None else candidates)
-    per_length = map_tasks(_step_task, [(*c, tuple(lengths), n, alpha) for c in cands], workers)
-    out, best = [], np.inf
-    for (V, conc, s, d), values in zip(cands, per_length):
+    best = [np.inf]  # the best so far; at any later candidate's turn it can only have fallen
+
+    def tasks():
+        for c in cands:
+            yield (*c, tuple(lengths), n, alpha, best[0])
+
+    out = []
+    for (V, conc, s, d), values in zip(cands, worker_map(workers)(_step_task, tasks())):
         worst = 0.0
-        for value in values:
+        for value in values:  # a task stopped at or after the length where this loop stops
             worst = max(worst, value)
-            if worst > best:
+            if worst > best[0]:
                 break
-        best = min(best, worst)
+        best[0] = min(best[0], worst)
         out.append((worst, V, conc, s, d))
     return sorted(out)
 
