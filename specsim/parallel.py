@@ -74,7 +74,8 @@ def worker_map(workers) -> Callable[[Callable, Iterable], Iterator]:
     ``1`` gives the builtin ``map`` (lazy: a consumer that stops early stops the work); n > 1 or
     -1 gives ``joblib.Parallel(n_jobs=n)`` under the active joblib backend, results yielded as
     they come in order (so a progress bar can follow them) where the backend allows it, else
-    after the last one; a callable is returned as given.  Nothing starts until the map is called.
+    after the last one, and tasks taken from the iterable as workers free up; a callable is
+    returned as given.  Nothing starts until the map is called.
     """
     workers = check_workers(workers)
     if callable(workers):
@@ -88,11 +89,14 @@ def worker_map(workers) -> Callable[[Callable, Iterable], Iterator]:
                           f"or pass workers=1 or a map-like callable") from e
 
     def run(f, iterable):
-        tasks = [joblib.delayed(f)(x) for x in iterable]
+        # tasks are taken from the iterable as workers free up (joblib's pre_dispatch), so a
+        # caller may make later tasks from earlier results (the power search's bound)
+        tasks = (joblib.delayed(f)(x) for x in iterable)
         try:
-            return joblib.Parallel(n_jobs=workers, return_as="generator")(tasks)
-        except ValueError:  # a backend that cannot stream results
+            par = joblib.Parallel(n_jobs=workers, return_as="generator")
+        except ValueError:  # a backend that cannot stream results (checked before any task is taken)
             return iter(joblib.Parallel(n_jobs=workers)(tasks))
+        return par(tasks)
     return run
 
 

@@ -298,9 +298,10 @@ def _search_step(n: int = DEFAULT_N, alpha: float = 1e-3, lengths=(2, 3), *, wor
 
     The candidates are tasks over ``workers`` (:mod:`specsim.parallel`) and the early stop is
     replayed on their values in candidate order, so the result is the serial search's for any
-    number of workers.  Each task gets the best so far when it is handed out as a bound (with one
-    worker, the exact best: the serial search's work; with more, the tasks are handed out before
-    any result, so each computes every length)."""
+    number of workers.  Each task gets the best so far when it is handed out as a bound: with one
+    worker the exact best (the serial search's work); with more, the best of the results read by
+    then, which can only be larger, so a task may compute a length the serial search skips,
+    never miss one it needs."""
     cands = list(_candidates() if candidates is None else candidates)
     best = [np.inf]  # the best so far; at any later candidate's turn it can only have fallen
 
