@@ -16,7 +16,7 @@ torch versions, date) and, with ``--json PATH``, writes everything to PATH:
 ``baseline`` is ``"case / name"`` of the baseline row (null for a baseline itself) and ``ratio``
 is null with it.  ``--quick`` selects CI-sized cases.  Scripts run from the repository root as
 ``python benchmarks/NAME.py``; Python then puts this folder on ``sys.path``, which is how they
-import this module.
+import this module.  Benchmarks stay serial (no ``workers=``): timings must not share cores.
 """
 from __future__ import annotations
 

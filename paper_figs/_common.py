@@ -53,21 +53,35 @@ def command(name: str, quick: bool) -> str:
     return f"python -m paper_figs --only {name}" + (" --quick" if quick else "")
 
 
-def make_and_save(names, quick: bool, out_dir: Path) -> int:
-    """Make and save each figure module of ``names``; report each, then return 1 if any failed."""
+def _make_one(task) -> tuple[str, str | None, float]:
+    """Make and save one figure (a task: figures share nothing): (line to print, error or None, seconds)."""
+    name, quick, out_dir = task
     plt.switch_backend("Agg")                    # files only, the same bytes on every machine
+    t0 = time.perf_counter()
+    try:
+        result = importlib.import_module(f"paper_figs.{name}").make(quick=quick)
+    except Exception as e:  # report every figure, then fail at the end
+        return f"{name}: FAILED: {type(e).__name__}: {e}", name, time.perf_counter() - t0
+    paths = save(result, out_dir)
+    status = "skipped: " + result.caption if result.skipped else ", ".join(str(p) for p in paths)
+    return f"{name}: {status}", None, time.perf_counter() - t0
+
+
+def make_and_save(names, quick: bool, out_dir: Path, workers=1) -> int:
+    """Make and save each figure module of ``names``; report each, then return 1 if any failed.
+
+    The figures are independent tasks over ``workers`` (1; an int n > 1 or -1 for processes, or a
+    map-like callable: :mod:`specsim.parallel`), reported in the order of ``names``; every figure
+    has its own fixed seeds, so the files do not depend on the number of workers."""
+    from specsim.parallel import worker_map
+
     failed = []
-    for name in names:
-        t0 = time.perf_counter()
-        try:
-            result = importlib.import_module(f"paper_figs.{name}").make(quick=quick)
-        except Exception as e:  # report every figure, then fail at the end
-            failed.append(name)
-            print(f"{name}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
-            continue
-        paths = save(result, out_dir)
-        status = "skipped: " + result.caption if result.skipped else ", ".join(str(p) for p in paths)
-        print(f"{name}: {status} ({time.perf_counter() - t0:.1f} s)")
+    for line, error, seconds in worker_map(workers)(_make_one, [(name, quick, out_dir) for name in names]):
+        if error is None:
+            print(f"{line} ({seconds:.1f} s)")
+        else:
+            failed.append(error)
+            print(line, file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -23,6 +23,7 @@ from . import models
 from .drafts import parse_drafting
 from ._validate import check_int, check_real, check_seed
 from .exact import check_lossless
+from .parallel import check_workers, worker_map
 from .verifiers import verifiers_for
 
 __all__ = ["MODEL_KINDS", "model_pair", "compare", "bounds", "lossy_report", "lossy", "real", "real_trees",
@@ -72,10 +73,14 @@ def compare(args) -> int:
     draft process (:func:`lp.verification.verification_lp`, docs/theory.md §5.2) when the process
     has at most :data:`OPTIMUM_MAX_TREES` draft trees (else the row says why not); ``gap %`` is
     100 (E*[tau] - E[tau]) / E*[tau].  Each row uses the engine's fastest exact path; on a
-    terminal a progress bar appears once a row takes more than a second.
+    terminal a progress bar appears once a row takes more than a second.  With ``--workers``
+    (1; n > 1 or -1 for processes: :mod:`specsim.parallel`) the verifiers' rows are independent
+    tasks on worker processes, printed in table order as they finish; only the time column
+    depends on the number of workers (each row's own seconds, in its worker).
 
     Parameters: ``args`` with ``model``, ``V``, ``seed``, ``L``, ``drafting`` (a
-    :func:`specsim.drafts.parse_drafting` spec) and ``only`` (verifier names or ``None``).
+    :func:`specsim.drafts.parse_drafting` spec), ``only`` (verifier names or ``None``) and
+    ``workers`` (default 1).
 
     Returns: the exit status 0; the table goes to stdout.
 
@@ -86,6 +91,7 @@ def compare(args) -> int:
     ...
     """
     L = check_int(args.L, "--L", 1)                     # checked before anything is printed
+    workers = check_workers(getattr(args, "workers", 1), "--workers")
     target, draft_model = model_pair(args.model, args.V, args.seed)
     drafting = parse_drafting(args.drafting)
     rows = _selected(verifiers_for(drafting), getattr(args, "only", None), drafting)
@@ -100,12 +106,9 @@ def compare(args) -> int:
     else:
         print(f"{'optimum':<22}{optimum.value:>10.5f}{optimum.value + 1:>12.5f}{'LP':>10}{'':>12}"
               f"{optimum.seconds:>10.3f}  (information-agnostic LP, docs/theory.md §5.2; {optimum.solver})")
-    bar = _progress(rows)
-    for v in bar:
+    bar = _progress(worker_map(workers)(_compare_row, [(v, target, draft_model, L, drafting) for v in rows]), len(rows))
+    for v, (c, dt) in zip(rows, bar):
         bar.set_postfix_str(v.name)
-        t0 = time.perf_counter()
-        c = check_lossless(v, target, draft_model, L, drafting, progress=None)
-        dt = time.perf_counter() - t0
         gap = "" if optimum is None or optimum.value <= 0 else \
             f"{_gap_percent(optimum.value, c.expected_accepted):>8.2f}"
         claim = "" if v.lossless else "  (negative control / lossy by design)"
@@ -113,6 +116,14 @@ def compare(args) -> int:
                   f"{'yes' if c.lossless else 'NO':>10}{c.max_abs_error:>12.2e}{dt:>10.3f}{gap:>8}{claim}",
                   file=sys.stdout)
     return 0
+
+
+def _compare_row(task):
+    """One row of ``specsim compare`` (a task): the verifier's certificate and the seconds it took."""
+    v, target, draft_model, L, drafting = task
+    t0 = time.perf_counter()
+    c = check_lossless(v, target, draft_model, L, drafting, progress=None)
+    return c, time.perf_counter() - t0
 
 
 #: Largest number of draft trees for which ``specsim compare`` solves the optimum LP (about
@@ -149,11 +160,12 @@ def _selected(verifiers, only, drafting):
     return [v for v in verifiers if v.name in only]
 
 
-def _progress(rows):
+def _progress(rows, total: int):
     """A tqdm bar over the rows on a terminal, shown once a row has run for a second."""
     from tqdm.auto import tqdm
 
-    return tqdm(rows, desc="compare", unit="verifier", delay=1.0, leave=False, disable=not sys.stderr.isatty())
+    return tqdm(rows, total=total, desc="compare", unit="verifier", delay=1.0, leave=False,
+                disable=not sys.stderr.isatty())
 
 
 def bounds(args) -> int:
@@ -343,9 +355,12 @@ def _add_real_commands(r: argparse.ArgumentParser) -> None:
     tb.add_argument("--samples", type=int, default=2, help="trees per (context, drafter, process)")
     tb.add_argument("--seed", type=int, default=0)
     tb.add_argument("--tail", type=float, default=1e-3, help="mass left out of each stored row")
+    tb.add_argument("--workers", type=int, default=1, help="processes for the contexts (default 1; -1: every core)")
     tt = tsub.add_parser("tables", help="exact per-tree E[tau] tables")
     tt.add_argument("path", nargs="?", default=None, help="dataset folder (default: the committed one)")
     tt.add_argument("--verifiers", nargs="+", default=None, help="verifier names (default: all that apply)")
+    tt.add_argument("--workers", type=int, default=1,
+                    help="processes, one (drafter, process, verifier) per task (default 1; -1: every core)")
     r.set_defaults(func=real)
 
 
@@ -365,14 +380,14 @@ def real_trees(args) -> int:
         path = rt.build_trees(args.out, real_data.DEFAULT_PROMPTS[:check_int(args.prompts, "--prompts", 1)],
                               args.positions, args.T, args.drafts or rt.DEFAULT_TREE_DRAFTS,
                               args.processes or rt.DEFAULT_PROCESSES, args.L, args.samples, args.seed, args.tail,
-                              progress=True)
+                              progress=True, workers=check_workers(args.workers, "--workers"))
         ds = rt.load_trees(path)
         size = sum(f.stat().st_size for f in path.parent.iterdir())
         print(f"wrote {path.parent}: {len(ds)} trees, {ds.manifest['n_rows']} rows, {size} bytes, "
               f"{ds.manifest['forward_passes']} forward passes in {ds.manifest['build_seconds']} s")
         return 0
     ds = rt.load_trees(args.path or rt.committed_trees())
-    ev = re_.evaluate_trees(ds, args.verifiers)
+    ev = re_.evaluate_trees(ds, args.verifiers, workers=check_workers(args.workers, "--workers"))
     print(re_.format_evaluation(ev))
     print()
     print(re_.format_comparisons(ev))
@@ -405,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--drafting", default="chain", help="chain (default), iid:K, swor:K, ...")
     c.add_argument("--only", nargs="+", metavar="NAME", default=None,
                    help="only these verifiers (the optimum row is always shown)")
+    c.add_argument("--workers", type=int, default=1,
+                   help="processes for the verifiers' rows (default 1; -1: every core)")
     c.set_defaults(func=compare)
     b = sub.add_parser("bounds", help="each verifier's acceptance next to the optimal multi-draft bound")
     b.add_argument("--K", type=int, nargs="+", default=[1, 2, 4])

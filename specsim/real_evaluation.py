@@ -25,6 +25,7 @@ import numpy as np
 from ._manifest import check_names
 from ._validate import check_bool, check_int
 from .drafts import DraftTree
+from .parallel import check_workers, worker_map
 from .real_trees import RealTrees, _process, committed_trees, load_trees  # noqa: F401 (the last two: doctests)
 from .verifiers import TREE_VERIFIERS, verifiers_for
 from .verifiers.base import Verifier
@@ -396,7 +397,7 @@ def _lookup(name: str) -> Verifier:
 
 
 def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
-                   progress: bool | None = None) -> TreeEvaluation:
+                   progress: bool | None = None, *, workers=1) -> TreeEvaluation:
     """Rao-Blackwellised block efficiency: E[tau | tree] exactly for every stored tree and verifier.
 
     E[tau | tree] = sum_j pi_j depth(v_j) over the verifier's outcome law on the tree, and
@@ -405,7 +406,9 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
 
     Parameters: ``ds`` (:class:`RealTrees`); ``verifiers`` (a name or a list of names; default
     every registered verifier that applies to each process, :func:`specsim.verifiers.verifiers_for`);
-    ``progress``.
+    ``progress``; ``workers`` (1; an int n > 1 or -1 for processes, or a map-like callable:
+    :mod:`specsim.parallel`): each (group, verifier) is a task over the group's trees, and the
+    summaries are the same for any number of workers.
 
     Returns: :class:`TreeEvaluation`, each group evaluated with the chosen verifiers that apply to
     its process; a group none of them applies to is left out and listed in ``skipped`` with the
@@ -426,6 +429,7 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
         raise TypeError(f"ds must be a RealTrees dataset (load_trees), got {type(ds).__name__}")
     if progress is not None:
         check_bool(progress, "progress")
+    workers = check_workers(workers)
     processes = ds.manifest["processes"]
     wanted = None
     if verifiers is not None:
@@ -440,10 +444,8 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
                ds.manifest["processes"][int(ds.arrays["tree_process"][n])])
         by_group.setdefault(key, []).append(n)
     L = int(ds.manifest["L"])
-    groups, contexts, samples, skipped_groups = {}, {}, {}, {}
-    for key in tqdm(sorted(by_group, key=lambda k: (ds.manifest["drafts"].index(k[0]),
-                                                     ds.manifest["processes"].index(k[1]))),
-                    desc="groups", disable=None if progress is None else not progress):
+    groups, contexts, samples, skipped_groups, tasks = {}, {}, {}, {}, []
+    for key in sorted(by_group, key=lambda k: (ds.manifest["drafts"].index(k[0]), ds.manifest["processes"].index(k[1]))):
         process = key[1]
         proc = _process(process)[0]
         if wanted is None:
@@ -456,23 +458,27 @@ def evaluate_trees(ds: RealTrees, verifiers: Sequence[str] | None = None,
         records = [ds[n] for n in by_group[key]]
         contexts[key] = [(r.prompt, r.position) for r in records]
         samples[key] = [r.sample for r in records]
-        out = {}
-        for v in vs:
-            per, tails, skipped = [], [], ""
-            for r in records:
-                try:
-                    od = _outcome_depths(v, r.tree)
-                except ValueError as e:
-                    skipped = str(e)
-                    break
-                per.append(sum(pr * d for pr, d in od))
-                tails.append([sum(pr for pr, dd in od if dd >= d) for d in range(1, L + 1)])
-            if skipped:
-                out[v.name] = VerifierSummary(v.name, v.lossless, np.zeros(0), np.zeros((0, L)), skipped)
-            else:
-                out[v.name] = VerifierSummary(v.name, v.lossless, np.asarray(per), np.asarray(tails))
-        groups[key] = out
+        groups[key] = {}
+        tasks += [(key, v, [r.tree for r in records], L) for v in vs]
+    results = worker_map(workers)(_summarise, tasks)
+    for (key, v, _, _), summary in zip(tasks, tqdm(results, total=len(tasks), desc="tables", unit="verifier x group",
+                                                    disable=None if progress is None else not progress)):
+        groups[key][v.name] = summary
     return TreeEvaluation(groups, contexts, ds.manifest, samples, skipped_groups)
+
+
+def _summarise(task) -> VerifierSummary:
+    """One verifier on one group's trees (a task of :func:`evaluate_trees`)."""
+    _, v, trees, L = task
+    per, tails = [], []
+    for tree in trees:
+        try:
+            od = _outcome_depths(v, tree)
+        except ValueError as e:
+            return VerifierSummary(v.name, v.lossless, np.zeros(0), np.zeros((0, L)), str(e))
+        per.append(sum(pr * d for pr, d in od))
+        tails.append([sum(pr for pr, dd in od if dd >= d) for d in range(1, L + 1)])
+    return VerifierSummary(v.name, v.lossless, np.asarray(per), np.asarray(tails))
 
 
 def _ran(ev: TreeEvaluation, draft: str, process: str, verifier: str) -> bool:

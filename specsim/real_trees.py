@@ -56,6 +56,7 @@ from ._manifest import (Fields, check_contexts, check_names, check_offsets, chec
 from ._validate import as_distribution, check_bool, check_int, check_real, check_seed
 from .drafts import Chain, DraftTree, RowRequest, TreeProcess, parse_drafting
 from .models import iid, top_k
+from .parallel import check_workers, task_seed, worker_map
 from .real import (DEFAULT_PROMPTS, MODEL_FILE, read_manifest, LoadedModel, SPARSE_WHOLE, _check_common, _check_positions,
                    _check_prompts, _resolve_positions, _item, _softmax64, _truncate, file_sha256, load_model, parse_drafter)
 
@@ -309,40 +310,6 @@ def _grow_in_step(rows: _Rows, jobs, L: int) -> list:
     return [done[i][:4] for i in range(len(jobs))]
 
 
-def _mapper(workers):
-    """``workers`` as a map: 1 the builtin map, n > 1 (or -1: every core) joblib (processes) when
-    installed, else a ``multiprocessing`` pool; a callable is used as given (``workers(f, it)``)."""
-    if callable(workers):
-        return workers, None
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)):
-        raise TypeError(f"workers must be an int (1, n > 1, or -1 for every core) or a map-like callable "
-                        f"such as multiprocessing.Pool(2).imap, got {type(workers).__name__}")
-    import os
-
-    workers = int(workers)
-    if workers == -1:
-        workers = os.cpu_count() or 1
-    workers = check_int(workers, "workers", 1)
-    if workers == 1:
-        return map, None
-    try:
-        import joblib
-    except ImportError:
-        import multiprocessing
-
-        pool = multiprocessing.get_context("spawn").Pool(workers)
-        return pool.imap, pool
-
-    def run(f, it):
-        # results as they finish where the backend allows it (progress across workers), else a list
-        tasks = [joblib.delayed(f)(x) for x in it]
-        try:
-            return joblib.Parallel(n_jobs=workers, return_as="generator")(tasks)
-        except ValueError:
-            return joblib.Parallel(n_jobs=workers)(tasks)
-    return run, None
-
-
 class _Threads:
     """torch's intra-op thread count set for a task and restored after it: float sums depend on it,
     so every worker uses the build's count and 1 or n workers give the same bits."""
@@ -395,7 +362,7 @@ def _continuation_task(job):
 def _continue(lm, i, tokens, n, T, seed):
     import torch
 
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
+    rng = np.random.default_rng(task_seed(seed, i))
     out, past, ids, gen = None, None, list(tokens), []
     with torch.no_grad():
         for _ in range(n):
@@ -508,7 +475,8 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
     ``progress``; ``torch_threads`` (torch's threads in every task, 1 by default: float sums
     depend on it, so it is a setting of the build); ``workers`` (1; n > 1 or -1 for processes through joblib; or a map-like
     callable ``workers(f, iterable)`` such as ``multiprocessing.Pool(2).imap`` or a cluster's map,
-    as SciPy's ``workers=``).  A :class:`~specsim.real.LoadedModel` is pickled into every task when
+    as SciPy's ``workers=``; :mod:`specsim.parallel`): the continuations (one task per prompt) and
+    the contexts (one task per context) run in parallel.  A :class:`~specsim.real.LoadedModel` is pickled into every task when
     workers run in other processes: for a large model pass its path instead.
 
     Returns: the path of ``manifest.json``; ``ValueError`` for a bad argument (a draft the model
@@ -547,7 +515,8 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
         raise ValueError(f"model file {model} does not exist")
     if progress is not None:
         check_bool(progress, "progress")
-    mapper, pool = _mapper(workers)  # TypeError / ValueError naming workers, before any model work
+    workers = check_workers(workers)  # TypeError / ValueError naming workers, before any model work
+    mapper = worker_map(workers)
     lm = model if isinstance(model, LoadedModel) else load_model(model)
     ref = lm if isinstance(model, LoadedModel) or mapper is map else str(lm.path)  # in process: the loaded model
     for d in drafts:
@@ -578,31 +547,27 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
     for i, tk in enumerate(toks):
         if not tk:
             raise ValueError(f"prompt {i} has no tokens")
-    try:
-        jobs = []
-        if context_source == "generated":
-            gen_files = [shards / f"gen-{i:05d}.npz" for i in range(len(prompts))]
-            todo = [(ref, i, toks[i], max(positions), T, int(seed), gen_files[i], key, torch_threads) for i in range(len(prompts))
-                    if not gen_files[i].is_file()]
-            for _ in tqdm(mapper(_continuation_task, todo), total=len(todo), desc="continuations", **bar):
-                pass
-            conts = [_read_shard(f, key)["tokens"].tolist() for f in gen_files]
-            for i in range(len(prompts)):
-                for k in positions:
-                    jobs.append((i, len(toks[i]) + k, toks[i] + conts[i][:k]))
-        else:
-            conts = None
-            for i, tk in enumerate(toks):
-                for c in _resolve_positions(positions, len(tk), i):
-                    jobs.append((i, c, tk[:c]))
-        files = [shards / f"ctx-{ci:05d}.npz" for ci in range(len(jobs))]
-        done = [f.is_file() for f in files]
-        todo = [(ref, cfg, ci, i, c, ctx, files[ci]) for ci, (i, c, ctx) in enumerate(jobs) if not done[ci]]
-        for _ in tqdm(mapper(_context_task, todo), total=len(todo), desc="contexts", **bar):
+    jobs = []
+    if context_source == "generated":
+        gen_files = [shards / f"gen-{i:05d}.npz" for i in range(len(prompts))]
+        todo = [(ref, i, toks[i], max(positions), T, int(seed), gen_files[i], key, torch_threads) for i in range(len(prompts))
+                if not gen_files[i].is_file()]
+        for _ in tqdm(mapper(_continuation_task, todo), total=len(todo), desc="continuations", **bar):
             pass
-    finally:
-        if pool is not None:
-            pool.close()
+        conts = [_read_shard(f, key)["tokens"].tolist() for f in gen_files]
+        for i in range(len(prompts)):
+            for k in positions:
+                jobs.append((i, len(toks[i]) + k, toks[i] + conts[i][:k]))
+    else:
+        conts = None
+        for i, tk in enumerate(toks):
+            for c in _resolve_positions(positions, len(tk), i):
+                jobs.append((i, c, tk[:c]))
+    files = [shards / f"ctx-{ci:05d}.npz" for ci in range(len(jobs))]
+    done = [f.is_file() for f in files]
+    todo = [(ref, cfg, ci, i, c, ctx, files[ci]) for ci, (i, c, ctx) in enumerate(jobs) if not done[ci]]
+    for _ in tqdm(mapper(_context_task, todo), total=len(todo), desc="contexts", **bar):
+        pass
     seconds = time.perf_counter() - t0
     parts = [_read_shard(f, key) for f in files]
     rows_before = np.cumsum([0] + [x["remainder"].size for x in parts])

@@ -46,6 +46,7 @@ from .._validate import check_int, check_rng, check_real
 from ..drafts import DraftTree
 from ..exact import Certificate, LOSSLESS_ATOL, check_lossless, outcomes_on_tree
 from ..models import Model, validate_model_pair, prefix_index
+from ..parallel import check_workers, map_tasks
 from ..verifiers import as_verifier
 from .cost import CostModel
 from .policies import DraftState, DroppingDesign, HeuristicSchedule, Policy, as_policy
@@ -376,8 +377,12 @@ def _accept_levels(verifier, pre: _Prefixes) -> list:
 
 
 def compare_policies(policies, verifier, target: Model, draft_model: Model, L: int, cost: CostModel,
-                     context=()) -> tuple[OptimalStopping, list[PolicyValue]]:
+                     context=(), *, workers=1) -> tuple[OptimalStopping, list[PolicyValue]]:
     """The optimal stopping rule and every policy's :class:`PolicyValue` against it (one optimum).
+
+    The optimum is solved once, here; the policies are then independent tasks over ``workers``
+    (1; an int n > 1 or -1 for processes, or a map-like callable: :mod:`specsim.parallel`), each
+    evaluated exactly against that optimum, so the rows do not depend on the number of workers.
 
     >>> from specsim.models import random_model
     >>> from specsim.structure import CostModel
@@ -386,8 +391,14 @@ def compare_policies(policies, verifier, target: Model, draft_model: Model, L: i
     >>> [r.name for r in rows], all(r.regret >= -1e-12 for r in rows)
     (['fixed:1', 'fixed:2', 'fixed:3'], True)
     """
+    workers = check_workers(workers)
     opt = optimal_stopping(verifier, target, draft_model, L, cost, context)
-    return opt, [policy_value(p, verifier, target, draft_model, L, cost, context, opt) for p in policies]
+    return opt, map_tasks(_policy_task, [(p, verifier, target, draft_model, L, cost, context, opt) for p in policies],
+                          workers)
+
+
+def _policy_task(task) -> PolicyValue:
+    return policy_value(*task)
 
 
 def format_table(opt: OptimalStopping, rows) -> str:

@@ -39,6 +39,7 @@ from .._validate import check_int, check_real
 from ..drafts import DraftTree, TreeProcess, _options_iid, _options_swor
 from ..exact import expected_accepted, outcomes_on_tree
 from ..models import Model, validate_model_pair
+from ..parallel import check_workers, map_tasks
 from ..verifiers import TREE_VERIFIERS, deterministic_children
 from ..verifiers.base import Verifier, as_verifier
 from .cost import CostModel
@@ -435,7 +436,7 @@ def search_space(budget: int, L: int, verifier=None, mode: str | None = None) ->
 
 def search_shapes(verifier, target: Model, draft_model: Model, budget: int, L: int, mode: str | None = None,
                   cost: CostModel | None = None, max_shapes: int = MAX_SHAPES,
-                  max_trees: int = MAX_TREES) -> TreeDesign:
+                  max_trees: int = MAX_TREES, *, workers=1) -> TreeDesign:
     """Exhaustive search for the best sampled-tree shape of a verifier under a node budget.
 
     Every process of :func:`search_space` is evaluated exactly (E[tau] by the engine; with a
@@ -444,6 +445,10 @@ def search_shapes(verifier, target: Model, draft_model: Model, budget: int, L: i
     (``ValueError`` stating its size) above ``max_shapes`` shapes or when its largest shape may
     draft more than ``max_trees`` trees (V^N, N its most drafted nodes): the engine's cost per
     shape grows like that count, the number of shapes only polynomially in the budget.
+
+    The shapes are independent tasks over ``workers`` (1; an int n > 1 or -1 for processes, or a
+    map-like callable: :mod:`specsim.parallel`); the best is then picked in the search space's
+    order, so the result does not depend on the number of workers.
 
     >>> from specsim.models import random_model
     >>> from specsim.verifiers import specinfer
@@ -457,6 +462,7 @@ def search_shapes(verifier, target: Model, draft_model: Model, budget: int, L: i
     budget = check_int(budget, "budget", 1)
     max_shapes = check_int(max_shapes, "max_shapes", 1)
     cost = None if cost is None else _check_cost(cost)
+    workers = check_workers(workers)
     space = search_space(budget, L, verifier, mode)
     if not space:
         raise ValueError(f"verifier {verifier.name!r} applies to no i.i.d. or without-replacement tree process "
@@ -472,14 +478,8 @@ def search_shapes(verifier, target: Model, draft_model: Model, budget: int, L: i
                          f"to enumerate (limit max_trees={max_trees}); lower budget or L, raise max_trees, or use "
                          f"sequoia_shape (Sequoia's DP) or a deterministic heuristic (method='eagle2'/'opt_tree')")
     best = None
-    for proc in space:
-        depth = len(proc.widths)  # the shape's own depth
-        if cost is None:
-            value = expected_accepted(verifier, target, draft_model, depth, proc)
-            score, tp = value, None
-        else:
-            tp = throughput(verifier, target, draft_model, depth, proc, cost)
-            value, score = tp.tokens - 1.0, tp.rate
+    scored = map_tasks(_score_shape, [(verifier, target, draft_model, proc, cost) for proc in space], workers)
+    for proc, (score, value, tp) in zip(space, scored):
         if best is None or score > best[0] + 1e-12:
             best = (score, value, proc, tp)
     _, value, proc, tp = best
@@ -487,6 +487,17 @@ def search_shapes(verifier, target: Model, draft_model: Model, budget: int, L: i
                       value if cost is None else None, 0.0 if cost is None else None,
                       "exact optimum over the searched shapes", drafting=proc, searched=len(space), throughput=tp,
                       note=f"per-depth widths, depth <= {L}, " + ("max E[tau]" if cost is None else "max tokens per cost"))
+
+
+def _score_shape(task):
+    """(score, E[tau], throughput or None) of one shape of :func:`search_shapes`."""
+    verifier, target, draft_model, proc, cost = task
+    depth = len(proc.widths)  # the shape's own depth
+    if cost is None:
+        value = expected_accepted(verifier, target, draft_model, depth, proc)
+        return value, value, None
+    tp = throughput(verifier, target, draft_model, depth, proc, cost)
+    return tp.rate, tp.tokens - 1.0, tp
 
 
 def _rank_acceptance(verifier, target, draft_model, K: int) -> np.ndarray:
@@ -538,7 +549,7 @@ _METHODS = {"deterministic": ("oracle", "eagle2", "opt_tree"), "sampled": ("exha
 def optimal_tree(target: Model, draft_model: Model, budget: int, verifier=None, family: str = "deterministic",
                  L: int | None = None, method: str | None = None, cost: CostModel | None = None,
                  threshold: float = 0.5, max_depth: int = 10, mode: str | None = None,
-                 max_shapes: int = MAX_SHAPES, max_trees: int = MAX_TREES) -> TreeDesign:
+                 max_shapes: int = MAX_SHAPES, max_trees: int = MAX_TREES, *, workers=1) -> TreeDesign:
     """The best draft tree of at most ``budget`` drafted nodes for a verifier, or a heuristic's tree
     scored against it (docs/theory.md §13).
 
@@ -549,7 +560,9 @@ def optimal_tree(target: Model, draft_model: Model, budget: int, verifier=None, 
     (default ``budget``).  ``family="sampled"``: ``method`` ``"exhaustive"`` (default,
     :func:`search_shapes`) or ``"sequoia_dp"`` (:func:`sequoia_shape`); ``L`` is required
     (the exact engine enumerates V^(L+1) strings).  With a ``cost`` the result carries its
-    throughput and the exhaustive search maximises tokens per unit cost instead of E[tau].
+    throughput and the exhaustive search maximises tokens per unit cost instead of E[tau];
+    ``workers`` spreads the exhaustive search's shapes (:func:`search_shapes`; the other methods
+    score one tree and ignore it).
 
     ``ValueError`` for budget < 1, a verifier that does not apply to the family, an unknown
     method, or a search space above ``max_shapes`` shapes or ``max_trees`` trees (naming its size).
@@ -563,6 +576,7 @@ def optimal_tree(target: Model, draft_model: Model, budget: int, verifier=None, 
     ('heuristic', 6, 1.390849)
     """
     budget = check_int(budget, "budget", 1)
+    workers = check_workers(workers)
     if family not in _METHODS:
         raise ValueError(f"family must be 'deterministic' or 'sampled', got {family!r}")
     if verifier is None:
@@ -591,7 +605,7 @@ def optimal_tree(target: Model, draft_model: Model, budget: int, verifier=None, 
                          f"use family='deterministic'")
     if method == "sequoia_dp":
         return sequoia_shape(target, draft_model, budget, L, verifier)
-    return search_shapes(verifier, target, draft_model, budget, L, mode, cost, max_shapes, max_trees)
+    return search_shapes(verifier, target, draft_model, budget, L, mode, cost, max_shapes, max_trees, workers=workers)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._validate import check_seed
+from ...parallel import check_workers, map_tasks
 from ...drafts import chain
 from ...models import random_model
 from . import mutants
@@ -94,7 +95,7 @@ def _instances(err: LossyVerifierError | None, overrides: dict):
 
 def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampler: bool = True,
                    sampler_cap: int = 20000, alpha: float = 1e-3, seed: int = 0,
-                   sampler_only: set | None = None, shrink: bool = True) -> list[MutationRow]:
+                   sampler_only: set | None = None, shrink: bool = True, workers=1) -> list[MutationRow]:
     """Run every verifier of ``suites`` (default :func:`mutation_suites`) through the public API.
 
     Exact mode: ``assert_lossless(v, max_examples=max_examples)``.  Samples needed: min over the
@@ -106,7 +107,11 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
     ``sampler_only`` restricts sampler mode to those names; ``shrink=False`` skips Hypothesis
     shrinking (faster; counterexamples unshrunk).
 
-    Parameters: as above; ``alpha`` the sampler false-alarm rate, ``seed`` its seed.
+    Parameters: as above; ``alpha`` the sampler false-alarm rate, ``seed`` its seed (every
+    row's sampler run uses it, so a row does not depend on the others); ``workers`` (1; an int
+    n > 1 or -1 for processes, or a map-like callable: :mod:`specsim.parallel`): the verifiers
+    are independent tasks (Hypothesis derandomised, the sampler seeded), so the rows are the same
+    for any number of workers.
 
     Returns: a list of :class:`MutationRow`, one per verifier (see :func:`format_table`).
 
@@ -116,33 +121,40 @@ def mutation_table(suites: dict | None = None, max_examples: int = 40, run_sampl
     [('bonus_wrong_row', True, True)]
     """
     check_seed(seed)
+    workers = check_workers(workers)
     suites = mutation_suites() if suites is None else suites
-    rows = []
-    for suite, members in suites.items():
-        for name, (v, lossless, overrides) in members.items():
-            err = None
-            try:
-                assert_lossless(v, max_examples=max_examples, derandomize=True, shrink=shrink, **overrides)
-            except LossyVerifierError as e:
-                err = e
-            fault = v.doc.strip().splitlines()[0] if v.doc.strip() else ""
-            needed, inst = np.inf, None
-            for target, draft, L, drafting in _instances(err, overrides):
-                C, P = completed_and_target_laws(v, target, draft, L, drafting)
-                n = samples_to_detect(C, P, target.V, L, alpha)
-                if n < needed or inst is None:
-                    needed, inst = n, (target, draft, L, drafting)
-            s_flag, s_n = None, None
-            wanted = run_sampler and (sampler_only is None or name in sampler_only)
-            if wanted and v.kind == "chain" and (lossless or needed <= sampler_cap):
-                s_n = sampler_cap if not np.isfinite(needed) else int(min(max(2 * needed, 2000), sampler_cap))
-                res = check_sampler(from_verifier(v), *inst[:3], n=s_n, alpha=alpha, seed=seed)
-                # an INCONCLUSIVE run counts as a success for neither side: it neither passes a
-                # lossless control nor flags a mutant
-                s_flag = not res.passed if lossless else res.verdict == "FAIL"
-            first = str(err).splitlines()[0] if err is not None else ""
-            rows.append(MutationRow(name, suite, lossless, fault, err is not None, needed, s_flag, s_n, first))
-    return rows
+    tasks = [(suite, name, v, lossless, overrides, max_examples, run_sampler, sampler_cap, alpha, seed,
+              sampler_only, shrink) for suite, members in suites.items()
+             for name, (v, lossless, overrides) in members.items()]
+    return map_tasks(_row, tasks, workers)
+
+
+def _row(task) -> MutationRow:
+    """One verifier's line of :func:`mutation_table` (a task: it reads nothing shared)."""
+    (suite, name, v, lossless, overrides, max_examples, run_sampler, sampler_cap, alpha, seed,
+     sampler_only, shrink) = task
+    err = None
+    try:
+        assert_lossless(v, max_examples=max_examples, derandomize=True, shrink=shrink, **overrides)
+    except LossyVerifierError as e:
+        err = e
+    fault = v.doc.strip().splitlines()[0] if v.doc.strip() else ""
+    needed, inst = np.inf, None
+    for target, draft, L, drafting in _instances(err, overrides):
+        C, P = completed_and_target_laws(v, target, draft, L, drafting)
+        n = samples_to_detect(C, P, target.V, L, alpha)
+        if n < needed or inst is None:
+            needed, inst = n, (target, draft, L, drafting)
+    s_flag, s_n = None, None
+    wanted = run_sampler and (sampler_only is None or name in sampler_only)
+    if wanted and v.kind == "chain" and (lossless or needed <= sampler_cap):
+        s_n = sampler_cap if not np.isfinite(needed) else int(min(max(2 * needed, 2000), sampler_cap))
+        res = check_sampler(from_verifier(v), *inst[:3], n=s_n, alpha=alpha, seed=seed)
+        # an INCONCLUSIVE run counts as a success for neither side: it neither passes a
+        # lossless control nor flags a mutant
+        s_flag = not res.passed if lossless else res.verdict == "FAIL"
+    first = str(err).splitlines()[0] if err is not None else ""
+    return MutationRow(name, suite, lossless, fault, err is not None, needed, s_flag, s_n, first)
 
 
 def format_table(rows: list[MutationRow]) -> str:

@@ -14,7 +14,8 @@ the n needed for 99% power (:func:`~specsim.testing.sampler.samples_to_detect`).
 power at check_sampler's default n = 20000.  It was found once by ``python -m
 specsim.testing.selftest.power`` (the search in :func:`_search`: V in {3, 4}, L in {2, 3}, concentration
 in {0.2, 0.3, 0.5, 1.0}, target/draft seeds (s, s + 1) for s = 0, 2, ..., 38, ranked by the largest
-n any chain mutant needs); its result, V = 4, L = 3, concentration 0.5, seeds (24, 25), every chain
+n any chain mutant needs; ``--workers N`` spreads the candidates over N processes, with the same
+result); its result, V = 4, L = 3, concentration 0.5, seeds (24, 25), every chain
 mutant flagged with 99% power by n = 4718, is recorded in :data:`DEFAULT_INSTANCE` (the 2-core
 run took about 2 minutes).
 
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._validate import check_int, check_real
+from ...parallel import check_workers, map_tasks, worker_map
 from ...models import validate_model_pair
 from ...drafts import Chain
 from ...models import Model, random_model
@@ -257,45 +259,89 @@ def _candidates():
         yield V, conc, s, s + 1
 
 
-def _search(n: int = DEFAULT_N, alpha: float = 1e-3):
-    """The search behind :data:`DEFAULT_INSTANCE`: every candidate (L in {2, 3}) with its largest
-    needed n."""
+def _search_task(task):
+    """One candidate of :func:`_search`: (largest needed n, V, L, concentration, seeds)."""
+    V, conc, s, d, L, n, alpha = task
+    rep = power_report(random_model(V, s, conc), random_model(V, d, conc), L, n, alpha=alpha)
+    return max(r.samples_needed for r in rep.rows), V, L, conc, s, d
+
+
+def _search(n: int = DEFAULT_N, alpha: float = 1e-3, *, workers=1, candidates=None):
+    """The search behind :data:`DEFAULT_INSTANCE`: every candidate (default :func:`_candidates`;
+    L in {2, 3}) with its largest needed n, sorted.  Candidates are independent tasks, spread
+    over ``workers`` (:mod:`specsim.parallel`); nothing is random."""
+    tasks = [(V, conc, s, d, L, n, alpha)
+             for (V, conc, s, d), L in itertools.product(_candidates() if candidates is None else candidates, (2, 3))]
+    return sorted(map_tasks(_search_task, tasks, workers))
+
+
+def _step_task(task):
+    """One candidate of :func:`_search_step`: the largest n any mutant step needs at each length,
+    up to the first length where the running maximum exceeds ``bound`` (the search stops there
+    or earlier)."""
+    V, conc, s, d, lengths, n, alpha, bound = task
+    target, draft_model = random_model(V, s, conc), random_model(V, d, conc)
+    values = []
+    for L in lengths:
+        values.append(max(r.samples_needed for r in power_report(target, draft_model, L, n, alpha=alpha,
+                                                                   check="step").rows))
+        if max(values) > bound:
+            break
+    return values
+
+
+def _search_step(n: int = DEFAULT_N, alpha: float = 1e-3, lengths=(2, 3), *, workers=1, candidates=None):
+    """The search behind :data:`DEFAULT_STEP_INSTANCE`: every candidate (default
+    :func:`_candidates`) with the largest n any mutant step needs at any draft length in
+    ``lengths`` (max_tokens = L + 1), at check_step's default context; a candidate stops at the
+    first length where it is worse than the best so far.
+
+    The candidates are tasks over ``workers`` (:mod:`specsim.parallel`) and the early stop is
+    replayed on their values in candidate order, so the result is the serial search's for any
+    number of workers.  Each task gets the best so far when it is handed out as a bound: with one
+    worker the exact best (the serial search's work); with more, the best of the results read by
+    then, which can only be larger, so a task may compute a length the serial search skips,
+    never miss one it needs."""
+    cands = list(_candidates() if candidates is None else candidates)
+    best = [np.inf]  # the best so far; at any later candidate's turn it can only have fallen
+
+    def tasks():
+        for c in cands:
+            yield (*c, tuple(lengths), n, alpha, best[0])
+
     out = []
-    for (V, conc, s, d), L in itertools.product(_candidates(), (2, 3)):
-        rep = power_report(random_model(V, s, conc), random_model(V, d, conc), L, n, alpha=alpha)
-        out.append((max(r.samples_needed for r in rep.rows), V, L, conc, s, d))
-    return sorted(out)
-
-
-def _search_step(n: int = DEFAULT_N, alpha: float = 1e-3, lengths=(2, 3)):
-    """The search behind :data:`DEFAULT_STEP_INSTANCE`: every candidate with the largest n any
-    mutant step needs at any draft length in ``lengths`` (max_tokens = L + 1), at check_step's
-    default context; a candidate stops at the first length where it is worse than the best so far."""
-    out, best = [], np.inf
-    for V, conc, s, d in _candidates():
-        target, draft_model = random_model(V, s, conc), random_model(V, d, conc)
+    for (V, conc, s, d), values in zip(cands, worker_map(workers)(_step_task, tasks())):
         worst = 0.0
-        for L in lengths:
-            rep = power_report(target, draft_model, L, n, alpha=alpha, check="step")
-            worst = max(worst, *(r.samples_needed for r in rep.rows))
-            if worst > best:
+        for value in values:  # a task stopped at or after the length where this loop stops
+            worst = max(worst, value)
+            if worst > best[0]:
                 break
-        best = min(best, worst)
+        best[0] = min(best[0], worst)
         out.append((worst, V, conc, s, d))
     return sorted(out)
 
 
 def _main(argv) -> None:
-    which = argv[1:] or ["sampler", "step"]
+    """``python -m specsim.testing.selftest.power [sampler] [step] [--workers N]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m specsim.testing.selftest.power",
+                                 description="the searches behind DEFAULT_INSTANCE and DEFAULT_STEP_INSTANCE")
+    ap.add_argument("which", nargs="*", help="sampler and/or step (default both)")
+    ap.add_argument("--workers", type=int, default=1, help="processes for the candidates (-1: every core)")
+    args = ap.parse_args(argv[1:])
+    if set(args.which) - {"sampler", "step"}:  # not choices=: Python 3.11 checks an empty list against them
+        ap.error(f"choose searches from 'sampler' and 'step', got {args.which}")
+    which, workers = args.which or ["sampler", "step"], check_workers(args.workers, "--workers")
     if "sampler" in which:
-        results = _search()
+        results = _search(workers=workers)
         for row in results[:10]:
             print("check_sampler: max n needed %-10s V=%d L=%d concentration=%g seeds=(%d, %d)" % row)
         best = results[0]
         print("chosen:", {"V": best[1], "L": best[2], "concentration": best[3], "target_seed": best[4],
                           "draft_seed": best[5], "max_samples_needed": best[0]})
     if "step" in which:
-        results = _search_step()
+        results = _search_step(workers=workers)
         for row in results[:10]:
             print("check_step: max n needed %-10s V=%d concentration=%g seeds=(%d, %d)" % row)
         best = results[0]
