@@ -88,8 +88,12 @@ class _ClipDivergence:
     def __init__(self, fam: ClipFamily, kind: str):
         self.fam, self.kind = fam, kind
         self.n0 = fam.n0  # tokens with q = 0 < p: the first n0 in ratio order
-        # M_j = sum of the middle terms over the first j tokens in ratio order, built in place
-        self.M = M = np.empty(fam.r.size + 1)
+        # M_j = sum of the middle terms over the first j tokens in ratio order, built in place in a
+        # row of the family's work block (built once per family and kind)
+        self.M, fresh = fam.spare_row("divergence " + kind, fam.r.size + 1)
+        M = self.M
+        if not fresh:
+            return
         M[0] = 0.0
         mid = M[1:]
         if kind == "tv":
