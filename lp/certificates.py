@@ -133,8 +133,7 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     atol = check_real(atol, "atol", 0.0, 1.0)
     fam = ClipFamily(p, q)  # one ratio sort for the rule (mentored, Cactus) and both KL frontiers
     with fam.shared():
-        out = r.closed_out(p, q)
-    beta = float(r.closed_beta(p, q))
+        out, beta = r.out_beta(p, q)
     (k1, k2), t = kl_pair(out, p), tv(out, p)     # one log pass for both directions
     if fam.r.size == p.size:  # p > 0 everywhere
         mr = float((out / p).max())

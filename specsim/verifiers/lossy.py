@@ -82,6 +82,10 @@ class SingleTokenRule:
     closed_beta: Callable[[np.ndarray, np.ndarray], float] = field(repr=False)
     params: dict = field(default_factory=dict)
     label: str = ""
+    #: optional ``closed_pair(p, q) -> (out, beta)`` for rules whose two closed forms share work
+    #: (Cactus's caps, FSD's divergence): :meth:`out_beta` uses it, certificates call that
+    closed_pair: Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, float]"] | None = field(default=None,
+                                                                                             repr=False)
 
     def __call__(self, p_row, q_row, x: int) -> tuple[float, np.ndarray]:
         p, q = as_pair(p_row, q_row)
@@ -96,6 +100,14 @@ class SingleTokenRule:
         """Closed-form acceptance beta(p, q) = sum_x q(x) a(x) (``ValueError`` on a bad pair)."""
         p, q = as_pair(p, q)
         return float(self.closed_beta(p, q))
+
+    def out_beta(self, p, q) -> tuple[np.ndarray, float]:
+        """``(out(p, q), beta(p, q))`` for validated float64 rows (trusted), sharing the work of
+        the two closed forms where the rule gives ``closed_pair``."""
+        if self.closed_pair is not None:
+            out, beta = self.closed_pair(p, q)
+            return out, float(beta)
+        return self.closed_out(p, q), float(self.closed_beta(p, q))
 
     def lifted_out(self, p, q) -> np.ndarray:
         """out(y) = sum_x q(x) [a(x) 1{y = x} + (1 - a(x)) R_x(y)] by the O(V^2) sum over x."""
@@ -339,14 +351,18 @@ def fuzzy(T: float, divergence: str = "js_released") -> LossyVerifier:
     def decide(p, q, x):
         return float(div(p, q) <= T), p
 
+    def pair(p, q):
+        ok = div(p, q) <= T
+        return (q.copy() if ok else p.copy()), float(ok)
+
     def out(p, q):
-        return q.copy() if div(p, q) <= T else p.copy()
+        return pair(p, q)[0]
 
     def beta(p, q):
         return float(div(p, q) <= T)
 
-    return single_token_chain(SingleTokenRule("fuzzy", decide, out, beta, dict(T=T, divergence=kind)),
-                              doc=fuzzy.__doc__)
+    return single_token_chain(SingleTokenRule("fuzzy", decide, out, beta, dict(T=T, divergence=kind),
+                                              closed_pair=pair), doc=fuzzy.__doc__)
 
 
 # --------------------------------------------------------------------------- 8.5 Cactus
@@ -389,9 +405,10 @@ def cactus(delta: float) -> LossyVerifier:
     def beta(p, q):
         return np.minimum(q, _cactus_h(p, delta)[0]).sum()
 
-    def out(p, q):
+    def pair(p, q):
         h, c = _cactus_h(p, delta)
         acc = np.minimum(q, h)
+        beta_value = acc.sum()  # = beta(p, q), from the same caps
         rho = q - acc  # rejection mass of drafted n
         # Only drafted n with rho_n > 0 are ever rejected (often a handful at LLM vocabularies).
         # Z_n = sum_{v != n} (c_n p_v - q_v)_+ by the ratio order r_v = q_v / p_v (p_v > 0) of
@@ -414,9 +431,12 @@ def cactus(delta: float) -> LossyVerifier:
         G[act] -= w * own  # the sum runs over n != y
         np.maximum(G, 0.0, out=G)
         G += acc
-        return G
+        return G, beta_value
 
-    rule = SingleTokenRule("cactus", decide, out, beta, dict(delta=delta))
+    def out(p, q):
+        return pair(p, q)[0]
+
+    rule = SingleTokenRule("cactus", decide, out, beta, dict(delta=delta), closed_pair=pair)
     return single_token_chain(rule, doc=cactus.__doc__)
 
 
