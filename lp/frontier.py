@@ -176,7 +176,13 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDiv
         d_q = np.inf if fam.q0 > 0 else max(float(D.M[-1]), 0.0)
     else:
         d_q = np.inf if fam.n0 > 0 else max(float(D.M[-1]), 0.0)
-    if fam.n0 > 0 or fam.q0 > 0 or abs(d_q - eps) <= 1e-9 * max(1.0, eps):
+    if fam.n0 == 0 and fam.q0 == 0 and abs(d_q - eps) <= 1e-9 * max(1.0, eps):
+        # the budget is D(q, p) up to rounding (a rule that emits q): decide with the direct sum
+        # exactly as _frontier_clip does, and only run it when q does not fit the budget
+        if divergence(q, p, kind) <= eps:
+            return 1.0
+        return _frontier_clip(p, q, eps, kind, fam, D).beta
+    if fam.n0 > 0 or fam.q0 > 0:
         return _frontier_clip(p, q, eps, kind, fam, D).beta
     if d_q <= eps:
         return 1.0

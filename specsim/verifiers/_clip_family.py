@@ -113,6 +113,8 @@ class ClipFamily:
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
                 r_in[:] = np.where(pos, q / np.where(pos, p, 1.0), np.inf)
+        #: q/p in token order (inf where p = 0)
+        self.r_tokens = r_in
         order = _argsort_nonneg(r_in, block[1:3])[:m]  # p = 0 sorts last (r = inf) and is dropped
         self.idx = order
         # q/p is elementwise, so qs/ps equals r[order] bit for bit.

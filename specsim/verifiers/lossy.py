@@ -294,15 +294,18 @@ def topk_accept(k: int) -> LossyVerifier:
     def beta(p, q):
         return q[_top_set(p, k)].sum()
 
-    def out(p, q):
+    def pair(p, q):
         S = _top_set(p, k)
         q_out = q[~S].sum()  # q(S^c) summed directly: 1 - q(S) can round below 0 when S^c is empty
         den = S.sum() - 1.0 + q_out
         if den <= 0:  # S = {v} with q_v = 1: never rejected
-            return q.copy()
-        return np.where(S, q + q_out * (1.0 - q) / den, 0.0)
+            return q.copy(), q[S].sum()
+        return np.where(S, q + q_out * (1.0 - q) / den, 0.0), q[S].sum()
 
-    rule = SingleTokenRule("topk_accept", decide, out, beta, dict(k=k))
+    def out(p, q):
+        return pair(p, q)[0]
+
+    rule = SingleTokenRule("topk_accept", decide, out, beta, dict(k=k), closed_pair=pair)
     return single_token_chain(rule, doc=topk_accept.__doc__)
 
 
@@ -368,10 +371,18 @@ def fuzzy(T: float, divergence: str = "js_released") -> LossyVerifier:
 # --------------------------------------------------------------------------- 8.5 Cactus
 def _cactus_h(p: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
     """h_n = clip(p_n + sqrt(2 delta p_n (1 - p_n)), 0, 1) and c_n = (1 - h_n)/(1 - p_n) for every n."""
-    h = np.clip(p + np.sqrt(2.0 * delta * p * (1.0 - p)), 0.0, 1.0)
+    rest = np.subtract(1.0, p)
+    h = np.multiply(p, 2.0 * delta)       # in place, in the order of clip(p + sqrt(2 delta p (1 - p)), 0, 1)
+    h *= rest
+    np.sqrt(h, out=h)
+    h += p
+    np.clip(h, 0.0, 1.0, out=h)
+    c = np.subtract(1.0, h)
     with np.errstate(divide="ignore", invalid="ignore"):
-        c = np.where(p < 1.0, (1.0 - h) / (1.0 - p), 0.0)
-    h = np.where(p >= 1.0, 1.0, h)
+        c /= rest
+    one = p >= 1.0                        # a one-hot target: h = 1, c = 0 there
+    if one.any():
+        h[one], c[one] = 1.0, 0.0
     return h, c
 
 
@@ -422,12 +433,24 @@ def cactus(delta: float) -> LossyVerifier:
         w = ra / np.maximum(Z, ra)  # Z_n = sum (q - h^(n))_+ >= rho_n; guards rounding
         # G(y) = sum_n w_n (c_n p_y - q_y)_+ = p_y sum_{c_n > r_y} w_n c_n - q_y sum_{c_n > r_y} w_n.
         # c_n > r_y iff j_n > i for y at ratio rank i (ties in r never split: no c_n lies between
-        # equal r), so both sums are suffix sums of bincounts over j: no second sort.
-        m = fam.r.size
-        Wc = np.cumsum(np.bincount(j, weights=w * ca, minlength=m + 1)[::-1])[::-1]
-        W = np.cumsum(np.bincount(j, weights=w, minlength=m + 1)[::-1])[::-1]
-        G = np.zeros(p.size)
-        G[fam.idx] = np.maximum(fam.ps * Wc[1:] - fam.qs * W[1:], 0.0)  # p_v = 0: G_v = 0
+        # equal r), i.e. iff r_y <= r_(j_n - 1): both sums are suffix sums over the few distinct
+        # j_n >= 1, read in token order by counting the thresholds r_(j - 1) below r_y (no
+        # scatter, no second sort; p_v = 0 has r_v = inf and gets G_v = 0).
+        bins, inv = np.unique(j, return_inverse=True)
+        Wc, W = np.bincount(inv, weights=w * ca), np.bincount(inv, weights=w)
+        first = int(np.searchsorted(bins, 1))   # j = 0: no token lies below c_n
+        suf_c = np.append(np.cumsum(Wc[first:][::-1])[::-1], 0.0)
+        suf = np.append(np.cumsum(W[first:][::-1])[::-1], 0.0)
+        thr, r_tok = fam.r[bins[first:] - 1], fam.r_tokens
+        if thr.size <= 16:
+            s = np.zeros(p.size, dtype=np.intp)
+            for t in thr:
+                s += r_tok > t
+        else:
+            s = np.searchsorted(thr, r_tok, side="left")
+        G = np.multiply(p, np.take(suf_c, s))
+        G -= np.multiply(q, np.take(suf, s))
+        np.maximum(G, 0.0, out=G)
         G[act] -= w * own  # the sum runs over n != y
         np.maximum(G, 0.0, out=G)
         G += acc
