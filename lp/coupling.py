@@ -389,17 +389,26 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)
     if replacement:
         return _iid_bound_bucketed(p, q, k_eff)
+    if 2 <= k_eff < int(np.count_nonzero(q)):
+        order, valid = _wor_bucketed_order(p, q, k_eff)
+        return _sorted_prefix_bound(p, q, int(K), k_eff, replacement, step, order, valid)
     return _sorted_prefix_bound(p, q, int(K), k_eff, replacement, step)
 
 
 def _sorted_prefix_bound(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, replacement: bool,
-                         step: float) -> MultidraftBound:
-    """:func:`multidraft_bound` on validated rows by one full sort of p/q (``k_eff`` from :func:`_check_K`).
+                         step: float, order: np.ndarray | None = None,
+                         valid: np.ndarray | None = None) -> MultidraftBound:
+    """:func:`multidraft_bound` on validated rows along the prefixes of ``order`` (``k_eff`` from
+    :func:`_check_K`).
 
-    The path without replacement, and the reference the bucketed i.i.d. path is tested against
-    (tests/lp/test_bucketed_bound.py).
+    ``order`` defaults to one full sort of p/q: then this is the reference the bucketed paths are
+    tested against (tests/lp/test_bucketed_bound.py).  Without replacement the order may come from
+    :func:`_wor_bucketed_order`: every prefix of it is a token set (its objective is at least
+    alpha*) and it holds every sorted prefix that can be optimal; ``valid`` marks the prefixes the
+    K >= 3 quadrature has to consider (None: all).
     """
-    order = _prefix_order(p, q)
+    if order is None:
+        order = _prefix_order(p, q)
     ps, qs = np.take(p, order), np.take(q, order)
     Pc, Qc = _cumsum0(ps), _cumsum0(qs)
     lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))   # q(V minus H_k), accurate when small
@@ -413,7 +422,7 @@ def _sorted_prefix_bound(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, repla
         if k_eff == 2:
             miss = miss2
         else:
-            miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step)
+            miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, valid)
     obj = Pc + miss
     k = int(np.argmin(obj))
     mask = np.zeros(p.size, dtype=bool)
@@ -555,7 +564,98 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
                            "prefix")
 
 
-def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float) -> np.ndarray:
+#: Rows shorter than this are sorted outright without replacement (tests lower it to exercise the
+#: bucketed order on rows small enough for exact references).
+_WOR_BUCKET_MIN_V = 4096
+
+
+def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """A token order for K >= 2 draws without replacement whose prefixes hold every sorted prefix
+    that can be optimal, without a full sort; and the mask of those prefixes (docs/theory.md §6.6).
+
+    The i.i.d. pruning of :func:`_iid_bound_bucketed`, with the successive-sampling objective:
+
+    1. Drop: adding v to H raises Q_sub by at most P(v among the first K draws) <= q_v sum_{j<K} 1/R_j,
+       R_j = q(V) - j max q (the mass left after j draws, at least).  A token with p/q above
+       c = that sum (or q = 0 < p) only raises the objective and is never in an optimal H.
+    2. Bucket the rest by the top bits of p/q (monotone, so bucket edges are sorted prefixes).
+       Weighted bincounts give p, q and sum q_a / (q(V) - q_a) per bucket (the largest mass apart,
+       as in :func:`_wor_miss_k2`), hence at every edge the exact K = 2 miss and, for K >= 3, the
+       bounds of :func:`_wor_miss_race`: optimistic 1 - Q_2 (1 - lam)^(K-2) and pessimistic with
+       m_j <= j max_H q.  Inside bucket b, p(H) >= p(edge b) and the miss is at least that of
+       edge b + 1: buckets whose lower bound exceeds the best edge's upper bound are never opened.
+    3. Tokens are grouped by bucket (a linear radix sort of 16-bit ids); only runs of opened
+       buckets are sorted by p/q.
+
+    The bucket sums only steer which buckets are opened (a 1e-9 margin covers their rounding);
+    the objective itself is then summed along this order exactly as along a full sort.  Returns
+    ``(order, valid)``; falls back to ``(full argsort, None)`` when c is not finite (the K - 1
+    largest masses hold everything) or V < :data:`_WOR_BUCKET_MIN_V`, where a sort costs little.
+    """
+    V = p.size
+    qtot = float(q.sum())
+    star = int(np.argmax(q))
+    qstar = float(q[star])
+    room = (qtot - np.arange(K) * qstar) * (1.0 - 1e-12)         # R_j, rounded down
+    if V < _WOR_BUCKET_MIN_V or room[-1] <= 0.0:
+        return _prefix_order(p, q), None
+    c = float(np.sum(1.0 / room)) * (1.0 + 1e-9)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r = p / q                                                # inf: q = 0 < p; nan: p = q = 0
+    shift = 52 - _MANT_BITS
+    lo = (int(np.float64(c).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
+    ids = r.view(np.int64) >> shift
+    ids -= lo
+    np.maximum(ids, 0, out=ids)
+    ids[~(r <= c)] = _N_BUCKETS                                  # dropped, last
+    nb = _N_BUCKETS + 1
+    cnt = np.bincount(ids, minlength=nb)
+    Pb, Qb = np.bincount(ids, p, nb), np.bincount(ids, q, nb)
+    rest_star = float(q[:star].sum() + q[star + 1:].sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = q / (qtot - q)                                       # q_a / rest_a, q_a <= q(V) / 2
+    t[star] = 0.0
+    Wb = np.bincount(ids, t, nb)
+    N = _N_BUCKETS
+    P_e, Q_e, W_e = _cumsum0(Pb[:N]), _cumsum0(Qb[:N]), _cumsum0(Wb[:N])
+    lam_e = _cumsum0(Qb[::-1])[::-1][:N + 1]                     # q of buckets >= b, dropped included
+    miss2 = lam_e * (1.0 + W_e)
+    sb = int(ids[star])
+    if sb < N and rest_star > 0:
+        miss2[sb + 1:] += qstar * (lam_e[sb + 1:] / rest_star)
+    np.minimum(miss2, 1.0, out=miss2)
+    if K == 2:
+        upper = P_e + miss2                                      # exact at the edges
+        lower = P_e[:-1] + miss2[1:]
+    else:
+        opt = miss2 + (1.0 - miss2) * _iid_miss(lam_e, K - 2)
+        qmax_b = np.zeros(nb)
+        np.maximum.at(qmax_b, ids, q)
+        qmax_e = np.maximum.accumulate(np.concatenate(([0.0], qmax_b[:N])))   # max q over buckets < b
+        slack = (V + K + 2) * np.finfo(np.float64).eps
+        low_q = 1.0 - miss2
+        for j in range(2, K):
+            left = np.maximum(Q_e - j * qmax_e - slack, 0.0)
+            with np.errstate(invalid="ignore"):
+                low_q *= np.where(left > 0, left / (lam_e + left), 0.0)
+        low_q[lam_e <= 0.0] = 1.0
+        upper = P_e + 1.0 - low_q
+        lower = P_e[:-1] + opt[1:]
+    opened = (lower <= float(upper.min()) + 1e-9) & (cnt[:N] > 0)
+    order = np.argsort(ids.astype(np.int16), kind="stable")     # radix sort: grouped by bucket
+    starts = _cumsum0(cnt).astype(np.int64)
+    valid = np.zeros(V + 1, dtype=bool)
+    valid[starts[:N + 1]] = True                                 # every edge
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], opened, [False])).astype(np.int8)))
+    for b0, b1 in zip(edges[::2], edges[1::2]):                  # runs of opened buckets [b0, b1)
+        a, e = int(starts[b0]), int(starts[b1])
+        seg = order[a:e]
+        order[a:e] = seg[np.argsort(r[seg])]
+        valid[a:e + 1] = True
+    return order, valid
+
+
+def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarray | None = None) -> np.ndarray:
     """1 - Q_sub(H_k) for K >= 3 draws without replacement on the prefixes that can be optimal.
 
     Q_K = E[prod_{j<K} (q(H) - m_j) / (q(V) - m_j)], m_j = mass of the first j draws (all in H):
@@ -563,10 +663,14 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float) -> np.ndarray:
     (a pessimistic one).  Any prefix's pessimistic objective caps the optimum; it is evaluated only
     near the most optimistic prefix, and only prefixes whose optimistic objective can reach that
     cap are integrated (:func:`lp._race.wor_subset_quadrature`).  Factors are written with the
-    remaining mass, (q(H) - m) / (lam + q(H) - m), never 1 - m.
+    remaining mass, (q(H) - m) / (lam + q(H) - m), never 1 - m.  ``valid`` (None: all) restricts
+    the integrated prefixes to those that can be optimal (:func:`_wor_bucketed_order`); the others
+    keep the placeholder 1, an objective no smaller than alpha*.
     """
     done = lam <= 0.0                                            # H holds supp q: Q_sub = 1
     optimistic = Pc + miss2 + (1.0 - miss2) * _iid_miss(lam, K - 2)      # 1 - Q_2 (1 - lam)^(K-2)
+    if valid is not None:
+        optimistic[~valid] = np.inf
     k0 = int(np.argmin(optimistic))
     lo, hi = max(k0 - _BOUND_WINDOW, 0), min(k0 + _BOUND_WINDOW + 1, Qc.size)
     head = float(qs[:lo].max()) if lo > 0 else 0.0
