@@ -288,15 +288,15 @@ def _prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.argsort(p / q)
 
 
-def _cumsum0(x: np.ndarray) -> np.ndarray:
-    """[0, x_0, x_0 + x_1, ...] without an intermediate array."""
-    out = np.empty(x.size + 1)
+def _cumsum0(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """[0, x_0, x_0 + x_1, ...] without an intermediate array (into ``out`` of length len(x) + 1 if given)."""
+    out = np.empty(x.size + 1) if out is None else out
     out[0] = 0.0
     np.cumsum(x, out=out[1:])
     return out
 
 
-def _wor_miss_k2(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray) -> np.ndarray:
+def _wor_miss_k2(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
     """1 - Q_sub(H_k) for two draws without replacement, in positive terms (docs/theory.md §6.6).
 
     1 - Q_sub(H) = lam(H) (1 + sum_{a in H} q_a / rest_a): the first draw leaves H, or it is a in H
@@ -304,16 +304,23 @@ def _wor_miss_k2(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray) -> np.ndarray:
     before a) + (mass after a) in prefix order, both summed directly.  The algebraically equal
     sum_{a in H} q_a (q(H) - q_a) / (1 - q_a) loses ~1e-16 / (1 - q_max).  The largest mass is kept
     apart: its rest may be subnormal, and its term q_a (lam(H) / rest_a) has lam(H) <= rest_a.
+    ``work``: two rows of length >= len(Qc) to compute in (the result is the second).
     """
-    rest = Qc[:-1] + lam[1:]
+    n = qs.size
+    if work is None:
+        work = np.empty((2, n + 1))
+    rest = np.add(Qc[:-1], lam[1:], out=work[0, :n])
     star = int(np.argmax(qs))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = np.where(rest > 0, qs / rest, 0.0)             # <= V for every token but the largest
+        ratio = np.divide(qs, rest, out=work[1, 1:n + 1])      # <= V for every token but the largest
+    ratio[~(rest > 0)] = 0.0
     ratio[star] = 0.0
-    miss = lam * (1.0 + _cumsum0(ratio))
+    miss = _cumsum0(ratio, work[1, :n + 1])                     # in place: shifts ratio by one
+    miss += 1.0
+    miss *= lam
     if rest[star] > 0:
         miss[star + 1:] += qs[star] * (lam[star + 1:] / rest[star])
-    return np.minimum(miss, 1.0)
+    return np.minimum(miss, 1.0, out=miss)
 
 
 def _iid_miss(lam: np.ndarray, K: int) -> np.ndarray:
@@ -409,21 +416,26 @@ def _sorted_prefix_bound(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, repla
     """
     if order is None:
         order = _prefix_order(p, q)
-    ps, qs = np.take(p, order), np.take(q, order)
-    Pc, Qc = _cumsum0(ps), _cumsum0(qs)
-    lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))   # q(V minus H_k), accurate when small
+    n = p.size
+    # the O(V) rows in one block: each fresh 1.2 MB array would be a new mapping that page-faults
+    work = np.empty((8, n + 1))
+    ps, qs = np.take(p, order, out=work[0, :n]), np.take(q, order, out=work[1, :n])
+    Pc, Qc = _cumsum0(ps, work[2]), _cumsum0(qs, work[3])
+    lam = work[4]                                                # q(V minus H_k), accurate when small
+    np.cumsum(qs[::-1], out=lam[n - 1::-1])
+    lam[n] = 0.0
     # miss[k] = 1 - Q_sub(H_k), always as a sum of positive terms; the objective is Pc + miss
     if replacement or k_eff == 1:
         miss = _iid_miss(lam, k_eff)
     elif k_eff == int(np.count_nonzero(qs)):
         miss = (lam > 0.0).astype(np.float64)                  # the set is all of supp q
     else:
-        miss2 = _wor_miss_k2(qs, Qc, lam)
+        miss2 = _wor_miss_k2(qs, Qc, lam, work[5:7])
         if k_eff == 2:
             miss = miss2
         else:
             miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, valid)
-    obj = Pc + miss
+    obj = np.add(Pc, miss, out=work[7])
     k = int(np.argmin(obj))
     mask = np.zeros(p.size, dtype=bool)
     mask[order[:k]] = True
