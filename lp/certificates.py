@@ -148,10 +148,15 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
         np.maximum(p, q, out=edge)
         edge += atol
         between = bool(np.all(out <= edge))
+    if np.array_equal(out, q):
+        # the rule emits q (FSD below its threshold): pi = q meets the budget D(q, p) in either KL
+        # direction, with acceptance 1, so beta* = 1 exactly (no clip level to search)
+        f_kl = f_kl_reverse = 1.0
+    else:
+        f_kl, f_kl_reverse = _frontier_beta(p, q, k1, "kl", fam), _frontier_beta(p, q, k2, "kl_reverse", fam)
     return LossyCertificate(r.name, dict(r.params), out, beta, k1, k2, t, mr,
                             float(np.log(mr)) if mr > 0 else -np.inf, between,
-                            _frontier_beta(p, q, t, "tv", fam), _frontier_beta(p, q, k1, "kl", fam),
-                            _frontier_beta(p, q, k2, "kl_reverse", fam), _support_note(out, p), r.label)
+                            _frontier_beta(p, q, t, "tv", fam), f_kl, f_kl_reverse, _support_note(out, p), r.label)
 
 
 @dataclass(frozen=True)

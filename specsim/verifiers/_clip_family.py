@@ -36,7 +36,7 @@ def _token_ids(n: int) -> np.ndarray:
     return ids
 
 
-def _argsort_nonneg(r: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
+def _argsort_nonneg(r: np.ndarray, work: np.ndarray | None = None, check: bool = True) -> np.ndarray:
     """An argsort of ``r`` (entries >= 0 or +inf, no NaN; ties in any order), as int64 indices.
 
     For non-negative floats the IEEE bit pattern read as int64 is monotone in the value, so one
@@ -47,7 +47,8 @@ def _argsort_nonneg(r: np.ndarray, work: np.ndarray | None = None) -> np.ndarray
     any such inversion and a stable argsort of the nearly sorted values (linear on sorted runs)
     repairs it, so the order is exactly that of ``np.argsort(r)`` up to ties.  ``work``: two
     float64 rows of length >= len(r) to hold the keys and the check (the result may be a view of
-    the first), so that no fresh array is needed.
+    the first), so that no fresh array is needed.  ``check=False`` skips the pass over the sorted
+    values: the caller then checks (and repairs) the order itself.
 
     >>> r = np.array([0.5, 0.25, np.inf, 0.0, 0.25 * (1 + 2.0 ** -52)])
     >>> _argsort_nonneg(r).tolist()
@@ -65,6 +66,8 @@ def _argsort_nonneg(r: np.ndarray, work: np.ndarray | None = None) -> np.ndarray
     key |= _token_ids(n)
     key.sort()
     key &= (1 << b) - 1
+    if not check:
+        return key
     rs = np.take(r, key, out=work[1, :n])
     if (rs[1:] < rs[:-1]).any():                    # patterns tied above the low b bits
         key = key[np.argsort(rs, kind="stable")]
@@ -115,12 +118,16 @@ class ClipFamily:
                 r_in[:] = np.where(pos, q / np.where(pos, p, 1.0), np.inf)
         #: q/p in token order (inf where p = 0)
         self.r_tokens = r_in
-        order = _argsort_nonneg(r_in, block[1:3])[:m]  # p = 0 sorts last (r = inf) and is dropped
-        self.idx = order
-        # q/p is elementwise, so qs/ps equals r[order] bit for bit.
+        order = _argsort_nonneg(r_in, block[1:3], check=False)[:m]  # p = 0 sorts last (r = inf): dropped
+        # q/p is elementwise, so qs/ps equals r[order] bit for bit: the order is checked on it
         self.ps, self.qs = np.take(p, order, out=row["ps"][:m]), np.take(q, order, out=row["qs"][:m])
         with np.errstate(over="ignore"):
             self.r = np.divide(self.qs, self.ps, out=row["r"][:m])
+        if m > 1 and (self.r[1:] < self.r[:-1]).any():  # keys tied above the id bits: repair
+            fix = np.argsort(self.r, kind="stable")
+            order = order[fix]
+            self.ps[:], self.qs[:], self.r[:] = self.ps[fix], self.qs[fix], self.r[fix]
+        self.idx = order
         if m and not np.isfinite(self.r[-1]):  # p_v subnormal under draft mass: q/p overflows
             v = int(order[-1])
             raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "

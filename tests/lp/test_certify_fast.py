@@ -214,3 +214,41 @@ def test_clip_family_spare_rows():
         first = _ClipDivergence(fam2, kind).M.copy()
         np.testing.assert_array_equal(_ClipDivergence(fam2, kind).M, first)
         np.testing.assert_array_equal(_ClipDivergence(ClipFamily(p, q), kind).M, first)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(4096, 6000), st.sampled_from(["near-ties", "spread", "zeros"]), st.integers(0, 2 ** 32 - 1))
+def test_clip_family_checks_its_order_on_the_sorted_ratios(n, kind, seed):
+    """The family sorts packed keys without the sorted-values pass and repairs inversions among
+    ratios tied above the id bits on its own sorted q/p: the rows stay consistent and sorted."""
+    rng = np.random.default_rng(seed)
+    p = rng.random(n) + 0.5
+    if kind == "near-ties":                                # ratios 1 + k 2^-52: tied above the id bits
+        q = p * (1.0 + rng.integers(0, 50, n) * 2.0 ** -52)
+    else:
+        q = rng.random(n) * 10.0 ** float(rng.integers(-5, 5))
+        if kind == "zeros":
+            p[rng.random(n) < 0.1] = 0.0
+    fam = ClipFamily(p, q)
+    m = int(np.count_nonzero(p > 0))
+    assert fam.idx.size == m and np.array_equal(np.sort(fam.idx), np.flatnonzero(p > 0))
+    np.testing.assert_array_equal(fam.ps, p[fam.idx])
+    np.testing.assert_array_equal(fam.qs, q[fam.idx])
+    np.testing.assert_array_equal(fam.r, q[fam.idx] / p[fam.idx])
+    assert np.all(fam.r[1:] >= fam.r[:-1])
+    np.testing.assert_array_equal(fam.r, np.sort(q[p > 0] / p[p > 0]))
+
+
+@pytest.mark.parametrize("kind", ["random", "zeros", "subnormal", "near-one-hot", "tied", "equal", "llm"])
+def test_certify_of_a_rule_that_emits_q_or_p(kind):
+    """FSD far above (out = q: beta* = 1 without a clip search) and at 0 (out = p unless q = p)."""
+    for V, seed in ((5, 0), (60, 1), (4000, 2)):
+        p, q = _extreme(kind, V, seed)
+        for rule in (fuzzy(1e9, "kl_reverse"), fuzzy(1e9, "tv"), fuzzy(0.0, "tv")):
+            try:
+                ref = _certify_reference(rule, p, q)
+            except ValueError as err:
+                with pytest.raises(ValueError, match=str(err).split(" (")[0]):
+                    certify(rule, p, q)
+                continue
+            _same(certify(rule, p, q), ref)
