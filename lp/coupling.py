@@ -680,10 +680,10 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     keep the placeholder 1, an objective no smaller than alpha*.
     """
     done = lam <= 0.0                                            # H holds supp q: Q_sub = 1
-    optimistic = Pc + miss2 + (1.0 - miss2) * _iid_miss(lam, K - 2)      # 1 - Q_2 (1 - lam)^(K-2)
-    if valid is not None:
-        optimistic[~valid] = np.inf
-    k0 = int(np.argmin(optimistic))
+    at = np.arange(Pc.size) if valid is None else np.flatnonzero(valid)   # the prefixes considered
+    m2 = miss2[at]
+    optimistic = Pc[at] + m2 + (1.0 - m2) * _iid_miss(lam[at], K - 2)      # 1 - Q_2 (1 - lam)^(K-2)
+    k0 = int(at[np.argmin(optimistic)])
     lo, hi = max(k0 - _BOUND_WINDOW, 0), min(k0 + _BOUND_WINDOW + 1, Qc.size)
     head = float(qs[:lo].max()) if lo > 0 else 0.0
     qmax = np.maximum.accumulate(np.concatenate(([head], qs[lo:hi - 1])))   # max q on H_k
@@ -697,7 +697,7 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
             lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
     lower[done[lo:hi]] = 1.0
     best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
-    cand = np.flatnonzero((optimistic <= best_upper + 1e-12) & ~done & (Qc > 0))
+    cand = at[(optimistic <= best_upper + 1e-12) & ~done[at] & (Qc[at] > 0)]
     miss = (~done).astype(np.float64)                            # 0 where H holds supp q
     if cand.size:
         miss[cand] = 1.0 - wor_subset_quadrature(qs, Qc, lam, K, cand, step)
