@@ -55,12 +55,27 @@ class RaceState(NamedTuple):
         return cls(np.vstack([np.ones((1, rows)), np.zeros((K - 1, rows))]), np.zeros(rows), np.zeros(rows))
 
     def low_probability(self) -> np.ndarray:
-        """P(N <= K - 1) = sum_{j <= K - 1 - arrived} exp(log e_j - mass), per grid entry."""
+        """P(N <= K - 1) = sum_{j <= K - 1 - arrived} exp(log e_j - mass), per grid entry.
+
+        Where mass <= 700, e^-mass is a normal number and every e_j e^-mass = P(N' = j) <= 1, so
+        the terms are e_j times one exponential; larger masses go through the logarithms."""
         e, n, m = self
+        K = e.shape[0]
+        with np.errstate(under="ignore"):
+            scale = np.exp(-m)
         low = np.zeros(n.shape)
-        with np.errstate(divide="ignore"):
-            for j in range(e.shape[0]):
-                low += np.where(n <= e.shape[0] - 1 - j, np.exp(np.log(e[j]) - m), 0.0)
+        for j in range(K):
+            term = np.multiply(e[j], scale)
+            term[n > K - 1 - j] = 0.0
+            low += term
+        big = m > 700.0
+        if big.any():
+            eb, nb, mb = e[:, big], n[big], m[big]
+            exact = np.zeros(nb.shape)
+            with np.errstate(divide="ignore"):
+                for j in range(K):
+                    exact += np.where(nb <= K - 1 - j, np.exp(np.log(eb[j]) - mb), 0.0)
+            low[big] = exact
         return low
 
     def rows(self, index) -> "RaceState":

@@ -208,6 +208,31 @@ def test_race_state_union_is_the_product_of_polynomials():
     np.testing.assert_allclose(both.low_probability(), 1.0, rtol=1e-14)
 
 
+def _low_probability_reference(state):
+    """P(N <= K - 1) by the logarithms on every entry (the previous RaceState.low_probability)."""
+    e, n, m = state
+    low = np.zeros(n.shape)
+    with np.errstate(divide="ignore"):
+        for j in range(e.shape[0]):
+            low += np.where(n <= e.shape[0] - 1 - j, np.exp(np.log(e[j]) - m), 0.0)
+    return low
+
+
+@pytest.mark.parametrize("K", [2, 3, 8])
+def test_low_probability_linear_terms_equal_the_log_form(K):
+    """e_j e^-m where m <= 700 and the logarithms beyond: masses from 1e-6 to ~4e4 on the grid,
+    tokens arrived (q t > SURE) on some rows, subnormal and zero e_j."""
+    rng = np.random.default_rng(K)
+    qs = np.concatenate((rng.dirichlet(np.full(400, 0.2)), [5e-324, 0.0]))
+    t = np.exp(np.arange(-12.0, 10.5, 0.25))[:, None]
+    state = race.race_states(qs, t, K, race.SURE, race.RaceState.empty(K, t.shape[0]),
+                             np.arange(0, qs.size + 1, 7))
+    assert (state.mass > 700).any() and (state.mass <= 700).any() and (state.arrived > 0).any()
+    want = _low_probability_reference(state)
+    got = state.low_probability()
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)
+
+
 def _reference_quadrature(qs, lam, K, ks, step=0.25):
     """Q_sub(H_k) written plainly (an oracle): the positive e_j recursion over every token up to
     the largest prefix on the full log-t grid, O(G max(ks) K), no blocks, moments or pruning."""
