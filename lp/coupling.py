@@ -361,9 +361,11 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     uniform q at V = 151,936 it matches C(|H|, K)/C(V, K) to 2e-12 at step 0.25 and K = 8, to
     <= 1e-13 at the default step :func:`auto_step` (K = 3..15).  For K >= 3 only prefixes whose
     cheap lower bound can beat the best cheap upper bound are integrated, and the common part of
-    their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`):
-    20-65 ms at V = 151,936, K = 3..8, i.e. 8-24x one argsort of V on 2 loaded cores
-    (``python benchmarks/lp_bounds.py``).
+    their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`).
+    Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bucketed_order`,
+    docs/theory.md §6.6): at V = 151,936 K = 2 costs ~0.85x one argsort of the row, K = 3..8
+    ~1.3-1.5x with a uniform draft and 1.8-4.4x with an LLM-like one, where thousands of prefixes
+    survive the screen (``python benchmarks/issue27.py --only 1``).
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
