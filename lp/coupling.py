@@ -363,9 +363,9 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     cheap lower bound can beat the best cheap upper bound are integrated, and the common part of
     their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`).
     Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bucketed_order`,
-    docs/theory.md §6.6): at V = 151,936 K = 2 costs ~0.85x one argsort of the row, K = 3..8
-    ~1.3-1.5x with a uniform draft and 1.8-4.4x with an LLM-like one, where thousands of prefixes
-    survive the screen (``python benchmarks/issue27.py --only 1``).
+    docs/theory.md §6.6): at V = 151,936 K = 2 costs ~0.9-1.1x one argsort of the row, K = 3..8
+    ~1.3-1.7x with a uniform draft and more with an LLM-like one at K = 4..8, where thousands of
+    prefixes survive the screen (``python benchmarks/issue27.py --only 1,3``).
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
@@ -669,6 +669,39 @@ def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarra
     return order, valid
 
 
+def _k3_screen(Pc, qs, Qc, lam, miss2, at, optimistic, best_upper):
+    """Sharper screen for K = 3 draws without replacement (docs/theory.md §6.6), on the prefixes ``at``.
+
+    Q_3(H) = E[1{first two draws in H} g(m_2)], g(m) = (Q - m)/(T - m), Q = q(H), T = q(V), m_2 the
+    mass of the first two draws.  g is concave and decreasing with g'(0) = -lam/T^2, so the tangent
+    at 0 bounds Q_3 above and the chord over [0, M] (M = 2 max_H q >= m_2) below:
+    Q_3 <= (Q/T) Q_2 - lam E2 / T^2 and Q_3 >= (Q/T) Q_2 - lam E2 / (T (T - M)), where
+    E2 = E[1{first two in H} m_2] = (Q A_2 + S_2 A_1 - 2 A_3) / T with the prefix sums
+    A_i = sum_{a in H} q_a^i / (T - q_a) and S_2 = sum_{a in H} q_a^2 (exact to first order in m,
+    where the general screen assumes m_2 = 2 max_H q).  Only when max q <= T/4 (so T - M >= T/2);
+    the margin covers sums of up to V terms.  Returns the sharper (optimistic, best_upper).
+    """
+    n = qs.size
+    T_row = float(Qc[-1])
+    if n == 0 or float(qs.max()) > 0.25 * T_row:
+        return optimistic, best_upper
+    rest = Qc[:-1] + lam[1:]                                     # T - q_a, summed directly
+    u = qs / rest
+    A1, A2 = _cumsum0(u)[at], _cumsum0(u * qs)[at]
+    A3, S2 = _cumsum0(u * qs * qs)[at], _cumsum0(qs * qs)[at]
+    Q, L = Qc[at], lam[at]
+    T = Q + L
+    E2 = np.maximum(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
+    M = 2.0 * np.maximum.accumulate(np.concatenate(([0.0], qs)))[at]
+    base = (Q / T) * (1.0 - miss2[at])
+    upper_q3 = base - (L / (T * T)) * E2                         # tangent
+    lower_q3 = base - (L / (T * (T - M))) * E2                   # chord
+    margin = 4.0 * (n + 10) * np.finfo(np.float64).eps
+    optimistic = np.maximum(optimistic, Pc[at] + (1.0 - upper_q3) - margin)
+    best_upper = min(best_upper, float(np.min(Pc[at] + (1.0 - lower_q3))) + margin)
+    return optimistic, best_upper
+
+
 def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarray | None = None) -> np.ndarray:
     """1 - Q_sub(H_k) for K >= 3 draws without replacement on the prefixes that can be optimal.
 
@@ -699,6 +732,8 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
             lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
     lower[done[lo:hi]] = 1.0
     best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
+    if K == 3:
+        optimistic, best_upper = _k3_screen(Pc, qs, Qc, lam, miss2, at, optimistic, best_upper)
     cand = at[(optimistic <= best_upper + 1e-12) & ~done[at] & (Qc[at] > 0)]
     miss = (~done).astype(np.float64)                            # 0 where H holds supp q
     if cand.size:

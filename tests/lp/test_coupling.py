@@ -315,3 +315,50 @@ def test_fast_quadrature_matches_the_plain_recursion(llm_like_pair):
                 assert np.max(np.abs(wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25) - ref)) < 1e-10
                 sub = ks[::97]
                 assert np.max(np.abs(wor_subset_quadrature(qs, Qc, lam, K, sub, 0.25) - ref[::97])) < 1e-10
+
+
+@settings(max_examples=40, deadline=None)
+@given(distribution_pairs(st.integers(4, 9)))
+def test_k3_screen_brackets_the_exact_objective(pq):
+    """The K = 3 tangent and chord bounds hold at EVERY sorted prefix against the exact set law
+    (positive terms, math.fsum); rows with max q > 1/4 are left to the general screen."""
+    _check_k3_screen(*pq)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_k3_screen_brackets_the_exact_objective_on_spread_drafts(seed):
+    """Drafts with max q <= 1/4, where the sharper bounds apply (V = 9, including ties)."""
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.full(9, 6.0))
+    if q.max() > 0.25:
+        q = np.full(9, 1.0 / 9)
+    p = rng.dirichlet(np.full(9, 0.5))
+    if seed % 3 == 0:
+        p[:4] = q[:4] * p[4:].sum() / q[4:].sum()          # tied ratios
+        p /= p.sum()
+    from specsim._validate import as_pair
+    _check_k3_screen(*as_pair(p, q), must_apply=True)
+
+
+def _check_k3_screen(p, q, must_apply=False):
+    import math
+    from lp.coupling import _cumsum0, _k3_screen, _subset_miss_exact
+
+    order = _prefix_order(p, q)
+    ps, qs = p[order], q[order]
+    Pc, Qc = _cumsum0(ps), _cumsum0(qs)
+    lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
+    miss2 = _wor_miss_k2(qs, Qc, lam)
+    sets, probs = draft_set_law(q, 3, replacement=False)
+    if len(sets[0]) < 3:                                   # |supp q| < 3: the set is supp q
+        return
+    for k in range(p.size + 1):
+        mask = np.zeros(p.size, dtype=bool)
+        mask[order[:k]] = True
+        exact = math.fsum(p[mask]) + _subset_miss_exact(q, 3, False, mask, sets, probs)
+        at = np.array([k])
+        opt, upper = _k3_screen(Pc, qs, Qc, lam, miss2, at, np.array([-np.inf]), np.inf)
+        if qs.max() > 0.25 * Qc[-1]:
+            assert opt[0] == -np.inf and upper == np.inf and not must_apply    # not applied
+            continue
+        assert opt[0] <= exact + 1e-13 and exact <= upper + 1e-13, (k, opt[0], exact, upper)
