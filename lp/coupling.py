@@ -669,36 +669,66 @@ def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarra
     return order, valid
 
 
-def _k3_screen(Pc, qs, Qc, lam, miss2, at, optimistic, best_upper):
-    """Sharper screen for K = 3 draws without replacement (docs/theory.md §6.6), on the prefixes ``at``.
+def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper):
+    """Sharper screen for K >= 3 draws without replacement (docs/theory.md §6.6), on the prefixes ``at``.
 
-    Q_3(H) = E[1{first two draws in H} g(m_2)], g(m) = (Q - m)/(T - m), Q = q(H), T = q(V), m_2 the
-    mass of the first two draws.  g is concave and decreasing with g'(0) = -lam/T^2, so the tangent
-    at 0 bounds Q_3 above and the chord over [0, M] (M = 2 max_H q >= m_2) below:
-    Q_3 <= (Q/T) Q_2 - lam E2 / T^2 and Q_3 >= (Q/T) Q_2 - lam E2 / (T (T - M)), where
-    E2 = E[1{first two in H} m_2] = (Q A_2 + S_2 A_1 - 2 A_3) / T with the prefix sums
-    A_i = sum_{a in H} q_a^i / (T - q_a) and S_2 = sum_{a in H} q_a^2 (exact to first order in m,
-    where the general screen assumes m_2 = 2 max_H q).  Only when max q <= T/4 (so T - M >= T/2);
-    the margin covers sums of up to V terms.  Returns the sharper (optimistic, best_upper).
+    Q_K(H) = E[1{first two draws in H} prod_{j=2}^{K-1} g(m_j)], g(x) = (Q - x)/(T - x), Q = q(H),
+    T = q(V), m_j the mass of the first j draws; g is concave and decreasing (g'(0) = -lam/T^2).
+    With n = K - 2, M = min(2 max_H q, Q) >= m_2 and E2 = E[1{first two in H} m_2]:
+
+    - above: m_j >= m_2 and g <= l, its tangent at 0 (l >= 0 on [0, M]), so the product is at
+      most l(m_2)^n, convex, hence below its chord over [0, M]:
+      Q_K <= Q_2 l(0)^n - (l(0)^n - l(M)^n) E2 / M;
+    - below: m_j <= m_2 + (j - 2) max_H q, and g(x + i max_H q) >= a_i - s_i x on [0, M] (its
+      chord; >= 0 where (n - 1) max_H q + M <= Q, elsewhere no bound is taken), and
+      prod_i (a_i - s_i x) >= prod_i a_i - x sum_i s_i prod_{k != i} a_k for factors in [0, 1]:
+      Q_K >= Q_2 prod_i a_i - E2 sum_i s_i prod_{k != i} a_k.
+
+    E2 = (Q A_2 + S_2 A_1 - 2 A_3) / T with the prefix sums A_i = sum_{a in H} q_a^i / (T - q_a)
+    and S_2 = sum_{a in H} q_a^2: the bounds are exact to first order in m_2, where the general
+    screen takes m_2 = 2 max_H q.  Only when max q <= T/4; the margin covers sums of up to V
+    terms.  Returns the sharper (optimistic, best_upper).
     """
-    n = qs.size
-    T_row = float(Qc[-1])
-    if n == 0 or float(qs.max()) > 0.25 * T_row:
+    n_tok = qs.size
+    if n_tok == 0 or float(qs.max()) > 0.25 * float(Qc[-1]):
         return optimistic, best_upper
+    # sums (and the running max) over the tokens before each prefix in ``at``: one reduceat per
+    # quantity between consecutive prefixes, then running totals over those few segments
+    bounds = np.concatenate(([0], at[(at > 0) & (at < n_tok)]))
+    pick = np.searchsorted(bounds, at)                           # at = n_tok: past the last bound
+
+    def before(x, ufunc=np.add):
+        seg = ufunc.reduceat(x, bounds)
+        return np.concatenate(([0.0], ufunc.accumulate(seg)))[pick]
+
     rest = Qc[:-1] + lam[1:]                                     # T - q_a, summed directly
     u = qs / rest
-    A1, A2 = _cumsum0(u)[at], _cumsum0(u * qs)[at]
-    A3, S2 = _cumsum0(u * qs * qs)[at], _cumsum0(qs * qs)[at]
+    uq = u * qs
+    A1, A2, A3, S2 = before(u), before(uq), before(uq * qs), before(qs * qs)
     Q, L = Qc[at], lam[at]
     T = Q + L
     E2 = np.maximum(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
-    M = 2.0 * np.maximum.accumulate(np.concatenate(([0.0], qs)))[at]
-    base = (Q / T) * (1.0 - miss2[at])
-    upper_q3 = base - (L / (T * T)) * E2                         # tangent
-    lower_q3 = base - (L / (T * (T - M))) * E2                   # chord
-    margin = 4.0 * (n + 10) * np.finfo(np.float64).eps
-    optimistic = np.maximum(optimistic, Pc[at] + (1.0 - upper_q3) - margin)
-    best_upper = min(best_upper, float(np.min(Pc[at] + (1.0 - lower_q3))) + margin)
+    qm = before(qs, np.maximum)
+    M = np.minimum(2.0 * qm, Q)
+    Q2 = 1.0 - miss2[at]
+    n = K - 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        def g(x):
+            return np.where(x < Q, (Q - x) / (T - x), 0.0)
+
+        l0, lM = Q / T, Q / T - (L / (T * T)) * M
+        slope = np.where(M > 0, (l0 ** n - np.maximum(lM, 0.0) ** n) / M, 0.0)
+        upper_qk = Q2 * l0 ** n - slope * E2
+        a = [g(i * qm) for i in range(n)]
+        s = [np.where(M > 0, (a[i] - g(i * qm + M)) / M, 0.0) for i in range(n)]
+        prod_a = np.prod(a, axis=0)
+        lin = sum(s[i] * np.prod([a[k] for k in range(n) if k != i], axis=0) for i in range(n))
+        lower_qk = Q2 * prod_a - E2 * lin
+        lower_qk[(n - 1) * qm + M > Q] = 0.0                     # a chord would go negative: none
+    lower_qk[L <= 0.0] = 1.0                                     # H holds supp q
+    margin = 4.0 * (n_tok + 10) * np.finfo(np.float64).eps
+    optimistic = np.maximum(optimistic, Pc[at] + (1.0 - upper_qk) - margin)
+    best_upper = min(best_upper, float(np.min(Pc[at] + (1.0 - lower_qk))) + margin)
     return optimistic, best_upper
 
 
@@ -732,8 +762,7 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
             lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
     lower[done[lo:hi]] = 1.0
     best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
-    if K == 3:
-        optimistic, best_upper = _k3_screen(Pc, qs, Qc, lam, miss2, at, optimistic, best_upper)
+    optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper)
     cand = at[(optimistic <= best_upper + 1e-12) & ~done[at] & (Qc[at] > 0)]
     miss = (~done).astype(np.float64)                            # 0 where H holds supp q
     if cand.size:

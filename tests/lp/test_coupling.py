@@ -318,15 +318,17 @@ def test_fast_quadrature_matches_the_plain_recursion(llm_like_pair):
 
 
 @settings(max_examples=40, deadline=None)
-@given(distribution_pairs(st.integers(4, 9)))
-def test_k3_screen_brackets_the_exact_objective(pq):
-    """The K = 3 tangent and chord bounds hold at EVERY sorted prefix against the exact set law
+@given(distribution_pairs(st.integers(4, 9)), st.integers(3, 5))
+def test_chord_screen_brackets_the_exact_objective(pq, K):
+    """The tangent and chord bounds on Q_K hold at EVERY sorted prefix against the exact set law
     (positive terms, math.fsum); rows with max q > 1/4 are left to the general screen."""
-    _check_k3_screen(*pq)
+    if K <= pq[0].size:
+        _check_chord_screen(*pq, K)
 
 
+@pytest.mark.parametrize("K", [3, 4, 5])
 @pytest.mark.parametrize("seed", range(12))
-def test_k3_screen_brackets_the_exact_objective_on_spread_drafts(seed):
+def test_chord_screen_brackets_the_exact_objective_on_spread_drafts(seed, K):
     """Drafts with max q <= 1/4, where the sharper bounds apply (V = 9, including ties)."""
     rng = np.random.default_rng(seed)
     q = rng.dirichlet(np.full(9, 6.0))
@@ -337,27 +339,27 @@ def test_k3_screen_brackets_the_exact_objective_on_spread_drafts(seed):
         p[:4] = q[:4] * p[4:].sum() / q[4:].sum()          # tied ratios
         p /= p.sum()
     from specsim._validate import as_pair
-    _check_k3_screen(*as_pair(p, q), must_apply=True)
+    _check_chord_screen(*as_pair(p, q), K, must_apply=True)
 
 
-def _check_k3_screen(p, q, must_apply=False):
+def _check_chord_screen(p, q, K, must_apply=False):
     import math
-    from lp.coupling import _cumsum0, _k3_screen, _subset_miss_exact
+    from lp.coupling import _chord_screen, _cumsum0, _subset_miss_exact
 
     order = _prefix_order(p, q)
     ps, qs = p[order], q[order]
     Pc, Qc = _cumsum0(ps), _cumsum0(qs)
     lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
     miss2 = _wor_miss_k2(qs, Qc, lam)
-    sets, probs = draft_set_law(q, 3, replacement=False)
-    if len(sets[0]) < 3:                                   # |supp q| < 3: the set is supp q
+    sets, probs = draft_set_law(q, K, replacement=False)
+    if len(sets[0]) < K:                                   # |supp q| < K: the set is supp q
         return
     for k in range(p.size + 1):
         mask = np.zeros(p.size, dtype=bool)
         mask[order[:k]] = True
-        exact = math.fsum(p[mask]) + _subset_miss_exact(q, 3, False, mask, sets, probs)
+        exact = math.fsum(p[mask]) + _subset_miss_exact(q, K, False, mask, sets, probs)
         at = np.array([k])
-        opt, upper = _k3_screen(Pc, qs, Qc, lam, miss2, at, np.array([-np.inf]), np.inf)
+        opt, upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, np.array([-np.inf]), np.inf)
         if qs.max() > 0.25 * Qc[-1]:
             assert opt[0] == -np.inf and upper == np.inf and not must_apply    # not applied
             continue
