@@ -742,7 +742,9 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     cap are integrated (:func:`lp._race.wor_subset_quadrature`).  Factors are written with the
     remaining mass, (q(H) - m) / (lam + q(H) - m), never 1 - m.  ``valid`` (None: all) restricts
     the integrated prefixes to those that can be optimal (:func:`_wor_bucketed_order`); the others
-    keep the placeholder 1, an objective no smaller than alpha*.
+    keep the placeholder 1, an objective no smaller than alpha*; with ``valid`` the sharper
+    :func:`_chord_screen` is added (its sums cost O(V) passes plus O(K) per screened prefix, so the
+    full-sort path, the reference in the tests, keeps the general screen alone).
     """
     done = lam <= 0.0                                            # H holds supp q: Q_sub = 1
     at = np.arange(Pc.size) if valid is None else np.flatnonzero(valid)   # the prefixes considered
@@ -762,7 +764,8 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
             lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
     lower[done[lo:hi]] = 1.0
     best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
-    optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper)
+    if valid is not None:           # the bucketed order: few prefixes (the full sort keeps the old screen)
+        optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper)
     cand = at[(optimistic <= best_upper + 1e-12) & ~done[at] & (Qc[at] > 0)]
     miss = (~done).astype(np.float64)                            # 0 where H holds supp q
     if cand.size:
