@@ -10,8 +10,11 @@ work runs in child processes).
 1. ``multidraft_bound`` with replacement at V = 151,936 (``--quick``: 4,096), K = 2, 3, 4, 8: the
    bucketed path (no full sort) and the previous one-sort path (``_sorted_prefix_bound``), both
    from validated rows, against one ``np.argsort`` of p/q (goal: <= 0.3x).  Without replacement
-   (K = 2, 3, 4, 8): the default step (:func:`lp.coupling.auto_step`) and the old default 0.25,
-   with |error| against the exact Q_sub of a uniform draft (C(|H|, K) / C(V, K)).
+   (K = 2, 3, 4, 8; goal: <= 1.5x): the default path (the bucketed order of
+   :func:`lp.coupling._wor_bucketed_order`, default step :func:`lp.coupling.auto_step`) and the
+   previous one-sort path (``_sorted_prefix_bound``, same step), for a uniform draft with |error|
+   against its exact Q_sub (C(|H|, K) / C(V, K)) and for the LLM-like draft with the difference
+   between the two paths.
 2. First call of ``check_lossless(block, random_model(V, 1), random_model(V, 2), L)`` at V = 4,
    L = 6; V = 16, L = 4; V = 4, L = 8 (goals: 0.1 s, 1 s, 1.5 s; ``--quick``: V = 3, L = 3 and
    V = 4, L = 4), against the final pass of the certificate (C from the output law and
@@ -19,7 +22,8 @@ work runs in child processes).
    row), the default generator stream with level-at-once rows, the ``stream="counter"`` model,
    and a repeat call on the counter models (goal: within 3x of the final pass).
 3. ``certify`` of each lossy rule at V = 151,936 against one ``np.sort`` of p (goal: <= 3x), and
-   the previous implementation (two KL passes, full frontier points) as a second subject.
+   the previous implementation (two KL passes, full frontier points) as a second subject, with
+   the largest difference between the two over the certificate's number fields.
 4. ``check_step_exact`` at V = 3, L = 1, 2, 3 (``--quick``: L = 1, 2) against one call of
    ``check_lossless`` of block verification at the same size.
 5. CLI start-up: ``python -c "import specsim.cli"`` and ``python -m specsim.cli --help`` in fresh
@@ -72,23 +76,39 @@ def interleaved(run: Run, case: str, baseline: tuple[str, callable], subjects: l
     return rows
 
 
+def goal_summary(run: Run, goal: str, rows: list[dict], subject: str, limit: float) -> None:
+    """Print (and keep in the JSON context) the largest wall and CPU ratio of ``subject`` over the
+    goal's cases against its ``limit``."""
+    mine = [r[subject] for r in rows]
+    wall = max(r["ratio"] for r in mine)
+    cpu = max(r["metrics"]["cpu_ratio"] for r in mine)
+    verdict = "met" if wall <= limit else "NOT met"
+    print(f"# goal {goal}: {subject}: max ratio {wall:.3g}x wall, {cpu:.3g}x CPU over {len(mine)} cases "
+          f"(goal <= {limit:g}x wall): {verdict}", flush=True)
+    run.context.setdefault("goals", {})[goal] = {"subject": subject, "max_wall_ratio": wall,
+                                                 "max_cpu_ratio": cpu, "limit": limit, "met": wall <= limit}
+
+
 def goal1(run: Run) -> None:
-    from lp.coupling import _iid_bound_bucketed, _sorted_prefix_bound, multidraft_bound
+    from lp.coupling import _iid_bound_bucketed, _sorted_prefix_bound, auto_step, multidraft_bound
     from specsim._validate import as_pair
 
     V = 4096 if run.quick else 151_936
-    run.section(f"[1] multidraft_bound at V = {V:,} vs one argsort of p/q (goal: iid <= 0.3x)")
+    run.section(f"[1] multidraft_bound at V = {V:,} vs one argsort of p/q (goals: iid <= 0.3x, "
+                "without replacement <= 1.5x at K = 2..8)")
     p, q = as_pair(*llm_like_pair(V))
     r = p / q
     argsort = ("np.argsort(p/q) (baseline)", lambda: np.argsort(r))
+    iid_rows, wor_rows = [], []
     for K in (2, 3, 4, 8):
         new, old = _iid_bound_bucketed(p, q, K), _sorted_prefix_bound(p, q, K, K, True, 0.25)
-        interleaved(run, f"V={V}, K={K}, iid", argsort,
+        iid_rows.append(interleaved(run, f"V={V}, K={K}, iid", argsort,
                     [("bucketed (new)", lambda K=K: _iid_bound_bucketed(p, q, K)),
                      ("one sort (old)", lambda K=K: _sorted_prefix_bound(p, q, K, K, True, 0.25)),
                      ("multidraft_bound (public)", lambda K=K: multidraft_bound(p, q, K))],
                     run.repeats, params={"V": V, "K": K, "replacement": True},
-                    metrics={"bucketed (new)": {"alpha": new.value, "abs_diff_old": abs(new.value - old.value)}})
+                    metrics={"bucketed (new)": {"alpha": new.value, "abs_diff_old": abs(new.value - old.value)}}))
+    goal_summary(run, "1 (with replacement)", iid_rows, "multidraft_bound (public)", 0.3)
     # without replacement: uniform draft, where Q_sub is known exactly
     qu = np.full(V, 1.0 / V)
     Pc = np.concatenate(([0.0], np.cumsum(np.sort(p))))
@@ -98,13 +118,23 @@ def goal1(run: Run) -> None:
         for j in range(K):
             qsub *= np.maximum(h - j, 0.0) / (V - j)
         exact = float(np.min(Pc + 1.0 - qsub))
-        err = {name: abs(multidraft_bound(p, qu, K, False, step=s).value - exact)
-               for name, s in (("default step (new)", None), ("step 0.25 (old)", 0.25))}
-        interleaved(run, f"V={V}, K={K}, w/o repl., uniform q", argsort,
-                    [("default step (new)", lambda K=K: multidraft_bound(p, qu, K, False)),
-                     ("step 0.25 (old)", lambda K=K: multidraft_bound(p, qu, K, False, step=0.25))],
-                    max(1, run.repeats // 2), params={"V": V, "K": K, "replacement": False},
-                    metrics={k: {"abs_err": v} for k, v in err.items()})
+        err = {"multidraft_bound (new)": abs(multidraft_bound(p, qu, K, False).value - exact),
+               "one sort (old)": abs(_sorted_prefix_bound(p, qu, K, K, False, auto_step(K)).value - exact)}
+        wor_rows.append(interleaved(
+            run, f"V={V}, K={K}, w/o repl., uniform q", argsort,
+            [("multidraft_bound (new)", lambda K=K: multidraft_bound(p, qu, K, False)),
+             ("one sort (old)", lambda K=K: _sorted_prefix_bound(p, qu, K, K, False, auto_step(K)))],
+            max(1, run.repeats // 2), params={"V": V, "K": K, "replacement": False, "draft": "uniform"},
+            metrics={k: {"abs_err": v} for k, v in err.items()}))
+    for K in (2, 3, 4, 8):                     # the LLM-like draft: new path against the old one
+        new, old = multidraft_bound(p, q, K, False), _sorted_prefix_bound(p, q, K, K, False, auto_step(K))
+        wor_rows.append(interleaved(
+            run, f"V={V}, K={K}, w/o repl., LLM-like q", argsort,
+            [("multidraft_bound (new)", lambda K=K: multidraft_bound(p, q, K, False)),
+             ("one sort (old)", lambda K=K: _sorted_prefix_bound(p, q, K, K, False, auto_step(K)))],
+            max(1, run.repeats // 2), params={"V": V, "K": K, "replacement": False, "draft": "llm-like"},
+            metrics={"multidraft_bound (new)": {"alpha": new.value, "abs_diff_old": abs(new.value - old.value)}}))
+    goal_summary(run, "1 (without replacement)", wor_rows, "multidraft_bound (new)", 1.5)
 
 
 def goal2(run: Run) -> None:
@@ -163,8 +193,12 @@ def goal3(run: Run) -> None:
         with fam.shared():
             out = r.closed_out(p, q)
         k1, k2, t = kl(out, p), kl(p, out), tv(out, p)
-        return (float(r.closed_beta(p, q)), _frontier_point(p, q, t, "tv").beta,
+        return (float(r.closed_beta(p, q)), k1, k2, t, _frontier_point(p, q, t, "tv").beta,
                 _frontier_point(p, q, k1, "kl", fam).beta, _frontier_point(p, q, k2, "kl_reverse", fam).beta)
+
+    def field_diff(c, o):                       # max |new - old| over the certificate's number fields
+        new = (c.beta, c.kl_out_p, c.kl_p_out, c.tv, c.frontier_tv, c.frontier_kl, c.frontier_kl_reverse)
+        return max(0.0 if a == b else abs(a - b) for a, b in zip(new, o))
 
     V = 4096 if run.quick else 151_936
     run.section(f"[3] certify at V = {V:,} vs one np.sort of p (goal: <= 3x)")
@@ -173,14 +207,16 @@ def goal3(run: Run) -> None:
              ("cactus 0.05", cactus(0.05)), ("topk_accept 10", topk_accept(10)),
              ("fuzzy 0.3 js_released", fuzzy(0.3)), ("ensemble 0.6 geometric", ensemble(0.6, "geometric")),
              ("margin_standin 0.5", margin_standin(0.5)), ("consultant_standin 1e-4", consultant_standin(1e-4)))
+    rows = []
     for name, rule in rules:
         c, o = certify(rule, p, q), old_certify(rule, p, q)
-        diff = max(abs(c.frontier_tv - o[1]), abs(c.frontier_kl - o[2]), abs(c.frontier_kl_reverse - o[3]))
-        interleaved(run, f"V={V}, {name}", ("np.sort(p) (baseline)", lambda: np.sort(p)),
+        diff = field_diff(c, o)
+        rows.append(interleaved(run, f"V={V}, {name}", ("np.sort(p) (baseline)", lambda: np.sort(p)),
                     [("certify (new)", lambda rule=rule: certify(rule, p, q)),
                      ("certify (old)", lambda rule=rule: old_certify(rule, p, q))],
                     run.repeats, params={"V": V, "rule": name},
-                    metrics={"certify (new)": {"beta": c.beta, "max_frontier_diff_old": diff}})
+                    metrics={"certify (new)": {"beta": c.beta, "max_field_diff_old": diff}}))
+    goal_summary(run, "3", rows, "certify (new)", 3.0)
 
 
 def goal4(run: Run) -> None:

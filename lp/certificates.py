@@ -133,8 +133,7 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     atol = check_real(atol, "atol", 0.0, 1.0)
     fam = ClipFamily(p, q)  # one ratio sort for the rule (mentored, Cactus) and both KL frontiers
     with fam.shared():
-        out = r.closed_out(p, q)
-    beta = float(r.closed_beta(p, q))
+        out, beta = r.out_beta(p, q)
     (k1, k2), t = kl_pair(out, p), tv(out, p)     # one log pass for both directions
     if fam.r.size == p.size:  # p > 0 everywhere
         mr = float((out / p).max())
@@ -149,10 +148,15 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
         np.maximum(p, q, out=edge)
         edge += atol
         between = bool(np.all(out <= edge))
+    if np.array_equal(out, q):
+        # the rule emits q (FSD below its threshold): pi = q meets the budget D(q, p) in either KL
+        # direction, with acceptance 1, so beta* = 1 exactly (no clip level to search)
+        f_kl = f_kl_reverse = 1.0
+    else:
+        f_kl, f_kl_reverse = _frontier_beta(p, q, k1, "kl", fam), _frontier_beta(p, q, k2, "kl_reverse", fam)
     return LossyCertificate(r.name, dict(r.params), out, beta, k1, k2, t, mr,
                             float(np.log(mr)) if mr > 0 else -np.inf, between,
-                            _frontier_beta(p, q, t, "tv", fam), _frontier_beta(p, q, k1, "kl", fam),
-                            _frontier_beta(p, q, k2, "kl_reverse", fam), _support_note(out, p), r.label)
+                            _frontier_beta(p, q, t, "tv", fam), f_kl, f_kl_reverse, _support_note(out, p), r.label)
 
 
 @dataclass(frozen=True)

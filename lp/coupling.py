@@ -288,15 +288,15 @@ def _prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.argsort(p / q)
 
 
-def _cumsum0(x: np.ndarray) -> np.ndarray:
-    """[0, x_0, x_0 + x_1, ...] without an intermediate array."""
-    out = np.empty(x.size + 1)
+def _cumsum0(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """[0, x_0, x_0 + x_1, ...] without an intermediate array (into ``out`` of length len(x) + 1 if given)."""
+    out = np.empty(x.size + 1) if out is None else out
     out[0] = 0.0
     np.cumsum(x, out=out[1:])
     return out
 
 
-def _wor_miss_k2(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray) -> np.ndarray:
+def _wor_miss_k2(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
     """1 - Q_sub(H_k) for two draws without replacement, in positive terms (docs/theory.md §6.6).
 
     1 - Q_sub(H) = lam(H) (1 + sum_{a in H} q_a / rest_a): the first draw leaves H, or it is a in H
@@ -304,16 +304,23 @@ def _wor_miss_k2(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray) -> np.ndarray:
     before a) + (mass after a) in prefix order, both summed directly.  The algebraically equal
     sum_{a in H} q_a (q(H) - q_a) / (1 - q_a) loses ~1e-16 / (1 - q_max).  The largest mass is kept
     apart: its rest may be subnormal, and its term q_a (lam(H) / rest_a) has lam(H) <= rest_a.
+    ``work``: two rows of length >= len(Qc) to compute in (the result is the second).
     """
-    rest = Qc[:-1] + lam[1:]
+    n = qs.size
+    if work is None:
+        work = np.empty((2, n + 1))
+    rest = np.add(Qc[:-1], lam[1:], out=work[0, :n])
     star = int(np.argmax(qs))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = np.where(rest > 0, qs / rest, 0.0)             # <= V for every token but the largest
+        ratio = np.divide(qs, rest, out=work[1, 1:n + 1])      # <= V for every token but the largest
+    ratio[~(rest > 0)] = 0.0
     ratio[star] = 0.0
-    miss = lam * (1.0 + _cumsum0(ratio))
+    miss = _cumsum0(ratio, work[1, :n + 1])                     # in place: shifts ratio by one
+    miss += 1.0
+    miss *= lam
     if rest[star] > 0:
         miss[star + 1:] += qs[star] * (lam[star + 1:] / rest[star])
-    return np.minimum(miss, 1.0)
+    return np.minimum(miss, 1.0, out=miss)
 
 
 def _iid_miss(lam: np.ndarray, K: int) -> np.ndarray:
@@ -354,9 +361,11 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     uniform q at V = 151,936 it matches C(|H|, K)/C(V, K) to 2e-12 at step 0.25 and K = 8, to
     <= 1e-13 at the default step :func:`auto_step` (K = 3..15).  For K >= 3 only prefixes whose
     cheap lower bound can beat the best cheap upper bound are integrated, and the common part of
-    their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`):
-    20-65 ms at V = 151,936, K = 3..8, i.e. 8-24x one argsort of V on 2 loaded cores
-    (``python benchmarks/lp_bounds.py``).
+    their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`).
+    Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bucketed_order`,
+    docs/theory.md §6.6): at V = 151,936 K = 2 costs ~0.9-1.1x one argsort of the row, K = 3..8
+    ~1.3-1.7x with a uniform draft and more with an LLM-like one at K = 4..8, where thousands of
+    prefixes survive the screen (``python benchmarks/issue27.py --only 1,3``).
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
@@ -389,32 +398,46 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)
     if replacement:
         return _iid_bound_bucketed(p, q, k_eff)
+    if 2 <= k_eff < int(np.count_nonzero(q)):
+        order, valid = _wor_bucketed_order(p, q, k_eff)
+        return _sorted_prefix_bound(p, q, int(K), k_eff, replacement, step, order, valid)
     return _sorted_prefix_bound(p, q, int(K), k_eff, replacement, step)
 
 
 def _sorted_prefix_bound(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, replacement: bool,
-                         step: float) -> MultidraftBound:
-    """:func:`multidraft_bound` on validated rows by one full sort of p/q (``k_eff`` from :func:`_check_K`).
+                         step: float, order: np.ndarray | None = None,
+                         valid: np.ndarray | None = None) -> MultidraftBound:
+    """:func:`multidraft_bound` on validated rows along the prefixes of ``order`` (``k_eff`` from
+    :func:`_check_K`).
 
-    The path without replacement, and the reference the bucketed i.i.d. path is tested against
-    (tests/lp/test_bucketed_bound.py).
+    ``order`` defaults to one full sort of p/q: then this is the reference the bucketed paths are
+    tested against (tests/lp/test_bucketed_bound.py).  Without replacement the order may come from
+    :func:`_wor_bucketed_order`: every prefix of it is a token set (its objective is at least
+    alpha*) and it holds every sorted prefix that can be optimal; ``valid`` marks the prefixes the
+    K >= 3 quadrature has to consider (None: all).
     """
-    order = _prefix_order(p, q)
-    ps, qs = np.take(p, order), np.take(q, order)
-    Pc, Qc = _cumsum0(ps), _cumsum0(qs)
-    lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))   # q(V minus H_k), accurate when small
+    if order is None:
+        order = _prefix_order(p, q)
+    n = p.size
+    # the O(V) rows in one block: each fresh 1.2 MB array would be a new mapping that page-faults
+    work = np.empty((8, n + 1))
+    ps, qs = np.take(p, order, out=work[0, :n]), np.take(q, order, out=work[1, :n])
+    Pc, Qc = _cumsum0(ps, work[2]), _cumsum0(qs, work[3])
+    lam = work[4]                                                # q(V minus H_k), accurate when small
+    np.cumsum(qs[::-1], out=lam[n - 1::-1])
+    lam[n] = 0.0
     # miss[k] = 1 - Q_sub(H_k), always as a sum of positive terms; the objective is Pc + miss
     if replacement or k_eff == 1:
         miss = _iid_miss(lam, k_eff)
     elif k_eff == int(np.count_nonzero(qs)):
         miss = (lam > 0.0).astype(np.float64)                  # the set is all of supp q
     else:
-        miss2 = _wor_miss_k2(qs, Qc, lam)
+        miss2 = _wor_miss_k2(qs, Qc, lam, work[5:7])
         if k_eff == 2:
             miss = miss2
         else:
-            miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step)
-    obj = Pc + miss
+            miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, valid)
+    obj = np.add(Pc, miss, out=work[7])
     k = int(np.argmin(obj))
     mask = np.zeros(p.size, dtype=bool)
     mask[order[:k]] = True
@@ -555,7 +578,161 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
                            "prefix")
 
 
-def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float) -> np.ndarray:
+#: Rows shorter than this are sorted outright without replacement (tests lower it to exercise the
+#: bucketed order on rows small enough for exact references).
+_WOR_BUCKET_MIN_V = 4096
+
+
+def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """A token order for K >= 2 draws without replacement whose prefixes hold every sorted prefix
+    that can be optimal, without a full sort; and the mask of those prefixes (docs/theory.md §6.6).
+
+    The i.i.d. pruning of :func:`_iid_bound_bucketed`, with the successive-sampling objective:
+
+    1. Drop: adding v to H raises Q_sub by at most P(v among the first K draws) <= q_v sum_{j<K} 1/R_j,
+       R_j = q(V) - j max q (the mass left after j draws, at least).  A token with p/q above
+       c = that sum (or q = 0 < p) only raises the objective and is never in an optimal H.
+    2. Bucket the rest by the top bits of p/q (monotone, so bucket edges are sorted prefixes).
+       Weighted bincounts give p, q and sum q_a / (q(V) - q_a) per bucket (the largest mass apart,
+       as in :func:`_wor_miss_k2`), hence at every edge the exact K = 2 miss and, for K >= 3, the
+       bounds of :func:`_wor_miss_race`: optimistic 1 - Q_2 (1 - lam)^(K-2) and pessimistic with
+       m_j <= j max_H q.  Inside bucket b, p(H) >= p(edge b) and the miss is at least that of
+       edge b + 1: buckets whose lower bound exceeds the best edge's upper bound are never opened.
+    3. Tokens are grouped by bucket (a linear radix sort of 16-bit ids); only runs of opened
+       buckets are sorted by p/q.
+
+    The bucket sums only steer which buckets are opened (a 1e-9 margin covers their rounding);
+    the objective itself is then summed along this order exactly as along a full sort.  Returns
+    ``(order, valid)``; falls back to ``(full argsort, None)`` when c is not finite (the K - 1
+    largest masses hold everything) or V < :data:`_WOR_BUCKET_MIN_V`, where a sort costs little.
+    """
+    V = p.size
+    qtot = float(q.sum())
+    star = int(np.argmax(q))
+    qstar = float(q[star])
+    room = (qtot - np.arange(K) * qstar) * (1.0 - 1e-12)         # R_j, rounded down
+    if V < _WOR_BUCKET_MIN_V or room[-1] <= 0.0:
+        return _prefix_order(p, q), None
+    c = float(np.sum(1.0 / room)) * (1.0 + 1e-9)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r = p / q                                                # inf: q = 0 < p; nan: p = q = 0
+    shift = 52 - _MANT_BITS
+    lo = (int(np.float64(c).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
+    ids = r.view(np.int64) >> shift
+    ids -= lo
+    np.maximum(ids, 0, out=ids)
+    ids[~(r <= c)] = _N_BUCKETS                                  # dropped, last
+    nb = _N_BUCKETS + 1
+    cnt = np.bincount(ids, minlength=nb)
+    Pb, Qb = np.bincount(ids, p, nb), np.bincount(ids, q, nb)
+    rest_star = float(q[:star].sum() + q[star + 1:].sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = q / (qtot - q)                                       # q_a / rest_a, q_a <= q(V) / 2
+    t[star] = 0.0
+    Wb = np.bincount(ids, t, nb)
+    N = _N_BUCKETS
+    P_e, Q_e, W_e = _cumsum0(Pb[:N]), _cumsum0(Qb[:N]), _cumsum0(Wb[:N])
+    lam_e = _cumsum0(Qb[::-1])[::-1][:N + 1]                     # q of buckets >= b, dropped included
+    miss2 = lam_e * (1.0 + W_e)
+    sb = int(ids[star])
+    if sb < N and rest_star > 0:
+        miss2[sb + 1:] += qstar * (lam_e[sb + 1:] / rest_star)
+    np.minimum(miss2, 1.0, out=miss2)
+    if K == 2:
+        upper = P_e + miss2                                      # exact at the edges
+        lower = P_e[:-1] + miss2[1:]
+    else:
+        opt = miss2 + (1.0 - miss2) * _iid_miss(lam_e, K - 2)
+        qmax_b = np.zeros(nb)
+        np.maximum.at(qmax_b, ids, q)
+        qmax_e = np.maximum.accumulate(np.concatenate(([0.0], qmax_b[:N])))   # max q over buckets < b
+        slack = (V + K + 2) * np.finfo(np.float64).eps
+        low_q = 1.0 - miss2
+        for j in range(2, K):
+            left = np.maximum(Q_e - j * qmax_e - slack, 0.0)
+            with np.errstate(invalid="ignore"):
+                low_q *= np.where(left > 0, left / (lam_e + left), 0.0)
+        low_q[lam_e <= 0.0] = 1.0
+        upper = P_e + 1.0 - low_q
+        lower = P_e[:-1] + opt[1:]
+    opened = (lower <= float(upper.min()) + 1e-9) & (cnt[:N] > 0)
+    order = np.argsort(ids.astype(np.int16), kind="stable")     # radix sort: grouped by bucket
+    starts = _cumsum0(cnt).astype(np.int64)
+    valid = np.zeros(V + 1, dtype=bool)
+    valid[starts[:N + 1]] = True                                 # every edge
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], opened, [False])).astype(np.int8)))
+    for b0, b1 in zip(edges[::2], edges[1::2]):                  # runs of opened buckets [b0, b1)
+        a, e = int(starts[b0]), int(starts[b1])
+        seg = order[a:e]
+        order[a:e] = seg[np.argsort(r[seg])]
+        valid[a:e + 1] = True
+    return order, valid
+
+
+def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper):
+    """Sharper screen for K >= 3 draws without replacement (docs/theory.md §6.6), on the prefixes ``at``.
+
+    Q_K(H) = E[1{first two draws in H} prod_{j=2}^{K-1} g(m_j)], g(x) = (Q - x)/(T - x), Q = q(H),
+    T = q(V), m_j the mass of the first j draws; g is concave and decreasing (g'(0) = -lam/T^2).
+    With n = K - 2, M = min(2 max_H q, Q) >= m_2 and E2 = E[1{first two in H} m_2]:
+
+    - above: m_j >= m_2 and g <= l, its tangent at 0 (l >= 0 on [0, M]), so the product is at
+      most l(m_2)^n, convex, hence below its chord over [0, M]:
+      Q_K <= Q_2 l(0)^n - (l(0)^n - l(M)^n) E2 / M;
+    - below: m_j <= m_2 + (j - 2) max_H q, and g(x + i max_H q) >= a_i - s_i x on [0, M] (its
+      chord; >= 0 where (n - 1) max_H q + M <= Q, elsewhere no bound is taken), and
+      prod_i (a_i - s_i x) >= prod_i a_i - x sum_i s_i prod_{k != i} a_k for factors in [0, 1]:
+      Q_K >= Q_2 prod_i a_i - E2 sum_i s_i prod_{k != i} a_k.
+
+    E2 = (Q A_2 + S_2 A_1 - 2 A_3) / T with the prefix sums A_i = sum_{a in H} q_a^i / (T - q_a)
+    and S_2 = sum_{a in H} q_a^2: the bounds are exact to first order in m_2, where the general
+    screen takes m_2 = 2 max_H q.  Only when max q <= T/4; the margin covers sums of up to V
+    terms.  Returns the sharper (optimistic, best_upper).
+    """
+    n_tok = qs.size
+    if n_tok == 0 or float(qs.max()) > 0.25 * float(Qc[-1]):
+        return optimistic, best_upper
+    # sums (and the running max) over the tokens before each prefix in ``at``: one reduceat per
+    # quantity between consecutive prefixes, then running totals over those few segments
+    bounds = np.concatenate(([0], at[(at > 0) & (at < n_tok)]))
+    pick = np.searchsorted(bounds, at)                           # at = n_tok: past the last bound
+
+    def before(x, ufunc=np.add):
+        seg = ufunc.reduceat(x, bounds)
+        return np.concatenate(([0.0], ufunc.accumulate(seg)))[pick]
+
+    rest = Qc[:-1] + lam[1:]                                     # T - q_a, summed directly
+    u = qs / rest
+    uq = u * qs
+    A1, A2, A3, S2 = before(u), before(uq), before(uq * qs), before(qs * qs)
+    Q, L = Qc[at], lam[at]
+    T = Q + L
+    E2 = np.maximum(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
+    qm = before(qs, np.maximum)
+    M = np.minimum(2.0 * qm, Q)
+    Q2 = 1.0 - miss2[at]
+    n = K - 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        def g(x):
+            return np.where(x < Q, (Q - x) / (T - x), 0.0)
+
+        l0, lM = Q / T, Q / T - (L / (T * T)) * M
+        slope = np.where(M > 0, (l0 ** n - np.maximum(lM, 0.0) ** n) / M, 0.0)
+        upper_qk = Q2 * l0 ** n - slope * E2
+        a = [g(i * qm) for i in range(n)]
+        s = [np.where(M > 0, (a[i] - g(i * qm + M)) / M, 0.0) for i in range(n)]
+        prod_a = np.prod(a, axis=0)
+        lin = sum(s[i] * np.prod([a[k] for k in range(n) if k != i], axis=0) for i in range(n))
+        lower_qk = Q2 * prod_a - E2 * lin
+        lower_qk[(n - 1) * qm + M > Q] = 0.0                     # a chord would go negative: none
+    lower_qk[L <= 0.0] = 1.0                                     # H holds supp q
+    margin = 4.0 * (n_tok + 10) * np.finfo(np.float64).eps
+    optimistic = np.maximum(optimistic, Pc[at] + (1.0 - upper_qk) - margin)
+    best_upper = min(best_upper, float(np.min(Pc[at] + (1.0 - lower_qk))) + margin)
+    return optimistic, best_upper
+
+
+def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarray | None = None) -> np.ndarray:
     """1 - Q_sub(H_k) for K >= 3 draws without replacement on the prefixes that can be optimal.
 
     Q_K = E[prod_{j<K} (q(H) - m_j) / (q(V) - m_j)], m_j = mass of the first j draws (all in H):
@@ -563,11 +740,17 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float) -> np.ndarray:
     (a pessimistic one).  Any prefix's pessimistic objective caps the optimum; it is evaluated only
     near the most optimistic prefix, and only prefixes whose optimistic objective can reach that
     cap are integrated (:func:`lp._race.wor_subset_quadrature`).  Factors are written with the
-    remaining mass, (q(H) - m) / (lam + q(H) - m), never 1 - m.
+    remaining mass, (q(H) - m) / (lam + q(H) - m), never 1 - m.  ``valid`` (None: all) restricts
+    the integrated prefixes to those that can be optimal (:func:`_wor_bucketed_order`); the others
+    keep the placeholder 1, an objective no smaller than alpha*; with ``valid`` the sharper
+    :func:`_chord_screen` is added (its sums cost O(V) passes plus O(K) per screened prefix, so the
+    full-sort path, the reference in the tests, keeps the general screen alone).
     """
     done = lam <= 0.0                                            # H holds supp q: Q_sub = 1
-    optimistic = Pc + miss2 + (1.0 - miss2) * _iid_miss(lam, K - 2)      # 1 - Q_2 (1 - lam)^(K-2)
-    k0 = int(np.argmin(optimistic))
+    at = np.arange(Pc.size) if valid is None else np.flatnonzero(valid)   # the prefixes considered
+    m2 = miss2[at]
+    optimistic = Pc[at] + m2 + (1.0 - m2) * _iid_miss(lam[at], K - 2)      # 1 - Q_2 (1 - lam)^(K-2)
+    k0 = int(at[np.argmin(optimistic)])
     lo, hi = max(k0 - _BOUND_WINDOW, 0), min(k0 + _BOUND_WINDOW + 1, Qc.size)
     head = float(qs[:lo].max()) if lo > 0 else 0.0
     qmax = np.maximum.accumulate(np.concatenate(([head], qs[lo:hi - 1])))   # max q on H_k
@@ -581,7 +764,9 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float) -> np.ndarray:
             lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
     lower[done[lo:hi]] = 1.0
     best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
-    cand = np.flatnonzero((optimistic <= best_upper + 1e-12) & ~done & (Qc > 0))
+    if valid is not None:           # the bucketed order: few prefixes (the full sort keeps the old screen)
+        optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper)
+    cand = at[(optimistic <= best_upper + 1e-12) & ~done[at] & (Qc[at] > 0)]
     miss = (~done).astype(np.float64)                            # 0 where H holds supp q
     if cand.size:
         miss[cand] = 1.0 - wor_subset_quadrature(qs, Qc, lam, K, cand, step)

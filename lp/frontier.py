@@ -88,8 +88,12 @@ class _ClipDivergence:
     def __init__(self, fam: ClipFamily, kind: str):
         self.fam, self.kind = fam, kind
         self.n0 = fam.n0  # tokens with q = 0 < p: the first n0 in ratio order
-        # M_j = sum of the middle terms over the first j tokens in ratio order, built in place
-        self.M = M = np.empty(fam.r.size + 1)
+        # M_j = sum of the middle terms over the first j tokens in ratio order, built in place in a
+        # row of the family's work block (built once per family and kind)
+        self.M, fresh = fam.spare_row("divergence " + kind, fam.r.size + 1)
+        M = self.M
+        if not fresh:
+            return
         M[0] = 0.0
         mid = M[1:]
         if kind == "tv":
@@ -156,8 +160,9 @@ def _clip_level(fam: ClipFamily, D: "_ClipDivergence", eps: float) -> float:
 def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDivergence | None" = None) -> float:
     """beta*(eps) alone, as :func:`_frontier_point` would give it, in O(log V) after ``fam``'s sort.
 
-    For certificates, which need only the number: D(q, p) is read from the prefix sums of
-    :class:`_ClipDivergence` (the last one) instead of a log pass, and beta* = sum_v min(q_v, pi_v)
+    For certificates, which need only the number: D(q, p) is summed from ``fam``'s log-ratios
+    (no log pass of its own; the prefix sums of :class:`_ClipDivergence` are built only when the
+    clip level has to be found), and beta* = sum_v min(q_v, pi_v)
     = Q(r <= a) + a p(r > a) from ``fam``'s prefix sums (pi = clip(q, b p, a p) with b <= a, so
     min(q, pi) = min(q, a p); tokens with p = 0 get pi = 0).  Where that shortcut could differ
     from the direct sums (D(q, p) within 1e-9 of eps, ratios that underflow, the KL(p||pi) mixing
@@ -167,16 +172,20 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDiv
         return float(min(1.0, 1.0 - tv(p, q) + eps))
     if eps == np.inf:
         return 1.0
-    D = dfun or _ClipDivergence(fam, kind)
-    if kind == "kl":
-        d_q = np.inf if fam.q0 > 0 else max(float(D.M[-1]), 0.0)
-    else:
-        d_q = np.inf if fam.n0 > 0 else max(float(D.M[-1]), 0.0)
-    if fam.n0 > 0 or fam.q0 > 0 or abs(d_q - eps) <= 1e-9 * max(1.0, eps):
-        return _frontier_clip(p, q, eps, kind, fam, D).beta
+    if fam.n0 > 0 or fam.q0 > 0:                   # D(q, p) = inf one way; pi may mix (KL(p||pi))
+        return _frontier_clip(p, q, eps, kind, fam, dfun).beta
+    # D(q, p) = sum q log r (KL(q||p)) or -sum p log r (KL(p||q)) over the family (p, q > 0)
+    d_q = float(np.multiply(fam.qs if kind == "kl" else fam.ps, fam.logr).sum())
+    d_q = max(d_q if kind == "kl" else -d_q, 0.0)
+    if abs(d_q - eps) <= 1e-9 * max(1.0, eps):
+        # the budget is D(q, p) up to rounding (a rule that emits q): decide with the direct sum
+        # exactly as _frontier_clip does, and only run it when q does not fit the budget
+        if divergence(q, p, kind) <= eps:
+            return 1.0
+        return _frontier_clip(p, q, eps, kind, fam, dfun).beta
     if d_q <= eps:
         return 1.0
-    a = _clip_level(fam, D, eps)
+    a = 1.0 if eps == 0.0 else _clip_level(fam, dfun or _ClipDivergence(fam, kind), eps)
     hi = int(np.searchsorted(fam.r, a, "right"))
     return float(fam.Qc[hi] + a * fam.Psuf[hi])
 

@@ -56,7 +56,12 @@ def _log_ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     near = (lr > 0.5) & (lr < 2.0)
     np.log(lr, out=lr)
     if near.any():
-        lr[near] = np.log1p((a[near] - b[near]) / b[near])
+        # both forms over the whole row, then one select: gathering and scattering the near
+        # entries (often most of the row) cost 4x more than the extra log1p
+        d = np.subtract(a, b)
+        d /= b
+        np.log1p(d, out=d)
+        return np.where(near, d, lr)
     return lr
 
 

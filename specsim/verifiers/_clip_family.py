@@ -13,9 +13,10 @@ import numpy as np
 __all__ = ["ClipFamily"]
 
 
-def _cumsum0(x: np.ndarray) -> np.ndarray:
-    """(0, x_0, x_0 + x_1, ...): the running sum with a leading zero, in one array."""
-    res = np.empty(x.size + 1)
+def _cumsum0(x: np.ndarray, res: np.ndarray | None = None) -> np.ndarray:
+    """(0, x_0, x_0 + x_1, ...): the running sum with a leading zero, in one array (``res``, if
+    given, of length len(x) + 1)."""
+    res = np.empty(x.size + 1) if res is None else res
     res[0] = 0.0
     np.cumsum(x, out=res[1:])
     return res
@@ -35,7 +36,7 @@ def _token_ids(n: int) -> np.ndarray:
     return ids
 
 
-def _argsort_nonneg(r: np.ndarray) -> np.ndarray:
+def _argsort_nonneg(r: np.ndarray, work: np.ndarray | None = None, check: bool = True) -> np.ndarray:
     """An argsort of ``r`` (entries >= 0 or +inf, no NaN; ties in any order), as int64 indices.
 
     For non-negative floats the IEEE bit pattern read as int64 is monotone in the value, so one
@@ -44,7 +45,10 @@ def _argsort_nonneg(r: np.ndarray) -> np.ndarray:
     (7.6 vs 10-11 ms CPU at V = 151,936).  Entries whose patterns agree above those ``b`` bits
     (relative gap < 2^(b - 52)) come out in id order instead; a pass over the sorted values finds
     any such inversion and a stable argsort of the nearly sorted values (linear on sorted runs)
-    repairs it, so the order is exactly that of ``np.argsort(r)`` up to ties.
+    repairs it, so the order is exactly that of ``np.argsort(r)`` up to ties.  ``work``: two
+    float64 rows of length >= len(r) to hold the keys and the check (the result may be a view of
+    the first), so that no fresh array is needed.  ``check=False`` skips the pass over the sorted
+    values: the caller then checks (and repairs) the order itself.
 
     >>> r = np.array([0.5, 0.25, np.inf, 0.0, 0.25 * (1 + 2.0 ** -52)])
     >>> _argsort_nonneg(r).tolist()
@@ -54,13 +58,17 @@ def _argsort_nonneg(r: np.ndarray) -> np.ndarray:
     if n < _PACKED_SORT_MIN or n >= 2 ** 31:
         return np.argsort(r)
     b = max(int(n - 1).bit_length(), 1)
-    key = (r + 0.0).view(np.int64)                  # a fresh copy; + 0.0 turns -0.0 into +0.0
+    if work is None:
+        work = np.empty((2, n))
+    key = np.add(r, 0.0, out=work[0, :n]).view(np.int64)    # + 0.0 turns -0.0 into +0.0
     key >>= b
     key <<= b
     key |= _token_ids(n)
     key.sort()
     key &= (1 << b) - 1
-    rs = np.take(r, key)
+    if not check:
+        return key
+    rs = np.take(r, key, out=work[1, :n])
     if (rs[1:] < rs[:-1]).any():                    # patterns tied above the low b bits
         key = key[np.argsort(rs, kind="stable")]
     return key
@@ -86,49 +94,77 @@ class ClipFamily:
     (0.833333, [0.083333, 0.25, 0.208333, 0.458333])
     """
 
+    #: rows of the one work block (see __init__); the last ones are lent out by :meth:`spare_row`
+    _ROWS = ("r_in", "key", "check", "ps", "qs", "r", "Pc", "Qc", "Psuf", "Qsuf", "G", "logr")
+    _SPARE = 3
+
     def __init__(self, p: np.ndarray, q: np.ndarray):
         self.p, self.q = p, q
+        n = p.size
+        # Every O(V) array is a row of one block: at V ~ 1e5 each fresh 1.2 MB array is a new
+        # mapping whose first touch page-faults (ten of them cost ~6 ms CPU, as much as the sort),
+        # while one large block is mapped once (numpy asks for huge pages).  Untouched rows cost nothing.
+        self._block = block = np.empty((len(self._ROWS) + self._SPARE, n + 1))
+        self._spare: dict = {}
+        row = dict(zip(self._ROWS, block))
         pos = p > 0
         m = int(np.count_nonzero(pos))
-        if m == p.size:
+        r_in = row["r_in"][:n]
+        if m == n:
             with np.errstate(over="ignore"):  # reported below as a ValueError
-                r = q / p
+                np.divide(q, p, out=r_in)
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
-                r = np.where(pos, q / np.where(pos, p, 1.0), np.inf)
-        order = _argsort_nonneg(r)[:m]  # p = 0 sorts last (r = inf) and is dropped
-        self.idx = order
-        # Every O(V) step writes into as few fresh arrays as possible: at V ~ 1e5 a new array's
-        # first touch (page faults) costs as much as the arithmetic.  q/p is elementwise, so
-        # qs/ps equals r[order] bit for bit.
-        self.ps, self.qs = np.take(p, order), np.take(q, order)
+                r_in[:] = np.where(pos, q / np.where(pos, p, 1.0), np.inf)
+        #: q/p in token order (inf where p = 0)
+        self.r_tokens = r_in
+        order = _argsort_nonneg(r_in, block[1:3], check=False)[:m]  # p = 0 sorts last (r = inf): dropped
+        # q/p is elementwise, so qs/ps equals r[order] bit for bit: the order is checked on it
+        self.ps, self.qs = np.take(p, order, out=row["ps"][:m]), np.take(q, order, out=row["qs"][:m])
         with np.errstate(over="ignore"):
-            self.r = np.divide(self.qs, self.ps)
+            self.r = np.divide(self.qs, self.ps, out=row["r"][:m])
+        if m > 1 and (self.r[1:] < self.r[:-1]).any():  # keys tied above the id bits: repair
+            fix = np.argsort(self.r, kind="stable")
+            order = order[fix]
+            self.ps[:], self.qs[:], self.r[:] = self.ps[fix], self.qs[fix], self.r[fix]
+        self.idx = order
         if m and not np.isfinite(self.r[-1]):  # p_v subnormal under draft mass: q/p overflows
             v = int(order[-1])
             raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
                              "ratio is not representable; set such p entries to 0 or floor them")
-        self.Pc, self.Qc = _cumsum0(self.ps), _cumsum0(self.qs)
+        self.Pc, self.Qc = _cumsum0(self.ps, row["Pc"][:m + 1]), _cumsum0(self.qs, row["Qc"][:m + 1])
         self.Ptot = self.Pc[-1]
         #: suffix sums of p and q in ratio order (a * p-mass above a must not come from 1 - prefix)
-        self.Psuf = _cumsum0(self.ps[::-1])[::-1]
-        self.Qsuf = _cumsum0(self.qs[::-1])[::-1]
+        self.Psuf = _cumsum0(self.ps[::-1], row["Psuf"][:m + 1])[::-1]
+        self.Qsuf = _cumsum0(self.qs[::-1], row["Qsuf"][:m + 1])[::-1]
         #: draft mass where p = 0, summed directly (clip puts nothing there)
-        self.q0 = float(q[~pos].sum()) if m < p.size else 0.0
+        self.q0 = float(q[~pos].sum()) if m < n else 0.0
         # G_j = r_j P_j - Q_j is nondecreasing in j: sum clip at b = r_j, minus its a-part
-        self.G = np.multiply(self.r, self.Pc[:-1])
+        self.G = np.multiply(self.r, self.Pc[:-1], out=row["G"][:m])
         self.G -= self.Qc[:-1]
         self.a_max = float(self.r[-1]) if self.r.size else 1.0
         #: tokens with q = 0 < p: the first n0 in ratio order (r = 0)
         self.n0 = int(np.searchsorted(self.r, 0.0, "right"))
         self._logr = None
+        self._logr_row = row["logr"][:m]
+
+    def spare_row(self, name: str, size: int) -> tuple[np.ndarray, bool]:
+        """A row of the family's work block for a per-family array (``size`` <= len(r) + 1), as
+        ``(row, fresh)``: the same row for the same ``name`` (``fresh`` True only the first time,
+        when the caller fills it), a new array once the spare rows are used up."""
+        if name in self._spare:
+            return self._spare[name], False
+        k = len(self._spare)
+        out = self._block[len(self._ROWS) + k, :size] if k < self._SPARE else np.empty(size)
+        self._spare[name] = out
+        return out, True
 
     @property
     def logr(self) -> np.ndarray:
         """log r in ratio order, 0 (not -inf) on the first n0 tokens (r = 0); computed once."""
         if self._logr is None:
             with np.errstate(divide="ignore"):
-                self._logr = np.log(self.r)
+                self._logr = np.log(self.r, out=self._logr_row)
             self._logr[:self.n0] = 0.0
         return self._logr
 

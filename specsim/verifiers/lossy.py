@@ -82,6 +82,10 @@ class SingleTokenRule:
     closed_beta: Callable[[np.ndarray, np.ndarray], float] = field(repr=False)
     params: dict = field(default_factory=dict)
     label: str = ""
+    #: optional ``closed_pair(p, q) -> (out, beta)`` for rules whose two closed forms share work
+    #: (Cactus's caps, FSD's divergence): :meth:`out_beta` uses it, certificates call that
+    closed_pair: Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, float]"] | None = field(default=None,
+                                                                                             repr=False)
 
     def __call__(self, p_row, q_row, x: int) -> tuple[float, np.ndarray]:
         p, q = as_pair(p_row, q_row)
@@ -96,6 +100,14 @@ class SingleTokenRule:
         """Closed-form acceptance beta(p, q) = sum_x q(x) a(x) (``ValueError`` on a bad pair)."""
         p, q = as_pair(p, q)
         return float(self.closed_beta(p, q))
+
+    def out_beta(self, p, q) -> tuple[np.ndarray, float]:
+        """``(out(p, q), beta(p, q))`` for validated float64 rows (trusted), sharing the work of
+        the two closed forms where the rule gives ``closed_pair``."""
+        if self.closed_pair is not None:
+            out, beta = self.closed_pair(p, q)
+            return out, float(beta)
+        return self.closed_out(p, q), float(self.closed_beta(p, q))
 
     def lifted_out(self, p, q) -> np.ndarray:
         """out(y) = sum_x q(x) [a(x) 1{y = x} + (1 - a(x)) R_x(y)] by the O(V^2) sum over x."""
@@ -282,15 +294,18 @@ def topk_accept(k: int) -> LossyVerifier:
     def beta(p, q):
         return q[_top_set(p, k)].sum()
 
-    def out(p, q):
+    def pair(p, q):
         S = _top_set(p, k)
         q_out = q[~S].sum()  # q(S^c) summed directly: 1 - q(S) can round below 0 when S^c is empty
         den = S.sum() - 1.0 + q_out
         if den <= 0:  # S = {v} with q_v = 1: never rejected
-            return q.copy()
-        return np.where(S, q + q_out * (1.0 - q) / den, 0.0)
+            return q.copy(), q[S].sum()
+        return np.where(S, q + q_out * (1.0 - q) / den, 0.0), q[S].sum()
 
-    rule = SingleTokenRule("topk_accept", decide, out, beta, dict(k=k))
+    def out(p, q):
+        return pair(p, q)[0]
+
+    rule = SingleTokenRule("topk_accept", decide, out, beta, dict(k=k), closed_pair=pair)
     return single_token_chain(rule, doc=topk_accept.__doc__)
 
 
@@ -339,23 +354,35 @@ def fuzzy(T: float, divergence: str = "js_released") -> LossyVerifier:
     def decide(p, q, x):
         return float(div(p, q) <= T), p
 
+    def pair(p, q):
+        ok = div(p, q) <= T
+        return (q.copy() if ok else p.copy()), float(ok)
+
     def out(p, q):
-        return q.copy() if div(p, q) <= T else p.copy()
+        return pair(p, q)[0]
 
     def beta(p, q):
         return float(div(p, q) <= T)
 
-    return single_token_chain(SingleTokenRule("fuzzy", decide, out, beta, dict(T=T, divergence=kind)),
-                              doc=fuzzy.__doc__)
+    return single_token_chain(SingleTokenRule("fuzzy", decide, out, beta, dict(T=T, divergence=kind),
+                                              closed_pair=pair), doc=fuzzy.__doc__)
 
 
 # --------------------------------------------------------------------------- 8.5 Cactus
 def _cactus_h(p: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
     """h_n = clip(p_n + sqrt(2 delta p_n (1 - p_n)), 0, 1) and c_n = (1 - h_n)/(1 - p_n) for every n."""
-    h = np.clip(p + np.sqrt(2.0 * delta * p * (1.0 - p)), 0.0, 1.0)
+    rest = np.subtract(1.0, p)
+    h = np.multiply(p, 2.0 * delta)       # in place, in the order of clip(p + sqrt(2 delta p (1 - p)), 0, 1)
+    h *= rest
+    np.sqrt(h, out=h)
+    h += p
+    np.clip(h, 0.0, 1.0, out=h)
+    c = np.subtract(1.0, h)
     with np.errstate(divide="ignore", invalid="ignore"):
-        c = np.where(p < 1.0, (1.0 - h) / (1.0 - p), 0.0)
-    h = np.where(p >= 1.0, 1.0, h)
+        c /= rest
+    one = p >= 1.0                        # a one-hot target: h = 1, c = 0 there
+    if one.any():
+        h[one], c[one] = 1.0, 0.0
     return h, c
 
 
@@ -389,9 +416,10 @@ def cactus(delta: float) -> LossyVerifier:
     def beta(p, q):
         return np.minimum(q, _cactus_h(p, delta)[0]).sum()
 
-    def out(p, q):
+    def pair(p, q):
         h, c = _cactus_h(p, delta)
         acc = np.minimum(q, h)
+        beta_value = acc.sum()  # = beta(p, q), from the same caps
         rho = q - acc  # rejection mass of drafted n
         # Only drafted n with rho_n > 0 are ever rejected (often a handful at LLM vocabularies).
         # Z_n = sum_{v != n} (c_n p_v - q_v)_+ by the ratio order r_v = q_v / p_v (p_v > 0) of
@@ -405,18 +433,33 @@ def cactus(delta: float) -> LossyVerifier:
         w = ra / np.maximum(Z, ra)  # Z_n = sum (q - h^(n))_+ >= rho_n; guards rounding
         # G(y) = sum_n w_n (c_n p_y - q_y)_+ = p_y sum_{c_n > r_y} w_n c_n - q_y sum_{c_n > r_y} w_n.
         # c_n > r_y iff j_n > i for y at ratio rank i (ties in r never split: no c_n lies between
-        # equal r), so both sums are suffix sums of bincounts over j: no second sort.
-        m = fam.r.size
-        Wc = np.cumsum(np.bincount(j, weights=w * ca, minlength=m + 1)[::-1])[::-1]
-        W = np.cumsum(np.bincount(j, weights=w, minlength=m + 1)[::-1])[::-1]
-        G = np.zeros(p.size)
-        G[fam.idx] = np.maximum(fam.ps * Wc[1:] - fam.qs * W[1:], 0.0)  # p_v = 0: G_v = 0
+        # equal r), i.e. iff r_y <= r_(j_n - 1): both sums are suffix sums over the few distinct
+        # j_n >= 1, read in token order by counting the thresholds r_(j - 1) below r_y (no
+        # scatter, no second sort; p_v = 0 has r_v = inf and gets G_v = 0).
+        bins, inv = np.unique(j, return_inverse=True)
+        Wc, W = np.bincount(inv, weights=w * ca), np.bincount(inv, weights=w)
+        first = int(np.searchsorted(bins, 1))   # j = 0: no token lies below c_n
+        suf_c = np.append(np.cumsum(Wc[first:][::-1])[::-1], 0.0)
+        suf = np.append(np.cumsum(W[first:][::-1])[::-1], 0.0)
+        thr, r_tok = fam.r[bins[first:] - 1], fam.r_tokens
+        if thr.size <= 16:
+            s = np.zeros(p.size, dtype=np.intp)
+            for t in thr:
+                s += r_tok > t
+        else:
+            s = np.searchsorted(thr, r_tok, side="left")
+        G = np.multiply(p, np.take(suf_c, s))
+        G -= np.multiply(q, np.take(suf, s))
+        np.maximum(G, 0.0, out=G)
         G[act] -= w * own  # the sum runs over n != y
         np.maximum(G, 0.0, out=G)
         G += acc
-        return G
+        return G, beta_value
 
-    rule = SingleTokenRule("cactus", decide, out, beta, dict(delta=delta))
+    def out(p, q):
+        return pair(p, q)[0]
+
+    rule = SingleTokenRule("cactus", decide, out, beta, dict(delta=delta), closed_pair=pair)
     return single_token_chain(rule, doc=cactus.__doc__)
 
 

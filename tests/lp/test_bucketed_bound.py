@@ -183,3 +183,84 @@ def test_check_K_matches_validated_path():
     p, q = as_pair([0.2, 0.3, 0.5], [0.5, 0.25, 0.25])
     assert _check_K(q, 2, True) == 2
     assert abs(multidraft_bound(p, q, 2).value - _sorted_prefix_bound(p, q, 2, 2, True, 0.25).value) <= TOL
+
+
+# --------------------------------------------------------------------------- without replacement
+WOR_KINDS = KINDS + ("uniform",)
+
+
+def _wor_rows(kind: str, V: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    if kind == "uniform":
+        return _rows("llm", V, seed)[0], np.full(V, 1.0 / V)
+    return _rows(kind, V, seed)
+
+
+@pytest.fixture
+def bucket_small_rows(monkeypatch):
+    """Send rows of any length through the bucketed order (by default only V >= 4096 are)."""
+    import lp.coupling
+
+    monkeypatch.setattr(lp.coupling, "_WOR_BUCKET_MIN_V", 2)
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+@pytest.mark.parametrize("K", [2, 3, 4])
+def test_wor_bucketed_against_bruteforce_small_V(kind, K, bucket_small_rows):
+    """V = 9: the exact set law over all 2^V subsets (positive terms, math.fsum)."""
+    from lp.coupling import _subset_miss_exact, draft_set_law, multidraft_bound_bruteforce
+
+    for seed in range(3):
+        p, q = as_pair(*_wor_rows(kind, 9, seed))
+        got = multidraft_bound(p, q, K, replacement=False)
+        exact = multidraft_bound_bruteforce(p, q, K, replacement=False)
+        assert abs(got.value - exact.value) <= 1e-12, (kind, K, seed)
+        sets, probs = draft_set_law(q, K, False)
+        mask = np.zeros(p.size, dtype=bool)
+        mask[got.H] = True
+        attained = math.fsum(p[mask]) + _subset_miss_exact(q, K, False, mask, sets, probs)
+        assert abs(attained - exact.value) <= 1e-12, (kind, K, seed)         # H attains it
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+def test_wor_bucketed_equals_full_sort_with_pruning(kind, bucket_small_rows):
+    """V = 1500: most buckets pruned; the same optimum as the full sort, for K = 2 (exact bucket
+    edges) and K >= 3 (bounds at the edges)."""
+    p, q = as_pair(*_wor_rows(kind, 1500, 7))
+    for K in (2, 3, 8):
+        new = multidraft_bound(p, q, K, replacement=False)
+        old = _sorted_prefix_bound(p, q, K, K, False, auto_step(K))
+        assert abs(new.value - old.value) <= 1e-12, (kind, K)
+        assert abs(new.p_H - old.p_H) <= 1e-12 and abs(new.q_subset - old.q_subset) <= 1e-12, (kind, K)
+
+
+@pytest.mark.parametrize("kind, Ks", [("llm", (2, 3, 8)), ("uniform", (2, 3, 8)), ("tied", (2, 3, 8)),
+                                      ("subnormal", (2, 3, 8)), ("near-one-hot", (2,))])
+def test_wor_bucketed_equals_full_sort_at_V_151936(kind, Ks):
+    """(Near-one-hot rows at K >= 3 fall back to the full sort: 1 - 2 max q < 0; their quadrature
+    takes seconds at this V.)"""
+    from lp.coupling import _wor_bucketed_order
+
+    p, q = as_pair(*_wor_rows(kind, 151_936, 3))
+    for K in Ks:
+        order, valid = _wor_bucketed_order(p, q, K)
+        assert np.array_equal(np.sort(order), np.arange(p.size))               # a permutation
+        new = multidraft_bound(p, q, K, replacement=False)
+        old = _sorted_prefix_bound(p, q, K, K, False, auto_step(K))
+        assert abs(new.value - old.value) <= 1e-12, (kind, K)
+
+
+def test_wor_bucketed_order_drops_only_tokens_that_cannot_help(bucket_small_rows):
+    """A token with p/q far above sum_j 1 / R_j sits after every valid prefix; one just below stays."""
+    from lp.coupling import _wor_bucketed_order
+
+    V, K = 40, 3
+    q = np.full(V, 1.0 / V)
+    p = np.full(V, 0.5 / (V - 2))
+    p[0], p[1] = 0.3, 0.2                              # p/q = 12 and 8 > c ~ 3.0: both dropped
+    p, q = as_pair(p, q)
+    order, valid = _wor_bucketed_order(p, q, K)
+    last = int(np.flatnonzero(valid).max())
+    assert set(order[last:].tolist()) == {0, 1}
+    b = multidraft_bound(p, q, K, replacement=False)
+    assert 0 not in b.H.tolist() and 1 not in b.H.tolist()
+    assert abs(b.value - _sorted_prefix_bound(p, q, K, K, False, auto_step(K)).value) <= 1e-12

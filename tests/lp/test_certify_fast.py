@@ -125,3 +125,130 @@ def test_packed_key_argsort_orders_like_argsort(n, kind, seed):
     o = _argsort_nonneg(r)
     assert o.dtype == np.int64 and np.array_equal(np.sort(o), np.arange(n))
     assert np.array_equal(r[o], r[np.argsort(r)])
+
+
+def _log_ratio_reference(a, b):
+    """The previous _log_ratio: log1p gathered on the near entries and scattered back."""
+    lr = np.divide(a, b)
+    near = (lr > 0.5) & (lr < 2.0)
+    np.log(lr, out=lr)
+    if near.any():
+        lr[near] = np.log1p((a[near] - b[near]) / b[near])
+    return lr
+
+
+@pytest.mark.parametrize("kind", ["random", "subnormal", "near-one-hot", "tied", "equal", "llm"])
+def test_log_ratio_select_is_bit_identical_to_gather(kind):
+    from specsim.divergences import _log_ratio
+
+    for V, seed in ((7, 0), (3000, 1)):
+        p, q = _extreme(kind, V, seed)
+        keep = (p > 0) & (q > 0)
+        a, b = p[keep], q[keep]
+        with np.errstate(all="ignore"):
+            got, want = _log_ratio(a, b), _log_ratio_reference(a, b)
+        np.testing.assert_array_equal(got, want)
+
+
+def _cactus_out_reference(p, q, delta):
+    """Cactus's closed form before issue 27: bincounts over the ratio ranks, scattered by the order."""
+    from specsim.verifiers.lossy import _cactus_h
+
+    h, c = _cactus_h(p, delta)
+    acc = np.minimum(q, h)
+    rho = q - acc
+    act = np.flatnonzero(rho > 0)
+    fam = ClipFamily(p, q)
+    ca, ra = c[act], rho[act]
+    j = np.searchsorted(fam.r, ca, side="left")
+    own = np.maximum(ca * p[act] - q[act], 0.0)
+    w = ra / np.maximum(ca * fam.Pc[j] - fam.Qc[j] - own, ra)
+    m = fam.r.size
+    Wc = np.cumsum(np.bincount(j, weights=w * ca, minlength=m + 1)[::-1])[::-1]
+    W = np.cumsum(np.bincount(j, weights=w, minlength=m + 1)[::-1])[::-1]
+    G = np.zeros(p.size)
+    G[fam.idx] = np.maximum(fam.ps * Wc[1:] - fam.qs * W[1:], 0.0)
+    G[act] -= w * own
+    np.maximum(G, 0.0, out=G)
+    return G + acc
+
+
+@pytest.mark.parametrize("kind", ["random", "zeros", "subnormal", "near-one-hot", "tied", "equal", "llm"])
+def test_cactus_thresholds_in_token_order_equal_rank_bincounts(kind):
+    """Few active drafts (counting thresholds) and many (searchsorted): bit-identical to the rank path."""
+    for V, seed in ((5, 0), (60, 1), (4000, 2)):
+        p, q = as_pair(*_extreme(kind, V, seed))
+        for delta in (0.0, 0.05, 0.5, 4.0):
+            rule = cactus(delta).rule
+            try:
+                want = _cactus_out_reference(p, q, delta)
+            except ValueError as err:                     # q/p overflows: both refuse the row
+                with pytest.raises(ValueError, match=str(err).split(" (")[0]):
+                    rule.out_beta(p, q)
+                continue
+            got, beta = rule.out_beta(p, q)
+            np.testing.assert_array_equal(got, want)
+            assert beta == rule.closed_beta(p, q)
+
+
+def test_cactus_many_active_drafts_take_the_searchsorted_path():
+    p, q = as_pair(*_extreme("random", 4000, 5))
+    from specsim.verifiers.lossy import _cactus_h
+    assert np.count_nonzero(q > _cactus_h(p, 0.05)[0]) > 16         # the case the test is for
+    np.testing.assert_array_equal(cactus(0.05).rule.out_beta(p, q)[0], _cactus_out_reference(p, q, 0.05))
+
+
+def test_clip_family_spare_rows():
+    """Per-family rows: the same row for the same name, filled once; beyond the spares, fresh arrays."""
+    from lp.frontier import _ClipDivergence
+
+    p, q = as_pair(*_extreme("random", 50, 0))
+    fam = ClipFamily(p, q)
+    rows = [fam.spare_row(f"x{i}", 10) for i in range(ClipFamily._SPARE + 2)]
+    assert all(fresh for _, fresh in rows)
+    again, fresh = fam.spare_row("x0", 10)
+    assert again is rows[0][0] and not fresh
+    assert not any(np.shares_memory(rows[i][0], rows[k][0]) for i in range(len(rows)) for k in range(i))
+    fam2 = ClipFamily(p, q)
+    for kind in ("kl", "kl_reverse", "tv"):
+        first = _ClipDivergence(fam2, kind).M.copy()
+        np.testing.assert_array_equal(_ClipDivergence(fam2, kind).M, first)
+        np.testing.assert_array_equal(_ClipDivergence(ClipFamily(p, q), kind).M, first)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(4096, 6000), st.sampled_from(["near-ties", "spread", "zeros"]), st.integers(0, 2 ** 32 - 1))
+def test_clip_family_checks_its_order_on_the_sorted_ratios(n, kind, seed):
+    """The family sorts packed keys without the sorted-values pass and repairs inversions among
+    ratios tied above the id bits on its own sorted q/p: the rows stay consistent and sorted."""
+    rng = np.random.default_rng(seed)
+    p = rng.random(n) + 0.5
+    if kind == "near-ties":                                # ratios 1 + k 2^-52: tied above the id bits
+        q = p * (1.0 + rng.integers(0, 50, n) * 2.0 ** -52)
+    else:
+        q = rng.random(n) * 10.0 ** float(rng.integers(-5, 5))
+        if kind == "zeros":
+            p[rng.random(n) < 0.1] = 0.0
+    fam = ClipFamily(p, q)
+    m = int(np.count_nonzero(p > 0))
+    assert fam.idx.size == m and np.array_equal(np.sort(fam.idx), np.flatnonzero(p > 0))
+    np.testing.assert_array_equal(fam.ps, p[fam.idx])
+    np.testing.assert_array_equal(fam.qs, q[fam.idx])
+    np.testing.assert_array_equal(fam.r, q[fam.idx] / p[fam.idx])
+    assert np.all(fam.r[1:] >= fam.r[:-1])
+    np.testing.assert_array_equal(fam.r, np.sort(q[p > 0] / p[p > 0]))
+
+
+@pytest.mark.parametrize("kind", ["random", "zeros", "subnormal", "near-one-hot", "tied", "equal", "llm"])
+def test_certify_of_a_rule_that_emits_q_or_p(kind):
+    """FSD far above (out = q: beta* = 1 without a clip search) and at 0 (out = p unless q = p)."""
+    for V, seed in ((5, 0), (60, 1), (4000, 2)):
+        p, q = _extreme(kind, V, seed)
+        for rule in (fuzzy(1e9, "kl_reverse"), fuzzy(1e9, "tv"), fuzzy(0.0, "tv")):
+            try:
+                ref = _certify_reference(rule, p, q)
+            except ValueError as err:
+                with pytest.raises(ValueError, match=str(err).split(" (")[0]):
+                    certify(rule, p, q)
+                continue
+            _same(certify(rule, p, q), ref)

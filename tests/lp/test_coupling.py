@@ -208,6 +208,31 @@ def test_race_state_union_is_the_product_of_polynomials():
     np.testing.assert_allclose(both.low_probability(), 1.0, rtol=1e-14)
 
 
+def _low_probability_reference(state):
+    """P(N <= K - 1) by the logarithms on every entry (the previous RaceState.low_probability)."""
+    e, n, m = state
+    low = np.zeros(n.shape)
+    with np.errstate(divide="ignore"):
+        for j in range(e.shape[0]):
+            low += np.where(n <= e.shape[0] - 1 - j, np.exp(np.log(e[j]) - m), 0.0)
+    return low
+
+
+@pytest.mark.parametrize("K", [2, 3, 8])
+def test_low_probability_linear_terms_equal_the_log_form(K):
+    """e_j e^-m where m <= 700 and the logarithms beyond: masses from 1e-6 to ~4e4 on the grid,
+    tokens arrived (q t > SURE) on some rows, subnormal and zero e_j."""
+    rng = np.random.default_rng(K)
+    qs = np.concatenate((rng.dirichlet(np.full(400, 0.2)), [5e-324, 0.0]))
+    t = np.exp(np.arange(-12.0, 10.5, 0.25))[:, None]
+    state = race.race_states(qs, t, K, race.SURE, race.RaceState.empty(K, t.shape[0]),
+                             np.arange(0, qs.size + 1, 7))
+    assert (state.mass > 700).any() and (state.mass <= 700).any() and (state.arrived > 0).any()
+    want = _low_probability_reference(state)
+    got = state.low_probability()
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)
+
+
 def _reference_quadrature(qs, lam, K, ks, step=0.25):
     """Q_sub(H_k) written plainly (an oracle): the positive e_j recursion over every token up to
     the largest prefix on the full log-t grid, O(G max(ks) K), no blocks, moments or pruning."""
@@ -290,3 +315,52 @@ def test_fast_quadrature_matches_the_plain_recursion(llm_like_pair):
                 assert np.max(np.abs(wor_subset_quadrature(qs, Qc, lam, K, ks, 0.25) - ref)) < 1e-10
                 sub = ks[::97]
                 assert np.max(np.abs(wor_subset_quadrature(qs, Qc, lam, K, sub, 0.25) - ref[::97])) < 1e-10
+
+
+@settings(max_examples=40, deadline=None)
+@given(distribution_pairs(st.integers(4, 9)), st.integers(3, 5))
+def test_chord_screen_brackets_the_exact_objective(pq, K):
+    """The tangent and chord bounds on Q_K hold at EVERY sorted prefix against the exact set law
+    (positive terms, math.fsum); rows with max q > 1/4 are left to the general screen."""
+    if K <= pq[0].size:
+        _check_chord_screen(*pq, K)
+
+
+@pytest.mark.parametrize("K", [3, 4, 5])
+@pytest.mark.parametrize("seed", range(12))
+def test_chord_screen_brackets_the_exact_objective_on_spread_drafts(seed, K):
+    """Drafts with max q <= 1/4, where the sharper bounds apply (V = 9, including ties)."""
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.full(9, 6.0))
+    if q.max() > 0.25:
+        q = np.full(9, 1.0 / 9)
+    p = rng.dirichlet(np.full(9, 0.5))
+    if seed % 3 == 0:
+        p[:4] = q[:4] * p[4:].sum() / q[4:].sum()          # tied ratios
+        p /= p.sum()
+    from specsim._validate import as_pair
+    _check_chord_screen(*as_pair(p, q), K, must_apply=True)
+
+
+def _check_chord_screen(p, q, K, must_apply=False):
+    import math
+    from lp.coupling import _chord_screen, _cumsum0, _subset_miss_exact
+
+    order = _prefix_order(p, q)
+    ps, qs = p[order], q[order]
+    Pc, Qc = _cumsum0(ps), _cumsum0(qs)
+    lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
+    miss2 = _wor_miss_k2(qs, Qc, lam)
+    sets, probs = draft_set_law(q, K, replacement=False)
+    if len(sets[0]) < K:                                   # |supp q| < K: the set is supp q
+        return
+    for k in range(p.size + 1):
+        mask = np.zeros(p.size, dtype=bool)
+        mask[order[:k]] = True
+        exact = math.fsum(p[mask]) + _subset_miss_exact(q, K, False, mask, sets, probs)
+        at = np.array([k])
+        opt, upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, np.array([-np.inf]), np.inf)
+        if qs.max() > 0.25 * Qc[-1]:
+            assert opt[0] == -np.inf and upper == np.inf and not must_apply    # not applied
+            continue
+        assert opt[0] <= exact + 1e-13 and exact <= upper + 1e-13, (k, opt[0], exact, upper)
