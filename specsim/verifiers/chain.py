@@ -178,7 +178,7 @@ def _block_parts(drafts, p, q):
     for i in range(L):
         w[:, i + 1] = _next_weight(w[:, i], r[:, i])
     excess, h, _ = _block_level(w[:, :L], p[:, :L], q)
-    h[:, 0] = 1.0
+    h[:, :1] = 1.0  # h_0 is unused (an empty draft has no level: h is w_0 alone)
     h = np.concatenate([h, w[:, L:]], axis=1)
     return w, h, _normalize_rows(excess, p[:, :L])
 

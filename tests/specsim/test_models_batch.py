@@ -143,11 +143,14 @@ def test_certificates_from_batched_tables_equal_per_row_ones(verifier, make):
 
 
 def test_output_law_matches_the_add_at_accumulation():
-    """emitted[m] is accumulated with bincount; np.add.at over the same drafts is the reference."""
+    """emitted[m] is accumulated with bincount on the per-draft path; np.add.at over the same
+    drafts is the reference (block's prefix-shared process_law is removed to reach that path)."""
+    import dataclasses
+
     from specsim.drafts import chain
     t, d = random_model(4, 5, 0.3, stream="counter"), random_model(4, 6, stream="counter")
     L = 3
-    law = output_law(block, t, d, L)
+    law = output_law(dataclasses.replace(block, process_law=None), t, d, L)
     drafts, Qx, p, q = chain().arrays(t, d, L)
     probs, dists = block.batch_law(drafts, p, q)
     code = np.zeros(len(drafts), dtype=np.int64)
