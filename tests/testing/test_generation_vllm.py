@@ -60,7 +60,7 @@ class FakeLLM:
         return [self._one(tuple(p["prompt_token_ids"]), sampling_params) for p in prompts]
 
     def _one(self, prompt, sp):
-        assert sp.ignore_eos and sp.include_stop_str_in_output and sp.n == 1 and sp.logprobs == 0
+        assert sp.ignore_eos and sp.include_stop_str_in_output and sp.n == 1 and sp.logprobs in (0, None)
         eos = sp.stop_token_ids[0] if sp.stop_token_ids else None
         th = SamplingParams(temperature=sp.temperature, top_k=sp.top_k, top_p=sp.top_p, min_p=sp.min_p,
                             repetition_penalty=sp.repetition_penalty, presence_penalty=sp.presence_penalty,
@@ -112,7 +112,7 @@ class FakeLLM:
                 TOKEN_TEXT[t] for t in out)))
         if self.bad_reason:
             finish, stop = "abort", None
-        logprobs = [{t: FakeLogprob(lp, 1, TOKEN_TEXT[t])} for t, lp in zip(out, lps)]
+        logprobs = None if sp.logprobs is None else [{t: FakeLogprob(lp, 1, TOKEN_TEXT[t])} for t, lp in zip(out, lps)]
         text = "".join(TOKEN_TEXT[t] for t in out)
         return FakeRequestOutput([FakeCompletionOutput(0, text, out, float(sum(lps)), logprobs, finish, stop)])
 
@@ -145,6 +145,13 @@ def test_vllm_adapter_passes_clean_fake_and_flags_lossy_draft_rows():
     lossy = _engine(uniform_draft_rows=True)
     res = check_generation(lossy, prompt=(1, 0), params=PARAMS, n=400, seed=1)
     assert res.verdict == "FAIL", str(res)
+    # without logprobs the law alone flags it
+    target, draft = default_models()
+    blind = vllm_engine(FakeLLM(target), FakeLLM(target, draft, uniform_draft_rows=True), V=4, logprobs=False,
+                        sampling_params=FakeSamplingParams)
+    assert blind.generate((1, 0), 3, PARAMS["stop_strings"], True, rng)[2] is None
+    res = check_generation(blind, prompt=(1, 0), params=PARAMS, n=400, seed=1)
+    assert res.verdict == "FAIL" and all("logprob" not in r.witness for r in res.rows), str(res)
 
 
 def test_vllm_adapter_exact_mode_on_the_fake():

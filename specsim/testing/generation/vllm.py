@@ -68,12 +68,14 @@ def _stop_reason(out, params: SamplingParams) -> Optional[str]:
     return None
 
 
-def vllm_engine(plain_llm, spec_llm, *, V: int, sampling_params=None, name: Optional[str] = None) -> GenerationEngine:
+def vllm_engine(plain_llm, spec_llm, *, V: int, logprobs: bool = True, sampling_params=None,
+                name: Optional[str] = None) -> GenerationEngine:
     """A GenerationEngine over two ``vllm.LLM`` objects on one model: ``plain_llm`` (no speculative
     config) and ``spec_llm`` (built with ``speculative_config``).
 
-    Parameters: ``plain_llm``, ``spec_llm``; ``V`` (vocabulary size); ``sampling_params`` (the
-    ``SamplingParams`` class, default vLLM's); ``name``.
+    Parameters: ``plain_llm``, ``spec_llm``; ``V`` (vocabulary size); ``logprobs`` (ask vLLM for
+    the emitted tokens' logprobs and report them; False: the law of the output only);
+    ``sampling_params`` (the ``SamplingParams`` class, default vLLM's); ``name``.
 
     Returns: a :class:`~specsim.testing.generation.GenerationEngine` (two-sample mode).
     """
@@ -99,18 +101,18 @@ def vllm_engine(plain_llm, spec_llm, *, V: int, sampling_params=None, name: Opti
                              seed=int(rng.integers(2 ** 31)), max_tokens=n_tokens, min_tokens=params.min_new_tokens,
                              stop=list(params.stop_strings) or None, include_stop_str_in_output=True,
                              stop_token_ids=None if params.eos_token_id is None else [params.eos_token_id],
-                             ignore_eos=True, logprobs=0)
+                             ignore_eos=True, logprobs=0 if logprobs else None)
         llm = spec_llm if speculative else plain_llm
         (res,) = llm.generate([{"prompt_token_ids": list(prompt)}], sp, use_tqdm=False)
         out = res.outputs[0]
         toks = [int(t) for t in out.token_ids]
-        logprobs = None
-        if out.logprobs is not None:
+        lps = None
+        if logprobs and out.logprobs is not None:
             # one {token: Logprob} dict per emitted token; a token missing from its dict is NaN,
             # which the check rejects as a logprob that is not a log-probability
-            logprobs = [float(d[toks[i]].logprob) if i < len(toks) and toks[i] in d else math.nan
-                        for i, d in enumerate(out.logprobs)]
-        return toks, _stop_reason(out, params), logprobs
+            lps = [float(d[toks[i]].logprob) if i < len(toks) and toks[i] in d else math.nan
+                   for i, d in enumerate(out.logprobs)]
+        return toks, _stop_reason(out, params), lps
 
     label = name or "vLLM speculative_config"
     return GenerationEngine(generate, V, None, None, label)
