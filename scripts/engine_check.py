@@ -264,7 +264,8 @@ def vllm_engines(k=3):
     logprobs = os.environ.get("VLLM_LOGPROBS", "1") == "1"  # 0: compare the law of the output only
     fixed = ", CPU expand fixed" if os.environ.get("VLLM_CPU_EXPAND_FIX") == "1" else ""
     engines = [vllm_engine(plain, vllm.LLM(model=d, speculative_config=specs[m], **kw), V=49152, logprobs=logprobs,
-                           name=f"vLLM {m} speculative_config {specs[m]}" + ("" if logprobs else ", no logprobs") + fixed)
+                           name=f"vLLM {m} speculative_config {specs[m]}" + ("" if logprobs else ", no logprobs")
+                           + fixed)
                for m in wanted]
     tok = plain.get_tokenizer()
     prompt = tuple(tok("The capital of France is")["input_ids"])
