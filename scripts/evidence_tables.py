@@ -1,4 +1,4 @@
-"""The headline tables of docs/real_evidence.md from a real-tree dataset (issue 23), in Markdown.
+"""The headline tables of docs/results/real_trees.md from a real-tree dataset (issue 23), in Markdown.
 
 Per drafter: mean E[tau] per process and verifier; then the seed claims' comparisons
 (:func:`~specsim.real_evaluation.claim_comparisons` through ``compare_units`` of
