@@ -44,13 +44,14 @@ def main(argv=None) -> int:
                          "with groups of 32 is the target itself, which build_trees refuses)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--model", default=None, help="GGUF file (default: the SmolLM2 wheel's)")
+    ap.add_argument("--model-sha256", default=None, help="the SHA-256 the model file must have (refused otherwise)")
     a = ap.parse_args(argv)
     prompts = list(real_trees.EVIDENCE_PROMPTS[a.first_prompt:a.first_prompt + a.prompts])
     t0 = time.perf_counter()
     path = real_trees.build_trees(a.out, prompts=prompts, positions=a.positions, T=a.T, drafts=a.drafts,
                                   processes=a.processes, L=a.L, samples=a.samples, seed=a.seed, tail=a.tail,
                                   model=a.model, context_source=a.source, workers=a.workers, progress=True,
-                                  quant_group=a.quant_group)
+                                  quant_group=a.quant_group, model_sha256=a.model_sha256)
     m = json.loads(path.read_text())
     print(json.dumps(dict(manifest=str(path), wall_seconds=round(time.perf_counter() - t0, 1),
                           build_seconds=m["build_seconds"], n_trees=m["n_trees"], data_sha256=m["data_sha256"],

@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -447,7 +448,7 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
                 processes: Sequence[str] = DEFAULT_PROCESSES, L: int = 4, samples: int = 2, seed: int = 0,
                 tail: float = 1e-3, batch: int = 32, model: LoadedModel | str | Path | None = None,
                 progress: bool | None = None, *, context_source: str = "prompt", quant_group: int = 32,
-                workers=1, torch_threads: int = 1) -> Path:
+                workers=1, torch_threads: int = 1, model_sha256: str | None = None) -> Path:
     """Draft real trees with a real model and write them in format ``specsim-real-trees-v1``.
 
     Contexts (``context_source``): ``"prompt"`` (teacher-forced): for every prompt the first c
@@ -477,7 +478,11 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
     callable ``workers(f, iterable)`` such as ``multiprocessing.Pool(2).imap`` or a cluster's map,
     as SciPy's ``workers=``; :mod:`specsim.parallel`): the continuations (one task per prompt) and
     the contexts (one task per context) run in parallel.  A :class:`~specsim.real.LoadedModel` is pickled into every task when
-    workers run in other processes: for a large model pass its path instead.
+    workers run in other processes: for a large model pass its path instead.  ``model_sha256``:
+    the SHA-256 the model file must have (a published build's manifest records it); a file with
+    another hash is refused before any tree is drawn.  A resumed build (shards already in
+    ``out_dir``) must have every setting of the build that wrote them, model hash included; the
+    error names the settings that differ.
 
     Returns: the path of ``manifest.json``; ``ValueError`` for a bad argument (a draft the model
     cannot produce, e.g. a layer out of range or bits outside 2..8, is named before any forward
@@ -516,8 +521,12 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
     if progress is not None:
         check_bool(progress, "progress")
     workers = check_workers(workers)  # TypeError / ValueError naming workers, before any model work
+    if model_sha256 is not None and not (isinstance(model_sha256, str) and re.fullmatch(r"[0-9a-f]{64}", model_sha256)):
+        raise ValueError(f"model_sha256 must be 64 lower-case hex digits, got {model_sha256!r}")
     mapper = worker_map(workers)
     lm = model if isinstance(model, LoadedModel) else load_model(model)
+    if model_sha256 is not None and lm.sha256 != model_sha256:
+        raise ValueError(f"model file {lm.path} has SHA-256 {lm.sha256}, not the expected {model_sha256}")
     ref = lm if isinstance(model, LoadedModel) or mapper is map else str(lm.path)  # in process: the loaded model
     for d in drafts:
         kind, bits = parse_drafter(d, lm.n_layers)
@@ -534,11 +543,15 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
     out_dir = Path(out_dir)
     shards = out_dir / "shards"
     shards.mkdir(parents=True, exist_ok=True)
-    kfile = shards / "build_key"
+    kfile, cfile = shards / "build_key", shards / "build_settings.json"
     if kfile.is_file() and kfile.read_text().strip() != key:
+        before = json.loads(cfile.read_text()) if cfile.is_file() else {}
+        differ = sorted(k for k in set(cfg) | set(before) if before.get(k) != cfg.get(k)) if before else ["unknown"]
         raise ValueError(f"{shards} holds shards of another build (settings key {kfile.read_text().strip()[:12]}..., "
-                         f"this build {key[:12]}...); remove it or build with the same settings")
+                         f"this build {key[:12]}...; settings that differ: {', '.join(differ)}); remove it or "
+                         f"build with the same settings")
     kfile.write_text(key + "\n")
+    cfile.write_text(json.dumps(cfg, sort_keys=True) + "\n")
     for part in shards.glob("*.part.npz"):  # a write cut by a kill
         part.unlink()
     t0 = time.perf_counter()

@@ -182,7 +182,7 @@ def test_a_shard_from_another_build_is_refused(tmp_path, tiny_llama):
 
     with pytest.raises(RuntimeError):
         real_trees.build_trees(out, model=tiny_llama, workers=dies, **KW)
-    with pytest.raises(ValueError, match="another build"):
+    with pytest.raises(ValueError, match="another build.*settings that differ: seed\\)"):
         real_trees.build_trees(out, model=tiny_llama, **{**KW, "seed": 1})
     # a shard copied in from elsewhere (its own key) is refused too
     (out / "shards" / "build_key").unlink()
@@ -240,3 +240,13 @@ def test_trees_grown_in_step_are_the_trees_grown_one_by_one():
         assert got[k] == (tokens, parent, prefixes, draws)
         assert all(x in rows.cache for x in prefixes)  # leaves' rows included
     assert len(rows.calls) <= 3 + 1 + 1  # one call per level (and the leaves), not one per tree and level
+
+
+def test_a_model_file_with_another_hash_is_refused(tmp_path, tiny_llama):
+    with pytest.raises(ValueError, match=f"has SHA-256 {tiny_llama.sha256}, not the expected {'0' * 64}"):
+        real_trees.build_trees(tmp_path / "h", model=tiny_llama, model_sha256="0" * 64, **KW)
+    with pytest.raises(ValueError, match="model_sha256 must be 64 lower-case hex digits"):
+        real_trees.build_trees(tmp_path / "h", model=tiny_llama, model_sha256="abc", **KW)
+    assert not (tmp_path / "h").exists()  # refused before anything is written
+    path = real_trees.build_trees(tmp_path / "ok", model=tiny_llama, model_sha256=tiny_llama.sha256, **KW)
+    assert json.loads(path.read_text())["model"]["sha256"] == tiny_llama.sha256
