@@ -83,6 +83,9 @@ def _extreme_rows():
     yield np.eye(1, 33, 5)[0]                                           # one-hot
     yield np.array([0.5, 0.0, 0.25, 0.0, 0.25])                         # ties at the cut, zeros
     yield np.array([1 - 1e-300, 1e-300, 0.0])                           # subnormal-scale entry
+    f = (np.exp(x - x.max()) / np.exp(x - x.max()).sum()).astype(np.float32)
+    f[rng.integers(0, f.size, 64)] = f[0]
+    yield f                                                             # float32, with ties
 
 
 @pytest.mark.parametrize("tail", [0.0, 1e-4, 0.03, 0.5, 0.999])
