@@ -17,7 +17,7 @@
 #
 # **This notebook runs without a GPU.**  The Triton kernel runs under Triton's CPU interpreter,
 # which must be switched on (`TRITON_INTERPRET=1`) *before* Triton is imported; it is slow, so only
-# one tiny call is made.  Timings here say nothing about GPU speed (see `python benchmarks/kernels.py`
+# one tiny call is made.  Timings here say nothing about GPU speed (see `python benchmarks/verify_kernels.py`
 # on a GPU machine).  Set `SPECSIM_QUICK=1` for small sizes.
 
 # %%

@@ -3,7 +3,7 @@
 A verification kernel reads every probability row once, so its speed limit is the memory
 bandwidth: achieved GB/s = bytes of the byte model / kernel time, plotted against the device's
 peak (the baseline; Triton tutorials' roofline style).  This figure never times anything itself
-(this machine may have no GPU): it plots the JSON that ``python benchmarks/kernels.py --json PATH``
+(this machine may have no GPU): it plots the JSON that ``python benchmarks/verify_kernels.py --json PATH``
 writes on a GPU machine (``scripts/device_check.sh`` writes :data:`RESULT_FILE`), and is skipped,
 with the reason, when there is none.  Rows used: ``name == "triton kernel"`` with
 ``metrics["GB/s"]`` (only CUDA runs have it) and ``params`` mode, B, L, V; ``context`` gives the
@@ -46,7 +46,7 @@ def find_results(path: Path = RESULT_FILE):
     """(path, parsed JSON) when ``path`` holds GPU kernel timings, else (None, the reason)."""
     if not path.is_file():
         return None, (f"no kernel benchmark results at {path} (under {Path.cwd()}); run "
-                      f"`python benchmarks/kernels.py --json {path}` on a GPU machine")
+                      f"`python benchmarks/verify_kernels.py --json {path}` on a GPU machine")
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
@@ -75,14 +75,16 @@ def make(quick: bool = False) -> FigureResult:
     if peak:
         ax.axhline(float(peak), color="k", ls="--", lw=1, label=f"peak {float(peak):.0f} GB/s")
     ax.set_xscale("log")
+    ax.set_yscale("log")  # 2 GB/s at B = 1 to ~700 at B = 128: a linear axis hides the small batches
     ax.set_xlabel("batch size B (requests)")
     ax.set_ylabel("achieved bandwidth [GB/s]")
     ax.set_title(str(context.get("device", "GPU")), fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(frameon=False, fontsize=7)
+    ax.legend(frameon=False, fontsize=7, loc="lower right")
     fig.tight_layout()
-    caption = (f"Achieved memory bandwidth (bytes of the byte model in benchmarks/kernels.py / kernel time) of "
-               f"the Triton verification kernels vs batch size, against the device's peak (dashed), from {path} "
+    caption = (f"Achieved memory bandwidth (bytes of the byte model in benchmarks/verify_kernels.py / time of one "
+               f"verify_chain call, CUDA events; host work included, which benchmarks/verify_kernels_profile.py "
+               f"separates) of the Triton verification kernels vs batch size, against the device's peak (dashed), from {path} "
                f"(device {context.get('device', 'unknown')}, dtype {context.get('dtype', 'unknown')}; benchmark "
                f"command: {data.get('command', 'not recorded')}; run {data.get('machine', {}).get('date', '')}). "
                f"Made by `{command(NAME, quick)}`.")

@@ -8,7 +8,7 @@ bit against a pure-torch reference, and statistically against the exact law of
 
 ``reference_gpu.api``: validated entry points (ragged and dense chain verification, tree RRS,
 noise drawing); ``reference_gpu.reference``: the pure-torch semantics; ``reference_gpu.kernels``:
-the Triton kernels; ``python benchmarks/kernels.py``: the benchmark.  The submodules need torch
+the Triton kernels; ``python benchmarks/verify_kernels.py``: the benchmark.  The submodules need torch
 (the ``gpu`` extra); Triton is imported by the API only when a Triton backend is used.
 
 >>> import torch

@@ -282,7 +282,8 @@ def _generators(n: int, seeds, generator) -> list[torch.Generator]:
             raise ValueError("give per-request seeds or a torch.Generator")
         if not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-        seeds = torch.randint(0, 2 ** 62, (n,), generator=generator).tolist()
+        # drawn on the generator's own device (a CUDA generator cannot drive a CPU draw)
+        seeds = torch.randint(0, 2 ** 62, (n,), generator=generator, device=generator.device).tolist()
     seeds = [check_int(s, f"seeds[{i}]", 0) for i, s in enumerate(seeds)]
     if len(seeds) != n:
         raise ValueError(f"need one seed per request: {n} requests, {len(seeds)} seeds")

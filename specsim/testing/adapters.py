@@ -129,7 +129,8 @@ def torch_batch_sampler(fn, dtype="float32", device="cpu", chunk: int = 4096, na
 def find_transformers_speculative_sampling():
     """transformers' speculative sampling function (``transformers.generation.utils._speculative_sampling``
     in 4.x / 5.x), or ``None`` when transformers (an optional third-party dependency) or the
-    function is missing.
+    function is missing.  Versions whose function takes ``is_done_candidate`` (4.x to 5.17) get
+    it bound to ``False``, so every version is called with the same keywords.
 
     Returns: the function or ``None``.
 
@@ -142,7 +143,16 @@ def find_transformers_speculative_sampling():
         from transformers.generation import utils
     except Exception:  # noqa: BLE001 - transformers absent or broken
         return None
-    return getattr(utils, "_speculative_sampling", None)
+    fn = getattr(utils, "_speculative_sampling", None)
+    import inspect
+
+    if fn is not None and "is_done_candidate" in inspect.signature(fn).parameters:
+        # 4.x to 5.17 take a required is_done_candidate (True: the candidate ends in EOS, so no
+        # bonus token); later 5.x dropped it.  False is plain verification in every version.
+        import functools
+
+        fn = functools.partial(fn, is_done_candidate=False)
+    return fn
 
 
 def transformers_sampler(dtype="float32", assistant_ensemble_weight: float | None = None):

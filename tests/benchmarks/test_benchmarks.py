@@ -110,7 +110,7 @@ def test_kernels_under_the_triton_interpreter(tmp_path):
     pytest.importorskip("triton")
     if torch.cuda.is_available():
         pytest.skip("the GPU run is scripts/device_check.sh's")
-    data = run_benchmark("kernels", tmp_path, env={"TRITON_INTERPRET": "1"})
+    data = run_benchmark("verify_kernels", tmp_path, env={"TRITON_INTERPRET": "1"})
     kernel = [r for r in data["rows"] if r["name"] == "triton kernel"]
     assert {r["params"]["mode"] for r in kernel} == {"token", "block"}
     assert all(r["baseline"].endswith("/ torch reference (baseline)") for r in kernel)
@@ -181,10 +181,24 @@ def test_real_tree_build(tmp_path):
 
 
 RUNS = sorted((ROOT / "docs" / "results" / "benchmarks").glob("*.json"))
+#: Benchmarks that time GPU kernels: their committed runs are scripts/device_check.sh's, in
+#: benchmarks/results/ (H200, 2026-12-04), not full-size CPU runs.
+GPU_ONLY = {"verify_kernels", "verify_kernels_profile"}
+
+
+def test_gpu_runs_are_committed_and_the_profile_refuses_a_machine_without_cuda():
+    for name in ("kernels.json", "kernels_profile.json"):
+        assert json.loads((ROOT / "benchmarks" / "results" / name).read_text())
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the profile runs (scripts/device_check.sh)")
+    r = subprocess.run([sys.executable, str(BENCH / "verify_kernels_profile.py")], capture_output=True, text=True,
+                       cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert r.returncode != 0 and "needs a CUDA device" in r.stderr
 
 
 def test_every_benchmark_has_a_committed_full_size_run():
-    assert {p.stem for p in RUNS} >= {p.stem for p in BENCH.glob("*.py") if not p.stem.startswith("_")} - {"kernels"}
+    assert {p.stem for p in RUNS} >= {p.stem for p in BENCH.glob("*.py") if not p.stem.startswith("_")} - GPU_ONLY
 
 
 @pytest.mark.parametrize("path", RUNS, ids=lambda p: p.stem)

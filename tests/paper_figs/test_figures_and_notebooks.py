@@ -124,7 +124,7 @@ def test_kernel_figure_plots_the_kernel_benchmark_json(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("on a GPU the device check makes the real results")
     results = tmp_path / "benchmarks" / "results" / "kernels.json"
-    run([str(ROOT / "benchmarks" / "kernels.py"), "--quick", "--repeats", "1", "--json", str(results)],
+    run([str(ROOT / "benchmarks" / "verify_kernels.py"), "--quick", "--repeats", "1", "--json", str(results)],
         cwd=ROOT, timeout=300, env={**ENV, "TRITON_INTERPRET": "1"})
     r = run(["-m", "paper_figs.fig_kernel_bandwidth", "--out", "figs"], cwd=tmp_path, timeout=300)
     assert "skipped" in r.stdout and "GB/s" in r.stdout

@@ -16,7 +16,7 @@ Without CUDA the kernel runs only under Triton's CPU interpreter (``TRITON_INTER
 timings say nothing about GPU speed), else the reference and transformers run alone, at small
 sizes.  The JSON (``--json``) is what ``paper_figs/fig_kernel_bandwidth.py`` plots.
 
-    python benchmarks/kernels.py [--quick] [--modes token,block] [--dtype float32] [--json out.json]
+    python benchmarks/verify_kernels.py [--quick] [--modes token,block] [--dtype float32] [--json out.json]
 """
 from __future__ import annotations
 
