@@ -48,7 +48,8 @@ case "$ENGINE" in
     engine_venv "$VENV"
     "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mistralrs') != '$MV')" 2>/dev/null \
         || nice -n 10 "$VENV/bin/python" -m pip install -q "mistralrs==$MV"
-    run mistralrs "$@" ;;
+    # mistral.rs logs every INFO line to standard output, between the verdict tables otherwise
+    RUST_LOG="${RUST_LOG:-warn}" run mistralrs "$@" ;;
   *)
     echo "unknown engine $ENGINE (transformers, llama.cpp, mlx-lm, openvino-genai, mistralrs, vllm)" >&2; exit 2 ;;
 esac

@@ -41,7 +41,8 @@ transformers layouts), :mod:`.stats` (the chi-square's power planning and failur
 base of the statistical checks),
 :mod:`.generation` (whole generations: :mod:`~.generation.toy`, a reference engine and its
 mutants, and the engine adapters :mod:`~.generation.transformers`, :mod:`~.generation.llamacpp`,
-:mod:`~.generation.mlx`, :mod:`~.generation.openvino`), :mod:`.plugin` (pytest fixtures).
+:mod:`~.generation.mlx`, :mod:`~.generation.openvino`, :mod:`~.generation.mistralrs`), :mod:`.plugin`
+(pytest fixtures).
 
 Names are loaded on first use (so the pytest plugin, which lives in this package, imports only
 pytest and numpy); nothing here imports cvxpy, torch or triton.
