@@ -259,7 +259,10 @@ def _mistralrs_runner(speculative):
     template = os.path.join(tempfile.gettempdir(), "specsim-identity-template.jinja")
     with open(template, "w") as f:
         f.write(IDENTITY_TEMPLATE)
-    which = lambda: mistralrs.Which.GGUF(quantized_model_id=str(path.parent), quantized_filename=path.name)  # noqa: E731
+
+    def which():
+        return mistralrs.Which.GGUF(quantized_model_id=str(path.parent), quantized_filename=path.name)
+
     kw = dict(max_seqs=1, jinja_explicit=template)
     if speculative:
         if "which_draft" in inspect.signature(mistralrs.Runner).parameters:

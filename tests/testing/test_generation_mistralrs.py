@@ -30,8 +30,8 @@ class FakeChatCompletionRequest:
 
     def __init__(self, messages, model, logprobs: bool = False, n_choices: int = 1, logit_bias=None,
                  top_logprobs=None, max_tokens=None, presence_penalty=None, frequency_penalty=None,
-                 repetition_penalty=None, stop_seqs=None, temperature=None, top_p=None, top_k=None, stream: bool = False,
-                 grammar=None, grammar_type=None, min_p=None, ignore_eos: bool = False):
+                 repetition_penalty=None, stop_seqs=None, temperature=None, top_p=None, top_k=None,
+                 stream: bool = False, grammar=None, grammar_type=None, min_p=None, ignore_eos: bool = False):
         self.__dict__.update({k: v for k, v in locals().items() if k != "self"})
 
 
@@ -55,8 +55,9 @@ class FakeRunner:
     def send_chat_completion_request(self, request, model_id=None):
         assert request.logprobs and request.model == "default"
         prompt = tuple(self.tokenize_text(request.messages[0]["content"], False, None))
+        rep = getattr(request, "repetition_penalty", None) or 1.0  # 0.6.0's request has none
         th = SamplingParams(temperature=request.temperature, top_k=request.top_k or 0, top_p=request.top_p or 1.0,
-                            min_p=request.min_p or 0.0, repetition_penalty=getattr(request, "repetition_penalty", None) or 1.0,
+                            min_p=request.min_p or 0.0, repetition_penalty=rep,
                             presence_penalty=request.presence_penalty or 0.0,
                             frequency_penalty=request.frequency_penalty or 0.0,
                             eos_token_id=None if getattr(request, "ignore_eos", False) else EOS,
@@ -69,8 +70,8 @@ class FakeRunner:
                                    bytes=list(b"?" if self.unknown_bytes else TOKEN_TEXT[t].encode()))
                    for t, lp in zip(toks, out.logprobs)]
         choice = SimpleNamespace(finish_reason="length" if out.stop_reason == "length" else "stop", index=0,
-                                 stop_sequence=stop_seq, message=SimpleNamespace(content=text.strip(), role="assistant"),
-                                 logprobs=SimpleNamespace(content=content))
+                                 stop_sequence=stop_seq, logprobs=SimpleNamespace(content=content),
+                                 message=SimpleNamespace(content=text.strip(), role="assistant"))
         usage = SimpleNamespace(prompt_tokens=len(prompt) + (0 if self.chat_template else 30),
                                 completion_tokens=len(toks))
         return SimpleNamespace(choices=[choice], usage=usage)
