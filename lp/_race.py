@@ -252,8 +252,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     """Q_sub(H_k) for K draws without replacement at the prefixes ``ks`` (all with lam_k > 0).
 
     Q_sub(H) = int_0^inf lam e^{-lam t} P(N_H(t) >= K) dt (module docstring), with H_k the first k
-    tokens of ``qs`` (draft masses in prefix order), ``Qc`` their cumulative sums (leading 0) and
-    ``lam[k]`` = q(V minus H_k).  The t integral is the trapezoid rule in log t with step ``step``
+    tokens of ``qs`` (draft masses in prefix order), ``Qc`` their cumulative sums (leading 0; not
+    read, may be None) and ``lam[k]`` = q(V minus H_k) (read only at ``ks``).  The t integral is the trapezoid rule in log t with step ``step``
     (error ~ exp(-pi^2/step)).
 
     Cost.  The candidate prefixes are grouped into clusters (gaps <= :data:`CLUSTER_GAP`).  The
@@ -287,7 +287,7 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     lam_min = float(lam[ks].min())
     scale = 2.0 ** max(0, -600 - math.frexp(lam_min)[1])        # lam_min * scale >= 2^-601
     if scale > 1.0:
-        qs, Qc, lam = qs * scale, Qc * scale, lam * scale
+        qs, lam = qs * scale, lam * scale
     t_lo = (1e-16 * math.factorial(K)) ** (1.0 / K) / scale  # P(N >= K) <= (q(H) t)^K / K! below it
     t_hi = 40.0 / (lam_min * scale)                             # lam t e^{-lam t} < 2e-16 above it
     t = np.exp(np.arange(np.log(t_lo), np.log(t_hi) + step, step))                # [G]
