@@ -390,3 +390,19 @@ def test_moment_state_matches_the_recursion(K):
     for shrink, ok in ((1.0, True), (100.0, K > 8)):           # (R >= K moments at least: enough at K = 15)
         got = race.small_token_state(q, t, K, x_max / shrink)
         assert (np.max(np.abs(got.esym * np.exp(-got.mass) - ref.esym * np.exp(-ref.mass))) <= 1e-13) == ok, K
+
+
+def test_quadrature_row_chunks_do_not_change_the_result(llm_like_pair, monkeypatch):
+    """The grid rows in passes of any size (one row, the default, all at once): the same Q_sub to
+    rounding, with one cluster and with many."""
+    _, q = llm_like_pair(3000, seed=5)
+    order, qs, Qc, lam = _sorted_prefixes(q, q)
+    ks = np.flatnonzero((lam > 0) & (Qc > 0))[100::7]
+    for K in (3, 6):
+        for gap in (2048, 64):
+            with race_settings(gap=gap):
+                got = []
+                for chunk in (1, race.CHUNK, 10 ** 9):
+                    monkeypatch.setattr(race, "CHUNK", chunk)
+                    got.append(wor_subset_quadrature(qs, Qc, lam, K, ks, 0.2))
+                assert np.max(np.abs(got[0] - got[2])) <= 1e-15 and np.max(np.abs(got[1] - got[2])) <= 1e-15
