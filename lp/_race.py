@@ -230,8 +230,8 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
     """
     g = t.size
     n_small = max(q.size - EXACT_TOP, 0)
-    split = np.argpartition(q, n_small) if 0 < n_small < q.size else np.arange(q.size)
-    small, exact = q[split[:n_small]], q[split[n_small:]]
+    part = np.partition(q, n_small) if 0 < n_small < q.size else q      # one copy, not index arrays
+    small, exact = part[:n_small], part[n_small:]
     x_max = min(1.0, 2.0 / max(K - 1, 1))
     tau = float(small.max()) if small.size else 0.0
     fast = t * tau <= x_max                                      # a prefix of the rows (t ascends)

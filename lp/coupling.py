@@ -506,24 +506,24 @@ def _sub_bin_pattern(V: int) -> np.ndarray:
     return pattern
 
 
-def _ratio_bucket_ids(r: np.ndarray, top: float) -> np.ndarray:
+def _ratio_bucket_ids(r: np.ndarray, top: float, out: np.ndarray | None = None) -> np.ndarray:
     """Bucket of each ratio r = p/q: its sign-free IEEE pattern shifted right by 52 - _MANT_BITS
     (monotone in r), _N_BUCKETS buckets ending at the bucket of ``top`` (smaller ratios share
-    bucket 0); r > top, inf and nan go to bucket _N_BUCKETS (dropped)."""
+    bucket 0); r > top, inf and nan go to bucket _N_BUCKETS (dropped).  ``out``: int64 row."""
     shift = 52 - _MANT_BITS
     lo = (int(np.float64(top).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
-    ids = r.view(np.int64) >> shift                              # (every step in place: at V ~ 1e5 a
+    ids = np.right_shift(r.view(np.int64), shift, out=out)                                # (every step in place: at V ~ 1e5 a
     ids -= lo                                                    # fresh array's page faults cost as
     np.maximum(ids, 0, out=ids)                                  # much as the arithmetic)
     ids[~(r <= top)] = _N_BUCKETS
     return ids
 
 
-def _bucket_sums(ids: np.ndarray):
+def _bucket_sums(ids: np.ndarray, out: np.ndarray | None = None):
     """A function w -> per-bucket sums of w (length _N_BUCKETS + 1), each bucket summed over
-    :data:`_SUB_BINS` sub-bins (by token id) added pairwise."""
+    :data:`_SUB_BINS` sub-bins (by token id) added pairwise.  ``out``: int64 row for the sub-bins."""
     nb = _N_BUCKETS + 1
-    sub = np.multiply(ids, _SUB_BINS)
+    sub = np.multiply(ids, _SUB_BINS, out=out)
     sub += _sub_bin_pattern(ids.size)
 
     def sums(w: np.ndarray) -> np.ndarray:
@@ -617,6 +617,7 @@ class _WorBuckets(NamedTuple):
     qtot: float
     star: int                # the largest draft mass, and q(V) minus it summed directly
     rest_star: float
+    work: np.ndarray         # [4, V] float rows; rows 2 and 3 are free for the caller
 
 
 def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
@@ -646,17 +647,21 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
     if V < _WOR_BUCKET_MIN_V or room[-1] <= 0.0:
         return None
     c = float(np.sum(1.0 / room)) * (1.0 + 1e-9)
+    # the O(V) rows in one block of >= 4 MB (huge pages): fresh 1.2 MB arrays each page-fault
+    work = np.empty((4, V))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        r = p / q                                                # inf: q = 0 < p; nan: p = q = 0
-    ids = _ratio_bucket_ids(r, c)
+        r = np.divide(p, q, out=work[0])                         # inf: q = 0 < p; nan: p = q = 0
+    ids = _ratio_bucket_ids(r, c, out=work[1].view(np.int64))
     N = _N_BUCKETS
-    sums = _bucket_sums(ids)
+    sums = _bucket_sums(ids, out=work[2].view(np.int64))
     Pb, Qb = sums(p), sums(q)
     rest_star = float(q[:star].sum() + q[star + 1:].sum())
+    t = np.subtract(qtot, q, out=work[3])
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = q / (qtot - q)                                       # q_a / rest_a, q_a <= q(V) / 2
+        np.divide(q, t, out=t)                                   # q_a / rest_a, q_a <= q(V) / 2
     t[star] = 0.0
     Wb = sums(t)
+    del sums
     P_e, Q_e, W_e = _blocked_cumsum0(Pb[:N]), _blocked_cumsum0(Qb[:N]), _blocked_cumsum0(Wb[:N])
     lam_e = _blocked_cumsum0(Qb[::-1])[::-1][:N + 1]             # q of buckets >= b, dropped included
     miss2 = lam_e * (1.0 + W_e)
@@ -682,7 +687,7 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
     cap = float(np.min(P_e + upper)) + 1e-9
     live = (P_e[:-1] + opt[1:] <= cap) & (Qb[:N] > 0)            # q = 0 only for dropped tokens
     live_edge = P_e + opt <= cap
-    return _WorBuckets(r, ids, P_e, Q_e, W_e, lam_e, live, live_edge, qtot, star, rest_star)
+    return _WorBuckets(r, ids, P_e, Q_e, W_e, lam_e, live, live_edge, qtot, star, rest_star, work)
 
 
 def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -734,14 +739,17 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     seg = np.flatnonzero((ids < b_hi) & ~before)
     seg = seg[np.argsort(b.r[seg], kind="stable")]
     m = seg.size
-    ps, qs = p[seg], q[seg]
+    nb = int(np.count_nonzero(before))
+    joined = b.work[2, :nb + m]                                  # the block, then the segment
+    np.compress(before, q, out=joined[:nb])
+    ps, qs = p[seg], np.take(q, seg, out=joined[nb:])
     Pc = _cumsum0(ps)
     Pc += b.P_e[b_lo]
     Qc = _cumsum0(qs)
     Qc += b.Q_e[b_lo]
-    lam = np.empty(m + 1)
-    np.cumsum(qs[::-1], out=lam[m - 1::-1])
-    lam[m] = 0.0
+    lam = np.zeros(m + 1)                                        # q(V minus H_j), from the top
+    if m:
+        np.cumsum(qs[::-1], out=lam[m - 1::-1])
     lam += b.lam_e[b_hi]
     with np.errstate(divide="ignore", invalid="ignore"):
         ts = qs / (b.qtot - qs)
@@ -757,7 +765,7 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     if k_eff == 2:
         miss = miss2
     else:
-        miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, block=q[before], V=p.size)
+        miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size)
     obj = Pc + miss
     k = int(np.argmin(obj))
     before[seg[:k]] = True
@@ -838,7 +846,7 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
 
 
 def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarray | None = None,
-                   block: np.ndarray | None = None, V: int | None = None) -> np.ndarray:
+                   joined: np.ndarray | None = None, V: int | None = None) -> np.ndarray:
     """1 - Q_sub(H_k) for K >= 3 draws without replacement on the prefixes that can be optimal.
 
     Q_K = E[prod_{j<K} (q(H) - m_j) / (q(V) - m_j)], m_j = mass of the first j draws (all in H):
@@ -850,12 +858,14 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     the integrated prefixes to those that can be optimal (:func:`_wor_bucketed_order`); the others
     keep the placeholder 1, an objective no smaller than alpha*; with ``valid`` the sharper
     :func:`_chord_screen` is added (its sums cost O(V) passes plus O(K) per screened prefix, so the
-    full-sort path, the reference in the tests, keeps the general screen alone).  ``block``
+    full-sort path, the reference in the tests, keeps the general screen alone).  A block
     (:func:`_wor_bound_head`): the draft masses of the tokens before every prefix, in any order
     (their mass is in Qc; ``qs`` then holds only the tokens along the prefixes), ``V`` the row's
-    length; the chord screen is added then too.
+    length; the chord screen is added then too.  Passed as ``joined``: the block followed by ``qs``
+    in one array.
     """
-    nb = 0 if block is None else block.size
+    nb = 0 if joined is None else joined.size - qs.size
+    block = None if joined is None else joined[:nb]
     done = lam <= 0.0                                            # H holds supp q: Q_sub = 1
     at = np.arange(Pc.size) if valid is None else np.flatnonzero(valid)   # the prefixes considered
     m2 = miss2[at]
@@ -881,7 +891,7 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     if cand.size and nb:                                         # the block leads, in any order
         lam_all = np.empty(nb + lam.size)
         lam_all[nb:] = lam
-        miss[cand] = 1.0 - wor_subset_quadrature(np.concatenate((block, qs)), None, lam_all, K, cand + nb, step)
+        miss[cand] = 1.0 - wor_subset_quadrature(joined, None, lam_all, K, cand + nb, step)
     elif cand.size:
         miss[cand] = 1.0 - wor_subset_quadrature(qs, Qc, lam, K, cand, step)
     # any other prefix has objective >= optimistic > best_upper + 1e-12 >= the objective of the
