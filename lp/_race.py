@@ -161,7 +161,8 @@ def race_states(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: 
     return RaceState(e_out, n_out, m_out)
 
 
-def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float) -> RaceState:
+def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
+                      work: np.ndarray | None = None) -> RaceState:
     """:class:`RaceState` of the tokens ``q`` at the rows ``t`` [g], all with q_v t <= x_max.
 
     Power sums p_m(t) = sum_v (e^{q_v t} - 1)^m = sum_{r >= m} a_{m,r} t^r M_r, M_r = sum_v q_v^r,
@@ -175,7 +176,8 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float) -> Rac
     error in P(N = j) = e^{-m} e_j measured <= 5e-15 (K = 3..15, 1..3000 tokens, Dirichlet
     0.1..10 masses, q_v t up to x_max).
 
-    Parameters: ``q`` draft masses, ``t`` [g], ``K``, ``x_max`` (>= max q t).
+    Parameters: ``q`` draft masses, ``t`` [g], ``K``, ``x_max`` (>= max q t), ``work`` (optional
+    [2, >= len(q)] scratch rows).
 
     Returns: :class:`RaceState` with rows [g].
     """
@@ -190,8 +192,11 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float) -> Rac
     while max(2.0 * m ** (R + 1) * x ** (R + 1 - m) for m in range(1, K)) > 1e-17 * math.factorial(R + 1):
         R += 1
     moments = np.zeros(R + 1)                                    # sum_v (q_v / tau)^r >= 1
-    base = q / tau
-    power = base.copy()
+    if work is None:
+        work = np.empty((2, q.size))
+    base = np.divide(q, tau, out=work[0, :q.size])
+    power = work[1, :q.size]
+    power[:] = base
     for r in range(1, R + 1):
         moments[r] = power.sum()
         if r < R:
@@ -215,7 +220,8 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float) -> Rac
     return RaceState(e, np.zeros(g), float(q.sum()) * t)
 
 
-def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: RaceState) -> RaceState:
+def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: RaceState,
+                work: np.ndarray | None = None) -> RaceState:
     """:class:`RaceState` of ``prior`` joined with the tokens ``q`` (order irrelevant) at the rows ``t`` [g].
 
     The :data:`EXACT_TOP` largest masses go through the recursion (:func:`race_states`); the rest,
@@ -224,13 +230,18 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
     :data:`NEGLIGIBLE` on the last moment row, it is below it on all of them (it falls with t) and
     they are marked negligible; otherwise they are done by the recursion as well.
 
-    Parameters: ``q`` draft masses, ``t`` [g] ascending, ``K``, ``sure_at``, ``prior`` (rows [g]).
+    Parameters: ``q`` draft masses, ``t`` [g] ascending, ``K``, ``sure_at``, ``prior`` (rows [g]),
+    ``work`` (optional [3, >= len(q)] scratch rows).
 
     Returns: :class:`RaceState` with rows [g].
     """
     g = t.size
     n_small = max(q.size - EXACT_TOP, 0)
-    part = np.partition(q, n_small) if 0 < n_small < q.size else q      # one copy, not index arrays
+    part = q
+    if 0 < n_small < q.size:                                     # one copy, split in place
+        part = np.empty(q.size) if work is None else work[0, :q.size]
+        part[:] = q
+        part.partition(n_small)
     small, exact = part[:n_small], part[n_small:]
     x_max = min(1.0, 2.0 / max(K - 1, 1))
     tau = float(small.max()) if small.size else 0.0
@@ -238,7 +249,8 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
     out = RaceState(np.empty((K, g)), np.zeros(g), np.zeros(g))
     last_col = np.array([exact.size])
     if fast.any():
-        state = prior.rows(fast).union(small_token_state(small, t[fast], K, x_max))
+        state = prior.rows(fast).union(small_token_state(small, t[fast], K, x_max,
+                                                         None if work is None else work[1:3]))
         state = race_states(exact, t[fast, None], K, sure_at, state, last_col)
         out.assign(fast, state.column(0))
     slow = ~fast
@@ -254,7 +266,7 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
 
 
 def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: int,
-                          ks: np.ndarray, step: float) -> np.ndarray:
+                          ks: np.ndarray, step: float, work: np.ndarray | None = None) -> np.ndarray:
     """Q_sub(H_k) for K draws without replacement at the prefixes ``ks`` (all with lam_k > 0).
 
     Q_sub(H) = int_0^inf lam e^{-lam t} P(N_H(t) >= K) dt (module docstring), with H_k the first k
@@ -270,7 +282,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     has P(N_H(t) >= K) = 1 for all later candidates and is dropped.  Total
     O(V R + G (#clusters EXACT_TOP + cluster widths) K), R ~ 30 moments, instead of O(G max(ks) K).
 
-    Parameters: ``qs``, ``Qc``, ``lam`` as above, ``K`` draws, ``ks`` prefix lengths, ``step``.
+    Parameters: ``qs``, ``Qc``, ``lam`` as above, ``K`` draws, ``ks`` prefix lengths, ``step``,
+    ``work`` (optional [3, >= len(qs)] scratch rows for the blocks: fresh ~1 MB arrays page-fault).
 
     Returns: ``ndarray`` of Q_sub(H_k), one per entry of ``ks``.
 
@@ -312,7 +325,7 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     for cl in clusters:
         a, b = int(cl[0]), int(cl[-1])
         if live.size:
-            start = block_state(qs[done:a], t[live], K, sure_at, state.rows(live))
+            start = block_state(qs[done:a], t[live], K, sure_at, state.rows(live), work)
             keep = start.low_probability() >= NEGLIGIBLE
             live, start = live[keep], start.rows(keep)
         chunk = max(1, CHUNK // (b - a + cl.size))               # rows per pass (independent)

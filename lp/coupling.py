@@ -617,7 +617,7 @@ class _WorBuckets(NamedTuple):
     qtot: float
     star: int                # the largest draft mass, and q(V) minus it summed directly
     rest_star: float
-    work: np.ndarray         # [4, V] float rows; rows 2 and 3 are free for the caller
+    work: np.ndarray         # [7, V] float rows; rows 2.. are free for the caller
 
 
 def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
@@ -648,7 +648,7 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
         return None
     c = float(np.sum(1.0 / room)) * (1.0 + 1e-9)
     # the O(V) rows in one block of >= 4 MB (huge pages): fresh 1.2 MB arrays each page-fault
-    work = np.empty((4, V))
+    work = np.empty((7, V))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         r = np.divide(p, q, out=work[0])                         # inf: q = 0 < p; nan: p = q = 0
     ids = _ratio_bucket_ids(r, c, out=work[1].view(np.int64))
@@ -765,7 +765,7 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     if k_eff == 2:
         miss = miss2
     else:
-        miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size)
+        miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size, work=b.work[3:])
     obj = Pc + miss
     k = int(np.argmin(obj))
     before[seg[:k]] = True
@@ -773,7 +773,7 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
                            float(Pc[k]), 1.0 - float(miss[k]), "prefix")
 
 
-def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, block=None, V=None):
+def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, block=None, V=None, scratch=None):
     """Sharper screen for K >= 3 draws without replacement (docs/theory.md §6.6), on the prefixes ``at``.
 
     Q_K(H) = E[1{first two draws in H} prod_{j=2}^{K-1} g(m_j)], g(x) = (Q - x)/(T - x), Q = q(H),
@@ -792,7 +792,8 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
     and S_2 = sum_{a in H} q_a^2: the bounds are exact to first order in m_2, where the general
     screen takes m_2 = 2 max_H q.  Only when max q <= T/4; the margin covers sums of up to V
     terms.  ``block`` (None: empty): the draft masses of tokens before every prefix (in Qc, not
-    in qs), ``V`` the row's length.  Returns the sharper (optimistic, best_upper).
+    in qs), ``V`` the row's length, ``scratch`` an optional row of >= len(block).  Returns the sharper
+    (optimistic, best_upper).
     """
     block = np.zeros(0) if block is None else block
     n_tok = qs.size + block.size if V is None else V
@@ -813,7 +814,7 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
     rest = Qc[:-1] + lam[1:]                                     # T - q_a, summed directly
     u = qs / rest
     uq = u * qs
-    ub = np.subtract(T_all, block)                               # block masses are <= T / 4
+    ub = np.subtract(T_all, block, out=None if scratch is None else scratch[:block.size])   # masses <= T / 4
     np.divide(block, ub, out=ub)
     A1, A2 = before(u, ub.sum()), before(uq, np.einsum("i,i", ub, block))   # (einsum: no threads)
     ub *= block
@@ -846,7 +847,8 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
 
 
 def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarray | None = None,
-                   joined: np.ndarray | None = None, V: int | None = None) -> np.ndarray:
+                   joined: np.ndarray | None = None, V: int | None = None,
+                   work: np.ndarray | None = None) -> np.ndarray:
     """1 - Q_sub(H_k) for K >= 3 draws without replacement on the prefixes that can be optimal.
 
     Q_K = E[prod_{j<K} (q(H) - m_j) / (q(V) - m_j)], m_j = mass of the first j draws (all in H):
@@ -862,7 +864,7 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     (:func:`_wor_bound_head`): the draft masses of the tokens before every prefix, in any order
     (their mass is in Qc; ``qs`` then holds only the tokens along the prefixes), ``V`` the row's
     length; the chord screen is added then too.  Passed as ``joined``: the block followed by ``qs``
-    in one array.
+    in one array; ``work``: optional [4, >= len(joined)] scratch rows.
     """
     nb = 0 if joined is None else joined.size - qs.size
     block = None if joined is None else joined[:nb]
@@ -885,13 +887,15 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     lower[done[lo:hi]] = 1.0
     best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
     if valid is not None or block is not None:   # few prefixes (the full sort keeps the old screen)
-        optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper, block, V)
+        optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper, block, V,
+                                               None if work is None else work[0])
     cand = at[(optimistic <= best_upper + 1e-12) & ~done[at] & (Qc[at] > 0)]
     miss = (~done).astype(np.float64)                            # 0 where H holds supp q
     if cand.size and nb:                                         # the block leads, in any order
         lam_all = np.empty(nb + lam.size)
         lam_all[nb:] = lam
-        miss[cand] = 1.0 - wor_subset_quadrature(joined, None, lam_all, K, cand + nb, step)
+        miss[cand] = 1.0 - wor_subset_quadrature(joined, None, lam_all, K, cand + nb, step,
+                                                 None if work is None else work[1:])
     elif cand.size:
         miss[cand] = 1.0 - wor_subset_quadrature(qs, Qc, lam, K, cand, step)
     # any other prefix has objective >= optimistic > best_upper + 1e-12 >= the objective of the
