@@ -310,10 +310,11 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     lam_max, q_all = float(lam[ks].max()), float(qs.sum())
     if scale > 1.0:
         qs, lam = qs * scale, lam * scale
-    t_lo = max((1e-16 * math.factorial(K)) ** (1.0 / K) / q_all,
-               (1e-17 * math.factorial(K + 1) / (lam_max * q_all ** K)) ** (1.0 / (K + 1))) / scale
+    log_lo = max(math.log(1e-16 * math.factorial(K)) / K - math.log(q_all),      # (in logs: lam_max
+                 (math.log(1e-17 * math.factorial(K + 1)) - math.log(lam_max)     # may be subnormal)
+                  - K * math.log(q_all)) / (K + 1)) - math.log(scale)
     t_hi = 40.0 / (lam_min * scale)                             # lam t e^{-lam t} < 2e-16 above it
-    t = np.exp(np.arange(np.log(t_lo), np.log(t_hi) + step, step))                # [G]
+    t = np.exp(np.arange(log_lo, np.log(t_hi) + step, step))                      # [G]
     G = t.size
     order = np.argsort(ks, kind="stable")
     sorted_ks = ks[order]

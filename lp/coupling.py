@@ -363,10 +363,11 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     <= 1e-13 at the default step :func:`auto_step` (K = 3..15).  For K >= 3 only prefixes whose
     cheap lower bound can beat the best cheap upper bound are integrated, and the common part of
     their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`).
-    Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bucketed_order`,
-    docs/theory.md §6.6): at V = 151,936 K = 2 costs ~0.9-1.1x one argsort of the row, K = 3..8
-    ~1.3-1.7x with a uniform draft and more with an LLM-like one at K = 4..8, where thousands of
-    prefixes survive the screen (``python benchmarks/issue27.py --only 1,3``).
+    Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bound_head`,
+    docs/theory.md §6.6): only the tokens of the buckets that can hold the optimum are sorted and
+    summed.  At V = 151,936, against an AVX-512 argsort of the row: K = 2 ~1.4-1.7x, K = 3..8
+    ~2.4-2.8x with a uniform draft and 3.6-5.6x with an LLM-like one, where thousands of prefixes
+    survive the screens (``python benchmarks/issue27.py --only 1,3``).
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
