@@ -271,8 +271,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
 
     Q_sub(H) = int_0^inf lam e^{-lam t} P(N_H(t) >= K) dt (module docstring), with H_k the first k
     tokens of ``qs`` (draft masses in prefix order), ``Qc`` their cumulative sums (leading 0; not
-    read, may be None) and ``lam[k]`` = q(V minus H_k) (read only at ``ks``).  The t integral is the trapezoid rule in log t with step ``step``
-    (error ~ exp(-pi^2/step)).
+    read, may be None) and ``lam[k]`` = q(V minus H_k) (read only at ``ks``).  The t integral is
+    the trapezoid rule in log t with step ``step`` (error ~ exp(-pi^2/step)).
 
     Cost.  The candidate prefixes are grouped into clusters (gaps <= :data:`CLUSTER_GAP`).  The
     tokens before a cluster are joined to the running law in one block per grid row

@@ -366,7 +366,7 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bound_head`,
     docs/theory.md §6.6): only the tokens of the buckets that can hold the optimum are sorted and
     summed.  At V = 151,936, against an AVX-512 argsort of the row: K = 2 ~1.4-1.7x, K = 3..8
-    ~2.4-2.8x with a uniform draft and 3.6-5.6x with an LLM-like one, where thousands of prefixes
+    ~2.5-3.2x with a uniform draft and 3.6-5.6x with an LLM-like one, where thousands of prefixes
     survive the screens (``python benchmarks/issue27.py --only 1,3``).
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
@@ -513,9 +513,9 @@ def _ratio_bucket_ids(r: np.ndarray, top: float, out: np.ndarray | None = None) 
     bucket 0); r > top, inf and nan go to bucket _N_BUCKETS (dropped).  ``out``: int64 row."""
     shift = 52 - _MANT_BITS
     lo = (int(np.float64(top).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
-    ids = np.right_shift(r.view(np.int64), shift, out=out)                                # (every step in place: at V ~ 1e5 a
-    ids -= lo                                                    # fresh array's page faults cost as
-    np.maximum(ids, 0, out=ids)                                  # much as the arithmetic)
+    ids = np.right_shift(r.view(np.int64), shift, out=out)   # (every step in place: at V ~ 1e5 a
+    ids -= lo                                                # fresh array's page faults cost as
+    np.maximum(ids, 0, out=ids)                              # much as the arithmetic)
     ids[~(r <= top)] = _N_BUCKETS
     return ids
 
@@ -552,7 +552,6 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     :func:`_blocked_cumsum0`; lam is summed from the top (accurate when small) and the miss
     1 - (1 - lam)^K is -expm1(K log1p(-lam)).
     """
-    V = p.size
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         r = p / q                                                # inf: q = 0 < p; nan: p = q = 0
     ids = _ratio_bucket_ids(r, K)                                # dropped: r > K, inf, nan
