@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["RaceState", "race_states", "small_token_state", "block_state", "wor_subset_quadrature",
-           "SURE", "EXACT_TOP", "NEGLIGIBLE", "CLUSTER_GAP"]
+           "SURE", "EXACT_TOP", "NEGLIGIBLE", "CLUSTER_GAP", "CHUNK"]
 
 #: q_v t above which a token counts as arrived (1 - P(arrived) = e^{-36} < 2.4e-16).
 SURE = 36.0
@@ -29,6 +29,10 @@ EXACT_TOP = 256
 NEGLIGIBLE = 1e-18
 #: Candidate prefixes further apart than this many tokens are evaluated as separate clusters.
 CLUSTER_GAP = 2048
+#: The grid rows go through the prefix recursion and the weights in passes of about this many
+#: (row, token) entries: temporaries of <= 64 kB are reused by the allocator, where each fresh
+#: ~1 MB array is a new mapping that page-faults (about half the quadrature's time at V = 151,936).
+CHUNK = 8192
 
 
 class RaceState(NamedTuple):
@@ -157,20 +161,23 @@ def race_states(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: 
     return RaceState(e_out, n_out, m_out)
 
 
-def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float) -> RaceState:
+def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
+                      work: np.ndarray | None = None) -> RaceState:
     """:class:`RaceState` of the tokens ``q`` at the rows ``t`` [g], all with q_v t <= x_max.
 
     Power sums p_m(t) = sum_v (e^{q_v t} - 1)^m = sum_{r >= m} a_{m,r} t^r M_r, M_r = sum_v q_v^r,
     a_{m,r} the (positive) Taylor coefficients of (e^x - 1)^m; then Newton's identities
-    e_j = (1/j) sum_{i<=j} (-1)^{i-1} e_{j-i} p_i.  O(len(q) R + g R K).  Truncation at r = R:
-    a_{m,r} <= m^r / r! and (x/x_max)^r <= (x/x_max)^m give a relative error per token
-    <= x_max^{-m} sum_{r>R} (m x_max)^r/r!, made < 1e-17 (m x_max <= 2).  Terms (q_v / max q)^r
+    e_j = (1/j) sum_{i<=j} (-1)^{i-1} e_{j-i} p_i.  O(len(q) R + g R K).  Truncation at r = R, with
+    x = max q t over these rows (<= x_max): a_{m,r} <= m^r / r! and (q_v t/x)^r <= (q_v t/x)^m give a
+    relative error per token <= x^{-m} sum_{r>R} (m x)^r/r! <= 2 m^{R+1} x^{R+1-m}/(R+1)! (m x <= 2),
+    made < 1e-17 for every m < K: small x (early rows, flat drafts) needs few moments.  Terms (q_v / max q)^r
     below 1e-22 are dropped (relative 1e-22 len(q)) once they are a quarter of the terms.  Newton's identities cancel (error ~ eps
     h_j(o) / e_j(o) relative), but every o_v is at most e^{x_max} - 1: against the recursion the
     error in P(N = j) = e^{-m} e_j measured <= 5e-15 (K = 3..15, 1..3000 tokens, Dirichlet
     0.1..10 masses, q_v t up to x_max).
 
-    Parameters: ``q`` draft masses, ``t`` [g], ``K``, ``x_max`` (>= max q t).
+    Parameters: ``q`` draft masses, ``t`` [g], ``K``, ``x_max`` (>= max q t), ``work`` (optional
+    [2, >= len(q)] scratch rows).
 
     Returns: :class:`RaceState` with rows [g].
     """
@@ -179,13 +186,17 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float) -> Rac
     e[0] = 1.0
     if q.size == 0 or K == 1:
         return RaceState(e, np.zeros(g), np.zeros(g))
-    R, need = K, 1e-17 * x_max ** (K - 1)
-    while 2.0 * 2.0 ** (R + 1) / math.factorial(R + 1) > need:   # >= sum_{r > R} 2^r / r!
-        R += 1
     tau = float(q.max())
+    x = min(x_max, tau * float(t.max()))                         # the largest q_v t on these rows
+    R = K
+    while max(2.0 * m ** (R + 1) * x ** (R + 1 - m) for m in range(1, K)) > 1e-17 * math.factorial(R + 1):
+        R += 1
     moments = np.zeros(R + 1)                                    # sum_v (q_v / tau)^r >= 1
-    base = q / tau
-    power = base.copy()
+    if work is None:
+        work = np.empty((2, q.size))
+    base = np.divide(q, tau, out=work[0, :q.size])
+    power = work[1, :q.size]
+    power[:] = base
     for r in range(1, R + 1):
         moments[r] = power.sum()
         if r < R:
@@ -209,7 +220,8 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float) -> Rac
     return RaceState(e, np.zeros(g), float(q.sum()) * t)
 
 
-def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: RaceState) -> RaceState:
+def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: RaceState,
+                work: np.ndarray | None = None) -> RaceState:
     """:class:`RaceState` of ``prior`` joined with the tokens ``q`` (order irrelevant) at the rows ``t`` [g].
 
     The :data:`EXACT_TOP` largest masses go through the recursion (:func:`race_states`); the rest,
@@ -218,21 +230,27 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
     :data:`NEGLIGIBLE` on the last moment row, it is below it on all of them (it falls with t) and
     they are marked negligible; otherwise they are done by the recursion as well.
 
-    Parameters: ``q`` draft masses, ``t`` [g] ascending, ``K``, ``sure_at``, ``prior`` (rows [g]).
+    Parameters: ``q`` draft masses, ``t`` [g] ascending, ``K``, ``sure_at``, ``prior`` (rows [g]),
+    ``work`` (optional [3, >= len(q)] scratch rows).
 
     Returns: :class:`RaceState` with rows [g].
     """
     g = t.size
     n_small = max(q.size - EXACT_TOP, 0)
-    split = np.argpartition(q, n_small) if 0 < n_small < q.size else np.arange(q.size)
-    small, exact = q[split[:n_small]], q[split[n_small:]]
+    part = q
+    if 0 < n_small < q.size:                                     # one copy, split in place
+        part = np.empty(q.size) if work is None else work[0, :q.size]
+        part[:] = q
+        part.partition(n_small)
+    small, exact = part[:n_small], part[n_small:]
     x_max = min(1.0, 2.0 / max(K - 1, 1))
     tau = float(small.max()) if small.size else 0.0
     fast = t * tau <= x_max                                      # a prefix of the rows (t ascends)
     out = RaceState(np.empty((K, g)), np.zeros(g), np.zeros(g))
     last_col = np.array([exact.size])
     if fast.any():
-        state = prior.rows(fast).union(small_token_state(small, t[fast], K, x_max))
+        state = prior.rows(fast).union(small_token_state(small, t[fast], K, x_max,
+                                                         None if work is None else work[1:3]))
         state = race_states(exact, t[fast, None], K, sure_at, state, last_col)
         out.assign(fast, state.column(0))
     slow = ~fast
@@ -248,13 +266,13 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
 
 
 def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: int,
-                          ks: np.ndarray, step: float) -> np.ndarray:
+                          ks: np.ndarray, step: float, work: np.ndarray | None = None) -> np.ndarray:
     """Q_sub(H_k) for K draws without replacement at the prefixes ``ks`` (all with lam_k > 0).
 
     Q_sub(H) = int_0^inf lam e^{-lam t} P(N_H(t) >= K) dt (module docstring), with H_k the first k
-    tokens of ``qs`` (draft masses in prefix order), ``Qc`` their cumulative sums (leading 0) and
-    ``lam[k]`` = q(V minus H_k).  The t integral is the trapezoid rule in log t with step ``step``
-    (error ~ exp(-pi^2/step)).
+    tokens of ``qs`` (draft masses in prefix order), ``Qc`` their cumulative sums (leading 0; not
+    read, may be None) and ``lam[k]`` = q(V minus H_k) (read only at ``ks``).  The t integral is
+    the trapezoid rule in log t with step ``step`` (error ~ exp(-pi^2/step)).
 
     Cost.  The candidate prefixes are grouped into clusters (gaps <= :data:`CLUSTER_GAP`).  The
     tokens before a cluster are joined to the running law in one block per grid row
@@ -264,7 +282,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     has P(N_H(t) >= K) = 1 for all later candidates and is dropped.  Total
     O(V R + G (#clusters EXACT_TOP + cluster widths) K), R ~ 30 moments, instead of O(G max(ks) K).
 
-    Parameters: ``qs``, ``Qc``, ``lam`` as above, ``K`` draws, ``ks`` prefix lengths, ``step``.
+    Parameters: ``qs``, ``Qc``, ``lam`` as above, ``K`` draws, ``ks`` prefix lengths, ``step``,
+    ``work`` (optional [3, >= len(qs)] scratch rows for the blocks: fresh ~1 MB arrays page-fault).
 
     Returns: ``ndarray`` of Q_sub(H_k), one per entry of ``ks``.
 
@@ -286,11 +305,16 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     # grid's times representable when some lam is tiny (40 / 5e-324 overflows).
     lam_min = float(lam[ks].min())
     scale = 2.0 ** max(0, -600 - math.frexp(lam_min)[1])        # lam_min * scale >= 2^-601
+    # below t_lo the integrand is negligible: P(N >= K) <= (q(H) t)^K / K! <= 1e-16, or its integral
+    # lam q(H)^K t^(K+1) / (K+1)! <= 1e-17 (the larger cut-off; both in unscaled rates)
+    lam_max, q_all = float(lam[ks].max()), float(qs.sum())
     if scale > 1.0:
-        qs, Qc, lam = qs * scale, Qc * scale, lam * scale
-    t_lo = (1e-16 * math.factorial(K)) ** (1.0 / K) / scale  # P(N >= K) <= (q(H) t)^K / K! below it
+        qs, lam = qs * scale, lam * scale
+    log_lo = max(math.log(1e-16 * math.factorial(K)) / K - math.log(q_all),      # (in logs: lam_max
+                 (math.log(1e-17 * math.factorial(K + 1)) - math.log(lam_max)     # may be subnormal)
+                  - K * math.log(q_all)) / (K + 1)) - math.log(scale)
     t_hi = 40.0 / (lam_min * scale)                             # lam t e^{-lam t} < 2e-16 above it
-    t = np.exp(np.arange(np.log(t_lo), np.log(t_hi) + step, step))                # [G]
+    t = np.exp(np.arange(log_lo, np.log(t_hi) + step, step))                      # [G]
     G = t.size
     order = np.argsort(ks, kind="stable")
     sorted_ks = ks[order]
@@ -302,17 +326,25 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     for cl in clusters:
         a, b = int(cl[0]), int(cl[-1])
         if live.size:
-            start = block_state(qs[done:a], t[live], K, sure_at, state.rows(live))
+            start = block_state(qs[done:a], t[live], K, sure_at, state.rows(live), work)
             keep = start.low_probability() >= NEGLIGIBLE
-            live = live[keep]
-        if live.size:
-            prefixes = race_states(qs[a:b], t[live, None], K, sure_at, start.rows(keep), cl - a)
-            low[live, pos:pos + cl.size] = prefixes.low_probability()
-            state.assign(live, prefixes.column(-1))
+            live, start = live[keep], start.rows(keep)
+        chunk = max(1, CHUNK // (b - a + cl.size))               # rows per pass (independent)
+        for i in range(0, live.size, chunk):
+            rows = live[i:i + chunk]
+            prefixes = race_states(qs[a:b], t[rows, None], K, sure_at, start.rows(slice(i, i + chunk)), cl - a)
+            low[rows, pos:pos + cl.size] = prefixes.low_probability()
+            state.assign(rows, prefixes.column(-1))
         done, pos = b, pos + cl.size
+    lam_k = lam[sorted_ks]
+    total = np.zeros(ks.size)
+    chunk = max(1, CHUNK // ks.size)
+    for i in range(0, G, chunk):
+        with np.errstate(over="ignore"):                         # lam t e^{-lam t} = 0 to double precision
+            lt = np.minimum(lam_k * t[i:i + chunk, None], 800.0)  # beyond lam t = 800
+        weight = lt * np.exp(-lt)                                # lam t e^{-lam t} d(log t) / step
+        weight *= np.clip(1.0 - low[i:i + chunk], 0.0, 1.0)
+        total += weight.sum(axis=0)
     result = np.empty(ks.size)
-    with np.errstate(over="ignore"):                             # lam t e^{-lam t} = 0 to double precision
-        lt = np.minimum(lam[sorted_ks][None, :] * t[:, None], 800.0)     # beyond lam t = 800
-    weight = step * lt * np.exp(-lt)                             # lam t e^{-lam t} d(log t)
-    result[order] = np.clip((weight * np.clip(1.0 - low, 0.0, 1.0)).sum(axis=0), 0.0, 1.0)
+    result[order] = np.clip(step * total, 0.0, 1.0)
     return result

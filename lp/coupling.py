@@ -22,6 +22,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -362,10 +363,11 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     <= 1e-13 at the default step :func:`auto_step` (K = 3..15).  For K >= 3 only prefixes whose
     cheap lower bound can beat the best cheap upper bound are integrated, and the common part of
     their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`).
-    Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bucketed_order`,
-    docs/theory.md §6.6): at V = 151,936 K = 2 costs ~0.9-1.1x one argsort of the row, K = 3..8
-    ~1.3-1.7x with a uniform draft and more with an LLM-like one at K = 4..8, where thousands of
-    prefixes survive the screen (``python benchmarks/issue27.py --only 1,3``).
+    Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bound_head`,
+    docs/theory.md §6.6): only the tokens of the buckets that can hold the optimum are sorted and
+    summed.  At V = 151,936, against an AVX-512 argsort of the row: K = 2 ~1.4-1.7x, K = 3..8
+    ~2.5-3.2x with a uniform draft and 3.6-5.6x with an LLM-like one, where thousands of prefixes
+    survive the screens (``python benchmarks/issue27.py --only 1,3``).
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
@@ -399,8 +401,9 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     if replacement:
         return _iid_bound_bucketed(p, q, k_eff)
     if 2 <= k_eff < int(np.count_nonzero(q)):
-        order, valid = _wor_bucketed_order(p, q, k_eff)
-        return _sorted_prefix_bound(p, q, int(K), k_eff, replacement, step, order, valid)
+        bound = _wor_bound_head(p, q, int(K), k_eff, step)
+        if bound is not None:
+            return bound
     return _sorted_prefix_bound(p, q, int(K), k_eff, replacement, step)
 
 
@@ -504,6 +507,31 @@ def _sub_bin_pattern(V: int) -> np.ndarray:
     return pattern
 
 
+def _ratio_bucket_ids(r: np.ndarray, top: float, out: np.ndarray | None = None) -> np.ndarray:
+    """Bucket of each ratio r = p/q: its sign-free IEEE pattern shifted right by 52 - _MANT_BITS
+    (monotone in r), _N_BUCKETS buckets ending at the bucket of ``top`` (smaller ratios share
+    bucket 0); r > top, inf and nan go to bucket _N_BUCKETS (dropped).  ``out``: int64 row."""
+    shift = 52 - _MANT_BITS
+    lo = (int(np.float64(top).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
+    ids = np.right_shift(r.view(np.int64), shift, out=out)   # (every step in place: at V ~ 1e5 a
+    ids -= lo                                                # fresh array's page faults cost as
+    np.maximum(ids, 0, out=ids)                              # much as the arithmetic)
+    ids[~(r <= top)] = _N_BUCKETS
+    return ids
+
+
+def _bucket_sums(ids: np.ndarray, out: np.ndarray | None = None):
+    """A function w -> per-bucket sums of w (length _N_BUCKETS + 1), each bucket summed over
+    :data:`_SUB_BINS` sub-bins (by token id) added pairwise.  ``out``: int64 row for the sub-bins."""
+    nb = _N_BUCKETS + 1
+    sub = np.multiply(ids, _SUB_BINS, out=out)
+    sub += _sub_bin_pattern(ids.size)
+
+    def sums(w: np.ndarray) -> np.ndarray:
+        return np.bincount(sub, w, nb * _SUB_BINS).reshape(nb, _SUB_BINS).sum(axis=1)
+    return sums
+
+
 def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound:
     """alpha* = min_k [Pc_k + 1 - Qc_k^K] over the prefixes in p/q order, without a full sort.
 
@@ -524,21 +552,13 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     :func:`_blocked_cumsum0`; lam is summed from the top (accurate when small) and the miss
     1 - (1 - lam)^K is -expm1(K log1p(-lam)).
     """
-    V = p.size
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         r = p / q                                                # inf: q = 0 < p; nan: p = q = 0
-    shift = 52 - _MANT_BITS
-    lo = (int(np.float64(K).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
-    ids = r.view(np.int64) >> shift                              # (every step in place: at V ~ 1e5 a
-    ids -= lo                                                    # fresh array's page faults cost as
-    np.maximum(ids, 0, out=ids)                                  # much as the arithmetic)
-    ids[~(r <= K)] = _N_BUCKETS                                  # dropped (r > K, inf, nan); tiny
-    nb = _N_BUCKETS + 1                                          # ratios and -0.0 share bucket 0
-    sub = np.multiply(ids, _SUB_BINS)
-    sub += _sub_bin_pattern(V)
-    Pb = np.bincount(sub, p, nb * _SUB_BINS).reshape(nb, _SUB_BINS).sum(axis=1)
-    Qb = np.bincount(sub, q, nb * _SUB_BINS).reshape(nb, _SUB_BINS).sum(axis=1)
-    del sub
+    ids = _ratio_bucket_ids(r, K)                                # dropped: r > K, inf, nan
+    nb = _N_BUCKETS + 1
+    sums = _bucket_sums(ids)
+    Pb, Qb = sums(p), sums(q)
+    del sums
     P_edge = _blocked_cumsum0(Pb[:-1])                           # p of buckets < b, b = 0.._N_BUCKETS
     lam_edge = _blocked_cumsum0(Qb[::-1])[::-1][:nb]             # q of buckets >= b, dropped included
     obj_edge = P_edge + _iid_miss(lam_edge, K)
@@ -583,28 +603,41 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
 _WOR_BUCKET_MIN_V = 4096
 
 
-def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """A token order for K >= 2 draws without replacement whose prefixes hold every sorted prefix
-    that can be optimal, without a full sort; and the mask of those prefixes (docs/theory.md §6.6).
+class _WorBuckets(NamedTuple):
+    """Bucket-level view of a row for K >= 2 draws without replacement (:func:`_wor_buckets`)."""
 
-    The i.i.d. pruning of :func:`_iid_bound_bucketed`, with the successive-sampling objective:
+    r: np.ndarray            # p/q per token
+    ids: np.ndarray          # bucket of p/q per token (_N_BUCKETS: dropped)
+    P_e: np.ndarray          # p of buckets < b, b = 0.._N_BUCKETS (the prefix at edge b)
+    Q_e: np.ndarray          # q of buckets < b
+    W_e: np.ndarray          # sum of q_a / (q(V) - q_a) over buckets < b, the largest mass apart
+    lam_e: np.ndarray        # q of buckets >= b, dropped tokens included
+    live: np.ndarray         # buckets [0, _N_BUCKETS) that can hold an optimal prefix
+    live_edge: np.ndarray    # edges [0, _N_BUCKETS] that can be optimal
+    qtot: float
+    star: int                # the largest draft mass, and q(V) minus it summed directly
+    rest_star: float
+    work: np.ndarray         # [7, V] float rows; rows 2.. are free for the caller
+
+
+def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
+    """Steps 1-2 of the bucketed order (docs/theory.md §6.6, "without a full sort"), shared by
+    :func:`_wor_bucketed_order` and :func:`_wor_bound_head`.
 
     1. Drop: adding v to H raises Q_sub by at most P(v among the first K draws) <= q_v sum_{j<K} 1/R_j,
        R_j = q(V) - j max q (the mass left after j draws, at least).  A token with p/q above
        c = that sum (or q = 0 < p) only raises the objective and is never in an optimal H.
     2. Bucket the rest by the top bits of p/q (monotone, so bucket edges are sorted prefixes).
-       Weighted bincounts give p, q and sum q_a / (q(V) - q_a) per bucket (the largest mass apart,
-       as in :func:`_wor_miss_k2`), hence at every edge the exact K = 2 miss and, for K >= 3, the
-       bounds of :func:`_wor_miss_race`: optimistic 1 - Q_2 (1 - lam)^(K-2) and pessimistic with
-       m_j <= j max_H q.  Inside bucket b, p(H) >= p(edge b) and the miss is at least that of
-       edge b + 1: buckets whose lower bound exceeds the best edge's upper bound are never opened.
-    3. Tokens are grouped by bucket (a linear radix sort of 16-bit ids); only runs of opened
-       buckets are sorted by p/q.
+       Sub-binned weighted bincounts give p, q and sum q_a / (q(V) - q_a) per bucket (the largest
+       mass apart, as in :func:`_wor_miss_k2`), hence at every edge the exact K = 2 miss and, for
+       K >= 3, the bounds of :func:`_wor_miss_race`: optimistic 1 - Q_2 (1 - lam)^(K-2) and
+       pessimistic with m_j <= j max_H q.  Inside bucket b, p(H) >= p(edge b) and the miss is at
+       least that of edge b + 1: a bucket whose lower bound exceeds the best edge's upper bound
+       (plus 1e-9 for the rounding of the bucket sums) is not live; nor is an edge whose own lower
+       bound does.
 
-    The bucket sums only steer which buckets are opened (a 1e-9 margin covers their rounding);
-    the objective itself is then summed along this order exactly as along a full sort.  Returns
-    ``(order, valid)``; falls back to ``(full argsort, None)`` when c is not finite (the K - 1
-    largest masses hold everything) or V < :data:`_WOR_BUCKET_MIN_V`, where a sort costs little.
+    None when c is not finite (the K - 1 largest masses hold everything) or V <
+    :data:`_WOR_BUCKET_MIN_V`, where a sort costs little.
     """
     V = p.size
     qtot = float(q.sum())
@@ -612,38 +645,35 @@ def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarra
     qstar = float(q[star])
     room = (qtot - np.arange(K) * qstar) * (1.0 - 1e-12)         # R_j, rounded down
     if V < _WOR_BUCKET_MIN_V or room[-1] <= 0.0:
-        return _prefix_order(p, q), None
+        return None
     c = float(np.sum(1.0 / room)) * (1.0 + 1e-9)
+    # the O(V) rows in one block of >= 4 MB (huge pages): fresh 1.2 MB arrays each page-fault
+    work = np.empty((7, V))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        r = p / q                                                # inf: q = 0 < p; nan: p = q = 0
-    shift = 52 - _MANT_BITS
-    lo = (int(np.float64(c).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
-    ids = r.view(np.int64) >> shift
-    ids -= lo
-    np.maximum(ids, 0, out=ids)
-    ids[~(r <= c)] = _N_BUCKETS                                  # dropped, last
-    nb = _N_BUCKETS + 1
-    cnt = np.bincount(ids, minlength=nb)
-    Pb, Qb = np.bincount(ids, p, nb), np.bincount(ids, q, nb)
-    rest_star = float(q[:star].sum() + q[star + 1:].sum())
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = q / (qtot - q)                                       # q_a / rest_a, q_a <= q(V) / 2
-    t[star] = 0.0
-    Wb = np.bincount(ids, t, nb)
+        r = np.divide(p, q, out=work[0])                         # inf: q = 0 < p; nan: p = q = 0
+    ids = _ratio_bucket_ids(r, c, out=work[1].view(np.int64))
     N = _N_BUCKETS
-    P_e, Q_e, W_e = _cumsum0(Pb[:N]), _cumsum0(Qb[:N]), _cumsum0(Wb[:N])
-    lam_e = _cumsum0(Qb[::-1])[::-1][:N + 1]                     # q of buckets >= b, dropped included
+    sums = _bucket_sums(ids, out=work[2].view(np.int64))
+    Pb, Qb = sums(p), sums(q)
+    rest_star = float(q[:star].sum() + q[star + 1:].sum())
+    t = np.subtract(qtot, q, out=work[3])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.divide(q, t, out=t)                                   # q_a / rest_a, q_a <= q(V) / 2
+    t[star] = 0.0
+    Wb = sums(t)
+    del sums
+    P_e, Q_e, W_e = _blocked_cumsum0(Pb[:N]), _blocked_cumsum0(Qb[:N]), _blocked_cumsum0(Wb[:N])
+    lam_e = _blocked_cumsum0(Qb[::-1])[::-1][:N + 1]             # q of buckets >= b, dropped included
     miss2 = lam_e * (1.0 + W_e)
     sb = int(ids[star])
     if sb < N and rest_star > 0:
         miss2[sb + 1:] += qstar * (lam_e[sb + 1:] / rest_star)
     np.minimum(miss2, 1.0, out=miss2)
     if K == 2:
-        upper = P_e + miss2                                      # exact at the edges
-        lower = P_e[:-1] + miss2[1:]
+        upper = opt = miss2                                      # exact at the edges
     else:
         opt = miss2 + (1.0 - miss2) * _iid_miss(lam_e, K - 2)
-        qmax_b = np.zeros(nb)
+        qmax_b = np.zeros(N + 1)
         np.maximum.at(qmax_b, ids, q)
         qmax_e = np.maximum.accumulate(np.concatenate(([0.0], qmax_b[:N])))   # max q over buckets < b
         slack = (V + K + 2) * np.finfo(np.float64).eps
@@ -653,23 +683,97 @@ def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarra
             with np.errstate(invalid="ignore"):
                 low_q *= np.where(left > 0, left / (lam_e + left), 0.0)
         low_q[lam_e <= 0.0] = 1.0
-        upper = P_e + 1.0 - low_q
-        lower = P_e[:-1] + opt[1:]
-    opened = (lower <= float(upper.min()) + 1e-9) & (cnt[:N] > 0)
-    order = np.argsort(ids.astype(np.int16), kind="stable")     # radix sort: grouped by bucket
-    starts = _cumsum0(cnt).astype(np.int64)
-    valid = np.zeros(V + 1, dtype=bool)
+        upper = 1.0 - low_q
+    cap = float(np.min(P_e + upper)) + 1e-9
+    live = (P_e[:-1] + opt[1:] <= cap) & (Qb[:N] > 0)            # q = 0 only for dropped tokens
+    live_edge = P_e + opt <= cap
+    return _WorBuckets(r, ids, P_e, Q_e, W_e, lam_e, live, live_edge, qtot, star, rest_star, work)
+
+
+def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """A token order for K >= 2 draws without replacement whose prefixes hold every sorted prefix
+    that can be optimal, without a full sort; and the mask of those prefixes (docs/theory.md §6.6).
+
+    The buckets of :func:`_wor_buckets`; tokens are grouped by bucket (a linear radix sort of
+    16-bit ids) and only runs of live buckets are sorted by p/q.  The objective is then summed
+    along this order exactly as along a full sort.  The previous default path, kept as a reference
+    for :func:`_wor_bound_head` in the tests.  Returns ``(order, valid)``; ``(full argsort, None)``
+    where :func:`_wor_buckets` declines.
+    """
+    b = _wor_buckets(p, q, K)
+    if b is None:
+        return _prefix_order(p, q), None
+    N = _N_BUCKETS
+    order = np.argsort(b.ids.astype(np.int16), kind="stable")   # radix sort: grouped by bucket
+    starts = _cumsum0(np.bincount(b.ids, minlength=N + 1)).astype(np.int64)
+    valid = np.zeros(p.size + 1, dtype=bool)
     valid[starts[:N + 1]] = True                                 # every edge
-    edges = np.flatnonzero(np.diff(np.concatenate(([False], opened, [False])).astype(np.int8)))
-    for b0, b1 in zip(edges[::2], edges[1::2]):                  # runs of opened buckets [b0, b1)
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], b.live, [False])).astype(np.int8)))
+    for b0, b1 in zip(edges[::2], edges[1::2]):                  # runs of live buckets [b0, b1)
         a, e = int(starts[b0]), int(starts[b1])
         seg = order[a:e]
-        order[a:e] = seg[np.argsort(r[seg])]
+        order[a:e] = seg[np.argsort(b.r[seg])]
         valid[a:e + 1] = True
     return order, valid
 
 
-def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper):
+def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: float) -> MultidraftBound | None:
+    """:func:`multidraft_bound` without replacement (2 <= k_eff < |supp q|) from the live buckets
+    alone: no permutation or prefix sum of the whole row (docs/theory.md §6.6, "without a full sort").
+
+    The buckets of :func:`_wor_buckets`; the live buckets and edges span a range [b_lo, b_hi) of
+    buckets, and only its tokens (the "segment") are sorted by p/q.  Every prefix considered is
+    H_j = {buckets < b_lo} + the first j segment tokens: p(H_j), q(H_j), lam and the K = 2 sum
+    start from the compensated bucket sums at edge b_lo (lam from the sums at b_hi) and run along
+    the segment.  For K >= 3 the screens and the quadrature see the tokens before the segment as an
+    unordered block (:func:`_wor_miss_race`).  None where :func:`_wor_buckets` declines.
+    """
+    b = _wor_buckets(p, q, k_eff)
+    if b is None:
+        return None
+    marks = np.flatnonzero(np.concatenate((b.live, [False])) | b.live_edge)
+    b_lo = int(marks[0])
+    b_hi = max(int(marks[-1]), int(np.flatnonzero(b.live)[-1]) + 1 if b.live.any() else 0)
+    ids = b.ids
+    before = ids < b_lo
+    seg = np.flatnonzero((ids < b_hi) & ~before)
+    seg = seg[np.argsort(b.r[seg], kind="stable")]
+    m = seg.size
+    nb = int(np.count_nonzero(before))
+    joined = b.work[2, :nb + m]                                  # the block, then the segment
+    np.compress(before, q, out=joined[:nb])
+    ps, qs = p[seg], np.take(q, seg, out=joined[nb:])
+    Pc = _cumsum0(ps)
+    Pc += b.P_e[b_lo]
+    Qc = _cumsum0(qs)
+    Qc += b.Q_e[b_lo]
+    lam = np.zeros(m + 1)                                        # q(V minus H_j), from the top
+    if m:
+        np.cumsum(qs[::-1], out=lam[m - 1::-1])
+    lam += b.lam_e[b_hi]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ts = qs / (b.qtot - qs)
+    star_at = -1 if ids[b.star] < b_lo else int(np.flatnonzero(seg == b.star)[0]) if ids[b.star] < b_hi else m
+    if 0 <= star_at < m:
+        ts[star_at] = 0.0
+    miss2 = _cumsum0(ts)
+    miss2 += 1.0 + b.W_e[b_lo]
+    miss2 *= lam
+    if star_at < m and b.rest_star > 0:                          # the largest mass is in H_j for j > star_at
+        miss2[star_at + 1:] += q[b.star] * (lam[star_at + 1:] / b.rest_star)
+    np.minimum(miss2, 1.0, out=miss2)
+    if k_eff == 2:
+        miss = miss2
+    else:
+        miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size, work=b.work[3:])
+    obj = Pc + miss
+    k = int(np.argmin(obj))
+    before[seg[:k]] = True
+    return MultidraftBound(min(float(obj[k]), 1.0), np.flatnonzero(before), int(K), False,
+                           float(Pc[k]), 1.0 - float(miss[k]), "prefix")
+
+
+def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, block=None, V=None, scratch=None):
     """Sharper screen for K >= 3 draws without replacement (docs/theory.md §6.6), on the prefixes ``at``.
 
     Q_K(H) = E[1{first two draws in H} prod_{j=2}^{K-1} g(m_j)], g(x) = (Q - x)/(T - x), Q = q(H),
@@ -687,28 +791,38 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper):
     E2 = (Q A_2 + S_2 A_1 - 2 A_3) / T with the prefix sums A_i = sum_{a in H} q_a^i / (T - q_a)
     and S_2 = sum_{a in H} q_a^2: the bounds are exact to first order in m_2, where the general
     screen takes m_2 = 2 max_H q.  Only when max q <= T/4; the margin covers sums of up to V
-    terms.  Returns the sharper (optimistic, best_upper).
+    terms.  ``block`` (None: empty): the draft masses of tokens before every prefix (in Qc, not
+    in qs), ``V`` the row's length, ``scratch`` an optional row of >= len(block).  Returns the sharper
+    (optimistic, best_upper).
     """
-    n_tok = qs.size
-    if n_tok == 0 or float(qs.max()) > 0.25 * float(Qc[-1]):
+    block = np.zeros(0) if block is None else block
+    n_tok = qs.size + block.size if V is None else V
+    T_all = float(Qc[-1] + lam[-1])
+    q_top = max(float(qs.max()) if qs.size else 0.0, float(block.max()) if block.size else 0.0)
+    if qs.size == 0 or q_top > 0.25 * T_all:
         return optimistic, best_upper
     # sums (and the running max) over the tokens before each prefix in ``at``: one reduceat per
     # quantity between consecutive prefixes, then running totals over those few segments
-    bounds = np.concatenate(([0], at[(at > 0) & (at < n_tok)]))
-    pick = np.searchsorted(bounds, at)                           # at = n_tok: past the last bound
+    bounds = np.concatenate(([0], at[(at > 0) & (at < qs.size)]))
+    pick = np.searchsorted(bounds, at)                           # at = qs.size: past the last bound
 
-    def before(x, ufunc=np.add):
+    def before(x, x0, ufunc=np.add):                             # x0: the block's total
         seg = ufunc.reduceat(x, bounds)
-        return np.concatenate(([0.0], ufunc.accumulate(seg)))[pick]
+        seg[0] = ufunc(seg[0], x0)
+        return np.concatenate(([x0], ufunc.accumulate(seg)))[pick]
 
     rest = Qc[:-1] + lam[1:]                                     # T - q_a, summed directly
     u = qs / rest
     uq = u * qs
-    A1, A2, A3, S2 = before(u), before(uq), before(uq * qs), before(qs * qs)
+    ub = np.subtract(T_all, block, out=None if scratch is None else scratch[:block.size])   # masses <= T / 4
+    np.divide(block, ub, out=ub)
+    A1, A2 = before(u, ub.sum()), before(uq, np.einsum("i,i", ub, block))   # (einsum: no threads)
+    ub *= block
+    A3, S2 = before(uq * qs, np.einsum("i,i", ub, block)), before(qs * qs, np.einsum("i,i", block, block))
     Q, L = Qc[at], lam[at]
     T = Q + L
     E2 = np.maximum(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
-    qm = before(qs, np.maximum)
+    qm = before(qs, float(block.max()) if block.size else 0.0, np.maximum)
     M = np.minimum(2.0 * qm, Q)
     Q2 = 1.0 - miss2[at]
     n = K - 2
@@ -732,7 +846,9 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper):
     return optimistic, best_upper
 
 
-def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarray | None = None) -> np.ndarray:
+def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarray | None = None,
+                   joined: np.ndarray | None = None, V: int | None = None,
+                   work: np.ndarray | None = None) -> np.ndarray:
     """1 - Q_sub(H_k) for K >= 3 draws without replacement on the prefixes that can be optimal.
 
     Q_K = E[prod_{j<K} (q(H) - m_j) / (q(V) - m_j)], m_j = mass of the first j draws (all in H):
@@ -744,19 +860,25 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     the integrated prefixes to those that can be optimal (:func:`_wor_bucketed_order`); the others
     keep the placeholder 1, an objective no smaller than alpha*; with ``valid`` the sharper
     :func:`_chord_screen` is added (its sums cost O(V) passes plus O(K) per screened prefix, so the
-    full-sort path, the reference in the tests, keeps the general screen alone).
+    full-sort path, the reference in the tests, keeps the general screen alone).  A block
+    (:func:`_wor_bound_head`): the draft masses of the tokens before every prefix, in any order
+    (their mass is in Qc; ``qs`` then holds only the tokens along the prefixes), ``V`` the row's
+    length; the chord screen is added then too.  Passed as ``joined``: the block followed by ``qs``
+    in one array; ``work``: optional [4, >= len(joined)] scratch rows.
     """
+    nb = 0 if joined is None else joined.size - qs.size
+    block = None if joined is None else joined[:nb]
     done = lam <= 0.0                                            # H holds supp q: Q_sub = 1
     at = np.arange(Pc.size) if valid is None else np.flatnonzero(valid)   # the prefixes considered
     m2 = miss2[at]
     optimistic = Pc[at] + m2 + (1.0 - m2) * _iid_miss(lam[at], K - 2)      # 1 - Q_2 (1 - lam)^(K-2)
     k0 = int(at[np.argmin(optimistic)])
     lo, hi = max(k0 - _BOUND_WINDOW, 0), min(k0 + _BOUND_WINDOW + 1, Qc.size)
-    head = float(qs[:lo].max()) if lo > 0 else 0.0
+    head = max(float(qs[:lo].max()) if lo > 0 else 0.0, float(block.max()) if nb else 0.0)
     qmax = np.maximum.accumulate(np.concatenate(([head], qs[lo:hi - 1])))   # max q on H_k
     # |fl(Qc[k]) - Qc[k]| <= k eps (k-term cumulative sum): shrink q(H) - m by that much, so the
     # pessimistic objective stays a true upper bound
-    slack = (np.arange(lo, hi) + K + 2) * np.finfo(np.float64).eps
+    slack = (np.arange(lo, hi) + nb + K + 2) * np.finfo(np.float64).eps
     lower = 1.0 - miss2[lo:hi]
     for j in range(2, K):
         room = np.maximum(Qc[lo:hi] - j * qmax - slack, 0.0)   # q(H) - m_j, at least
@@ -764,11 +886,17 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
             lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
     lower[done[lo:hi]] = 1.0
     best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
-    if valid is not None:           # the bucketed order: few prefixes (the full sort keeps the old screen)
-        optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper)
+    if valid is not None or block is not None:   # few prefixes (the full sort keeps the old screen)
+        optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper, block, V,
+                                               None if work is None else work[0])
     cand = at[(optimistic <= best_upper + 1e-12) & ~done[at] & (Qc[at] > 0)]
     miss = (~done).astype(np.float64)                            # 0 where H holds supp q
-    if cand.size:
+    if cand.size and nb:                                         # the block leads, in any order
+        lam_all = np.empty(nb + lam.size)
+        lam_all[nb:] = lam
+        miss[cand] = 1.0 - wor_subset_quadrature(joined, None, lam_all, K, cand + nb, step,
+                                                 None if work is None else work[1:])
+    elif cand.size:
         miss[cand] = 1.0 - wor_subset_quadrature(qs, Qc, lam, K, cand, step)
     # any other prefix has objective >= optimistic > best_upper + 1e-12 >= the objective of the
     # prefix attaining best_upper (itself a candidate), so it cannot win

@@ -264,3 +264,124 @@ def test_wor_bucketed_order_drops_only_tokens_that_cannot_help(bucket_small_rows
     b = multidraft_bound(p, q, K, replacement=False)
     assert 0 not in b.H.tolist() and 1 not in b.H.tolist()
     assert abs(b.value - _sorted_prefix_bound(p, q, K, K, False, auto_step(K)).value) <= 1e-12
+
+
+# --------------------------------------------------------------------------- head-only path (issue 27)
+def _old_bucketed(p, q, K):
+    """The previous default path: the whole row permuted into the bucketed order, then summed."""
+    from lp.coupling import _wor_bucketed_order
+
+    order, valid = _wor_bucketed_order(p, q, K)
+    return _sorted_prefix_bound(p, q, K, K, False, auto_step(K), order, valid)
+
+
+def _check_head_path(p, q, K, tol=1e-12):
+    """multidraft_bound (the head-only path where it applies) against the old bucketed path and
+    the full sort: value, p(H), Q_sub(H), and p(H) re-summed from the returned H."""
+    new = multidraft_bound(p, q, K, replacement=False)
+    for ref in (_old_bucketed(p, q, K), _sorted_prefix_bound(p, q, K, K, False, auto_step(K))):
+        assert abs(new.value - ref.value) <= tol, (K, new.value, ref.value)
+        assert abs(new.p_H - ref.p_H) <= tol and abs(new.q_subset - ref.q_subset) <= tol, K
+    assert abs(math.fsum(p[new.H]) - new.p_H) <= tol
+    return new
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+def test_head_path_against_old_paths_small_V(kind, bucket_small_rows):
+    """V = 1500, K = 2..8: the head-only path against the old bucketed order and the full sort."""
+    from lp.coupling import _wor_bound_head
+
+    for seed in (7, 8):
+        p, q = as_pair(*_wor_rows(kind, 1500, seed))
+        for K in range(2, 9):
+            _check_head_path(p, q, K)
+            if _check_K(q, K, False) < int(np.count_nonzero(q)):
+                head = _wor_bound_head(p, q, K, K, auto_step(K))
+                if kind != "near-one-hot" or K == 2:             # (K >= 3: the K - 1 largest hold it all)
+                    assert head is not None, (kind, K)
+
+
+def test_head_path_peaked_draft_small_V(bucket_small_rows):
+    """max q = 0.2 (near one-hot, yet c finite up to K = 4): the head-only path on the bucketed rows."""
+    from lp.coupling import _wor_bound_head
+
+    rng = np.random.default_rng(5)
+    for V in (60, 1500):
+        q = rng.dirichlet(np.ones(V)) * 0.8
+        q[3] += 0.2
+        p = rng.dirichlet(np.full(V, 0.5))
+        p, q = as_pair(p, q)
+        for K in (2, 3, 4):
+            assert _wor_bound_head(p, q, K, K, auto_step(K)) is not None
+            _check_head_path(p, q, K)
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+@pytest.mark.parametrize("K", [3, 4])
+def test_head_path_against_exact_set_law_small_V(kind, K, bucket_small_rows):
+    """V = 9, head path only: the value is the brute-force optimum over all 2^V subsets (exact set
+    law, fsum) and the returned H attains it."""
+    from lp.coupling import _subset_miss_exact, _wor_bound_head, draft_set_law, multidraft_bound_bruteforce
+
+    for seed in range(4):
+        p, q = as_pair(*_wor_rows(kind, 9, seed))
+        if _check_K(q, K, False) >= int(np.count_nonzero(q)):
+            continue
+        got = _wor_bound_head(p, q, K, K, auto_step(K))
+        if got is None:
+            continue
+        exact = multidraft_bound_bruteforce(p, q, K, replacement=False)
+        assert abs(got.value - exact.value) <= 1e-12, (kind, K, seed)
+        sets, probs = draft_set_law(q, K, False)
+        mask = np.zeros(p.size, dtype=bool)
+        mask[got.H] = True
+        assert abs(math.fsum(p[mask]) + _subset_miss_exact(q, K, False, mask, sets, probs) - exact.value) <= 1e-12
+
+
+def test_head_path_comparison_can_fail(bucket_small_rows, monkeypatch):
+    """Negative control: with the live buckets cut to the first one, the check above fails."""
+    import lp.coupling
+
+    real = lp.coupling._wor_buckets
+
+    def cut(p, q, K):
+        b = real(p, q, K)
+        live = np.zeros_like(b.live)
+        first = int(np.flatnonzero(b.live)[0])
+        live[first] = True
+        edges = np.zeros_like(b.live_edge)
+        edges[first] = True
+        return b._replace(live=live, live_edge=edges)
+
+    p, q = as_pair(*_wor_rows("llm", 1500, 7))
+    monkeypatch.setattr(lp.coupling, "_wor_buckets", cut)
+    with pytest.raises(AssertionError):
+        for K in (2, 3):
+            _check_head_path(p, q, K)
+
+
+@pytest.mark.parametrize("kind", ["llm", "uniform", "tied", "subnormal", "random"])
+def test_head_path_against_old_bucketed_at_V_151936(kind):
+    """V = 151,936, K = 2..8: the head-only path against the old bucketed order (the full sort is
+    compared in test_wor_bucketed_equals_full_sort_at_V_151936)."""
+    p, q = as_pair(*_wor_rows(kind, 151_936, 3))
+    for K in range(2, 9):
+        new, old = multidraft_bound(p, q, K, replacement=False), _old_bucketed(p, q, K)
+        assert abs(new.value - old.value) <= 1e-12, (kind, K)
+        assert abs(new.p_H - old.p_H) <= 1e-12 and abs(new.q_subset - old.q_subset) <= 1e-12, (kind, K)
+
+
+@pytest.mark.parametrize("K", [2, 3, 4, 8])
+def test_head_path_uniform_draft_exact_at_V_151936(K):
+    """Uniform q at V = 151,936: Q_sub(H) = C(|H|, K) / C(V, K) exactly (products of ratios of
+    integers, each rounded once); the default path within 1e-12 of the optimum over prefixes."""
+    V = 151_936
+    p, _ = _rows("llm", V, 1)
+    q = np.full(V, 1.0 / V)
+    h = np.arange(V + 1, dtype=np.float64)
+    qsub = np.ones(V + 1)
+    for j in range(K):
+        qsub *= np.maximum(h - j, 0.0) / (V - j)
+    Pc = np.concatenate(([0.0], np.cumsum(np.sort(p))))
+    exact = float(np.min(Pc + 1.0 - qsub))
+    assert abs(multidraft_bound(p, q, K, replacement=False).value - exact) <= 1e-12

@@ -364,3 +364,45 @@ def _check_chord_screen(p, q, K, must_apply=False):
             assert opt[0] == -np.inf and upper == np.inf and not must_apply    # not applied
             continue
         assert opt[0] <= exact + 1e-13 and exact <= upper + 1e-13, (k, opt[0], exact, upper)
+
+
+@pytest.mark.parametrize("K", [3, 4, 8, 15])
+def test_moment_state_matches_the_recursion(K):
+    """small_token_state (moments, as many as the largest q_v t on the rows needs) against the
+    positive recursion: P(N = j) = e^{-mass} e_j to 1e-13 on rows from q t ~ 1e-6 up to x_max, for
+    flat and spread masses (the recursion itself drifts by ~4e-14 over 3000 equal masses).
+    Negative control (K <= 8): told a 100x smaller x_max, it keeps too few moments and misses."""
+    rng = np.random.default_rng(K)
+    x_max = min(1.0, 2.0 / (K - 1))
+    for q in (np.full(3000, 1.0 / 3000), rng.dirichlet(np.full(3000, 0.1)), rng.dirichlet(np.full(300, 10.0))):
+        tau = float(q.max())
+        t = np.exp(np.linspace(np.log(1e-6), np.log(x_max), 40)) / tau
+        for rows in (t[:5], t[:25], t):                          # small x needs fewer moments
+            ref = race.race_states(q, rows[:, None], K, race.SURE, race.RaceState.empty(K, rows.size),
+                                   np.array([q.size])).column(0)
+            p_ref = ref.esym * np.exp(-ref.mass)
+            got = race.small_token_state(q, rows, K, x_max)
+            np.testing.assert_array_equal(got.arrived, ref.arrived)
+            assert np.max(np.abs(got.esym * np.exp(-got.mass) - p_ref)) <= 1e-13, (K, rows.size)
+    q = rng.dirichlet(np.full(50, 0.1))                          # few masses: P(N = j) not tiny at x_max
+    t = np.exp(np.linspace(np.log(1e-6), np.log(x_max), 40)) / float(q.max())
+    ref = race.race_states(q, t[:, None], K, race.SURE, race.RaceState.empty(K, t.size), np.array([q.size])).column(0)
+    for shrink, ok in ((1.0, True), (100.0, K > 8)):           # (R >= K moments at least: enough at K = 15)
+        got = race.small_token_state(q, t, K, x_max / shrink)
+        assert (np.max(np.abs(got.esym * np.exp(-got.mass) - ref.esym * np.exp(-ref.mass))) <= 1e-13) == ok, K
+
+
+def test_quadrature_row_chunks_do_not_change_the_result(llm_like_pair, monkeypatch):
+    """The grid rows in passes of any size (one row, the default, all at once): the same Q_sub to
+    rounding, with one cluster and with many."""
+    _, q = llm_like_pair(3000, seed=5)
+    order, qs, Qc, lam = _sorted_prefixes(q, q)
+    ks = np.flatnonzero((lam > 0) & (Qc > 0))[100::7]
+    for K in (3, 6):
+        for gap in (2048, 64):
+            with race_settings(gap=gap):
+                got = []
+                for chunk in (1, race.CHUNK, 10 ** 9):
+                    monkeypatch.setattr(race, "CHUNK", chunk)
+                    got.append(wor_subset_quadrature(qs, Qc, lam, K, ks, 0.2))
+                assert np.max(np.abs(got[0] - got[2])) <= 1e-15 and np.max(np.abs(got[1] - got[2])) <= 1e-15
