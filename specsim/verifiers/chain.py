@@ -21,8 +21,10 @@ __all__ = ["token", "onehot", "block", "greedy", "hsd_released", "hsd_capped", "
 
 # --------------------------------------------------------------------------- shared helpers
 def _drafted(rows: np.ndarray, drafts: np.ndarray) -> np.ndarray:
-    """rows[n, i, drafts[n, i]] for i < L."""
-    return np.take_along_axis(rows[:, : drafts.shape[1]], drafts[..., None], axis=2)[..., 0]
+    """rows[n, i, drafts[n, i]] for i < L (one fancy index: take_along_axis built its index arrays
+    in Python, a tenth of the block sampler's time on one draft)."""
+    N, L = drafts.shape
+    return rows[np.arange(N)[:, None], np.arange(L), drafts]
 
 
 def _ratio(pd: np.ndarray, qd: np.ndarray) -> np.ndarray:
