@@ -133,10 +133,11 @@ def _impossible_mass(law: OutputLaw, target: Model) -> tuple[float, tuple[int, .
     """sum O(s) over emitted strings s with a token of target probability exactly 0 given its
     prefix, and the heaviest such s.  Exact zeros of the rows decide, not P(s) = 0 (a product of
     tiny probabilities may underflow), and only O(s) > 0 counts."""
-    ptab = target.table(law.L)
-    impossible = ptab[0][0] == 0
     total, heaviest, where = 0.0, 0.0, ()
     for k in range(1, law.L + 2):
+        impossible, any_zero = target.zero_strings(k)  # cached: a target without zeros skips the pass
+        if not any_zero:
+            continue
         o = law.emitted[k]
         hit = impossible & (o > 0)
         if hit.any():
@@ -144,8 +145,6 @@ def _impossible_mass(law: OutputLaw, target: Model) -> tuple[float, tuple[int, .
             code = int(np.flatnonzero(hit)[np.argmax(o[hit])])
             if o[code] > heaviest:
                 heaviest, where = float(o[code]), tuple(int(d) for d in np.unravel_index(code, (law.V,) * k))
-        if k <= law.L:
-            impossible = (impossible[:, None] | (ptab[k] == 0)).ravel()
     return total, where
 
 

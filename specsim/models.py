@@ -97,6 +97,7 @@ class Model:
         self._cache: dict[Prefix, np.ndarray] = {}
         self._tables: list[np.ndarray] = []
         self._joints: list[np.ndarray] = []  # _joints[k - 1] = P over V^k
+        self._zeros: list[tuple[np.ndarray, bool]] = []  # _zeros[k - 1]: see zero_strings
 
     def __repr__(self) -> str:
         return f"Model({self.name}, V={self.V})"
@@ -206,6 +207,31 @@ class Model:
             P.setflags(write=False)
             self._joints.append(P)
         return self._joints[n - 1]
+
+    def zero_strings(self, n: int) -> tuple[np.ndarray, bool]:
+        """Which z in V^n hold a token of probability exactly 0 given its prefix, and whether any
+        does: exact zeros of the rows decide, not P(z) = 0 (a product of tiny probabilities may
+        underflow).  Built level by level from :meth:`table` and cached, so a model without zeros
+        costs one test per level on later calls.
+
+        Parameters: ``n`` (>= 1), the string length.
+
+        Returns: ``(mask, any)``, ``mask`` a read-only flat bool array of length ``V**n`` indexed
+        by base-V code.
+
+        >>> from specsim.models import markov
+        >>> mask, any_zero = markov([1.0, 0.0], [[0.5, 0.5], [1.0, 0.0]]).zero_strings(2)
+        >>> mask.tolist(), any_zero
+        ([False, False, True, True], True)
+        """
+        check_int(n, "n", 1)
+        while len(self._zeros) < n:
+            k = len(self._zeros)  # the mask over V^(k+1)
+            zero = self.table(k)[k] == 0
+            mask = zero[0].copy() if k == 0 else (self._zeros[-1][0][:, None] | zero).ravel()
+            mask.setflags(write=False)
+            self._zeros.append((mask, bool(mask.any())))
+        return self._zeros[n - 1]
 
     def shifted(self, context: Sequence[int]) -> "Model":
         """The model conditioned on a fixed context c: ``shifted(c)(s) == self(c + s)``.

@@ -202,6 +202,80 @@ def test_kept_points_give_the_reference_certificate_on_lossless_steps(verifier, 
     _assert_same_certificate(cert, _reference(step_from_verifier(verifier, L), *pair, **kw))
 
 
+def _uncached(*args, **kwargs):
+    """check_step_exact with the traced LMs' row cache off (specsim.testing.step._CACHE_ROWS)."""
+    import specsim.testing.step as step_module
+    step_module._CACHE_ROWS = False
+    try:
+        return check_step_exact(*args, **kwargs)
+    finally:
+        step_module._CACHE_ROWS = True
+
+
+def _tied_onehot_model(V: int, shift: int):
+    """Rows that are tied, one-hot, near-one-hot or subnormal-tailed, varying along the prefix."""
+    from specsim.models import Model
+    tiny = 5e-324
+    rows = [np.full(V, 1 / V), np.eye(V)[shift % V], np.r_[1 - 1e-12, np.full(V - 1, 1e-12 / (V - 1))],
+            np.r_[np.full(V - 1, (1 - tiny) / (V - 1)), tiny], np.r_[0.5, 0.5, np.zeros(V - 2)]]
+    return Model(lambda prefix: rows[(sum(prefix) * 3 + len(prefix) + shift) % len(rows)], V, f"extreme{shift}")
+
+
+def _assert_identical(cert, ref):
+    """Every field, bit for bit."""
+    assert cert.emission_law == ref.emission_law
+    assert np.array_equal(cert.completed, ref.completed) and np.array_equal(cert.target, ref.target)
+    assert (cert.lossless, cert.max_abs_error, cert.tv, cert.impossible_mass, cert.worst, cert.evaluations,
+            cert.method) == (ref.lossless, ref.max_abs_error, ref.tv, ref.impossible_mass, ref.worst,
+                             ref.evaluations, ref.method)
+
+
+@pytest.mark.parametrize("models,V,L", [
+    ("random", 3, 1), ("random", 3, 2), ("random", 4, 1), ("peaked", 4, 2), ("extreme", 3, 2), ("extreme", 4, 1),
+    pytest.param("random", 3, 3, marks=pytest.mark.slow)])
+def test_row_cache_gives_the_uncached_certificate(models, V, L):
+    """The traced LMs' cached rows against fresh ones: the same certificate in every field, on
+    random, near-one-hot (concentration 0.1) and tied / one-hot / subnormal rows."""
+    if models == "extreme":
+        target, draft_model = _tied_onehot_model(V, 0), _tied_onehot_model(V, 2)
+    else:
+        c = 0.1 if models == "peaked" else 1.0
+        target, draft_model = random_model(V, 50 + V, c), random_model(V, 60 + V, c)
+    kw = dict(n_uniforms=2 * L + 1, max_tokens=L + 1, context=CONTEXT)
+    cert = check_step_exact(step_from_verifier(block, L), target, draft_model, **kw)
+    _assert_identical(cert, _uncached(step_from_verifier(block, L), target, draft_model, **kw))
+
+
+@pytest.mark.parametrize("name", sorted(CHAIN_MUTANTS))
+def test_row_cache_still_flags_every_chain_mutant_step(mutant_pair, name):
+    """Negative controls at L = 1 with and without the cache: the same lossy certificate."""
+    step = step_from_verifier(CHAIN_MUTANTS[name].verifier, L=1)
+    kw = dict(n_uniforms=3, max_tokens=2, context=CONTEXT)
+    cert = check_step_exact(step, *mutant_pair, **kw)
+    _assert_identical(cert, _uncached(step, *mutant_pair, **kw))
+
+
+def test_cached_rows_are_fresh_copies_and_odd_prefixes_are_still_validated(pair):
+    """A step that writes into the rows it got sees the true rows on the next run; prefixes of
+    bools are refused as without the cache."""
+    def scribbles(context, target_lm, draft_lm, rng):
+        row = draft_lm([tuple(context)])[0]
+        assert np.all(row > 0.0)  # a scribbled cache would hand back zeros here
+        row[:] = 0.0
+        return [draw_token(target_lm([tuple(context)])[0], rng)]
+
+    cert = check_step_exact(scribbles, *pair, n_uniforms=1, max_tokens=1, context=CONTEXT)
+    assert cert.lossless
+
+    def bool_prefix(context, target_lm, draft_lm, rng):
+        target_lm([(1,)])
+        target_lm([(True,)])
+        return [0]
+
+    with pytest.raises(SamplerError, match="integer token ids"):
+        check_step_exact(bool_prefix, *pair, n_uniforms=1, max_tokens=1, context=CONTEXT)
+
+
 def test_sequential_refuses_a_step_whose_calls_hide_its_draws(pair):
     """hierarchical_step asks target_lm about the context alone right after drafting, a call that
     does not reveal the draft; its later behaviour depends on the draft, so the probe at a second
