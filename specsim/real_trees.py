@@ -54,7 +54,7 @@ import numpy as np
 
 from ._manifest import (Fields, check_contexts, check_names, check_offsets, check_range,
                         check_rows, check_sizes, data_path, read_arrays)
-from ._validate import as_distribution, check_bool, check_int, check_real, check_seed
+from ._validate import as_distribution, as_rows, check_bool, check_int, check_real, check_seed
 from .drafts import Chain, DraftTree, RowRequest, TreeProcess, parse_drafting
 from .models import iid, top_k
 from .parallel import check_workers, task_seed, worker_map
@@ -187,14 +187,26 @@ class _Rows:
         self.passes += 1
         return caches, p, q
 
+    @staticmethod
+    def _checked(rows, chunk, what: str) -> np.ndarray:
+        # one vectorised check and renormalisation per pass (row for row the bits of
+        # as_distribution); on a bad row, the per-row check names its prefix
+        try:
+            return as_rows(rows, what)
+        except ValueError:
+            for row, x in zip(rows, chunk):
+                as_distribution(row, f"{what} at prefix {x}")
+            raise
+
     def _store(self, chunk, p, q) -> None:
+        raw, p = p, self._checked(p, chunk, "target")
+        checked = {spec: p if q[spec] is raw else self._checked(q[spec], chunk, f"draft {spec}")
+                   for spec, (kind, _) in zip(self.drafts, self.parsed) if kind != "topk"}
         for j, x in enumerate(chunk):
-            pj = as_distribution(p[j], f"target at prefix {x}")
-            qj = {}
-            for spec, (kind, v) in zip(self.drafts, self.parsed):
-                row = top_k(iid(pj), v)(()) if kind == "topk" else q[spec][j]
-                qj[spec] = as_distribution(row, f"draft {spec} at prefix {x}")
-            self.cache[x] = (pj, qj)
+            qj = {spec: checked[spec][j] if kind != "topk" else
+                  as_distribution(top_k(iid(p[j]), v)(()), f"draft {spec} at prefix {x}")
+                  for spec, (kind, v) in zip(self.drafts, self.parsed)}
+            self.cache[x] = (p[j], qj)
 
     def ensure(self, prefixes) -> None:
         import copy
@@ -207,11 +219,20 @@ class _Rows:
             n = len(todo[0])
             chunk = [x for x in todo[:self.batch] if len(x) == n]  # equal lengths: no padding
             todo = todo[len(chunk):]
-            past = copy.deepcopy(self.kv)
+            past = copy.deepcopy(self.kv, _shared_tensors(self.kv))
             for c in past.values():
                 c.batch_repeat_interleave(len(chunk))
             _, p, q = self._forward([list(x) for x in chunk], past)
             self._store(chunk, p, q)
+
+
+def _shared_tensors(kv: dict) -> dict:
+    """A deepcopy memo that keeps the context caches' key and value tensors shared: the copy's
+    ``batch_repeat_interleave`` replaces them by new tensors and a pass appends by concatenation,
+    so they are only read, and copying them (with the Python walk over each) cost more than the
+    repeat itself."""
+    return {id(t): t for c in kv.values() for layer in getattr(c, "layers", ())
+            for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None}
 
 
 def fake_quantize(model, bits: int, group: int = 32):
