@@ -265,7 +265,12 @@ def parse_drafter(spec: str, n_layers: int | None = None) -> tuple[str, float]:
 
 def _softmax64(logits, T: float) -> np.ndarray:
     import torch
-    return torch.softmax(logits.to(torch.float64) / T, dim=-1).numpy()
+    x = logits.to(torch.float64)
+    if x is logits:  # already float64: do not divide the caller's tensor
+        x = x.clone()
+    if T != 1.0:  # x / 1.0 is x; dividing in place saves a row-sized allocation
+        x.div_(T)
+    return torch.softmax(x, dim=-1).numpy()
 
 
 def _resolve_positions(positions, n: int, i: int) -> list[int]:

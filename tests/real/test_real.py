@@ -278,3 +278,16 @@ def test_committed_dataset_reproduces(lm):
         a = pair.p if which == "target" else pair.q[which]
         b = stored.p if which == "target" else stored.q[which]
         assert _tv(a, b) <= tail + 1e-3, which
+
+
+@pytest.mark.parametrize("T", [1.0, 0.7, 2.5])
+def test_softmax64_is_the_plain_formula_bit_for_bit(T):
+    # in-place division, none at T = 1: the bits of softmax(logits.double() / T); the caller's tensor is left alone
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(4)
+    for logits in (torch.randn(3, 500, generator=g) * 8, torch.randn(2, 300, generator=g, dtype=torch.float64) * 30,
+                   torch.tensor([[0.0, 0.0, -1e4, 50.0]])):
+        before = logits.clone()
+        ref = torch.softmax(logits.to(torch.float64) / T, dim=-1).numpy()
+        assert real._softmax64(logits, T).tobytes() == ref.tobytes()
+        assert torch.equal(logits, before)

@@ -214,7 +214,7 @@ class _ToyRows:
     def __init__(self, target, drafts):
         self.target, self.drafts, self.cache, self.calls = target, drafts, {}, []
 
-    def ensure(self, prefixes):
+    def ensure(self, prefixes, drafts=True):
         new = sorted({tuple(x) for x in prefixes} - set(self.cache))
         self.calls.append(len(new))
         for x in new:
@@ -293,3 +293,31 @@ def test_a_pass_is_checked_once_with_the_per_row_bits():
     bad[2] *= 1.5
     with pytest.raises(ValueError, match=r"draft temperature:0.5 at prefix \(2,\): entries sum to 1.5"):
         rows._store(chunk, p, {"temperature:0.5": bad, "early_exit:2": p})
+
+
+def test_the_leaves_pass_skips_the_drafters_and_changes_no_byte(tmp_path, tiny_llama, monkeypatch):
+    # leaves draw nothing, so their pass computes the target rows only (no second, quantised
+    # model); the reference computes every drafter there too, as the build did before
+    calls = []
+    real_call = real_trees._Rows._call
+
+    def counting(model, ids, past, hidden):
+        if past is not None:  # a pass over drafted prefixes (not the context's own pass)
+            calls.append((model is tiny_llama.model, len(ids[0])))
+        return real_call(model, ids, past, hidden)
+
+    def drafter_depths():
+        depths = {n for is_target, n in calls if not is_target}
+        calls.clear()
+        return depths
+
+    monkeypatch.setattr(real_trees._Rows, "_call", staticmethod(counting))
+    kw = dict(KW, drafts=("temperature:0.5", "quant:3", "early_exit:1", "topk:2"), L=3, tail=0.01)
+    _, fast = _arrays(real_trees.build_trees(tmp_path / "fast", model=tiny_llama, **kw))
+    assert drafter_depths() == {1, 2}  # the quantised drafter never ran on the depth-3 prefixes
+    ensure = real_trees._Rows.ensure
+    monkeypatch.setattr(real_trees._Rows, "ensure", lambda self, prefixes, drafts=True: ensure(self, prefixes))
+    _, ref = _arrays(real_trees.build_trees(tmp_path / "ref", model=tiny_llama, **kw))
+    assert drafter_depths() == {1, 2, 3}  # the reference does (the check above can fail)
+    assert sorted(fast) == sorted(ref)
+    assert all(fast[k].dtype == ref[k].dtype and fast[k].tobytes() == ref[k].tobytes() for k in fast)
