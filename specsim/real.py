@@ -265,7 +265,12 @@ def parse_drafter(spec: str, n_layers: int | None = None) -> tuple[str, float]:
 
 def _softmax64(logits, T: float) -> np.ndarray:
     import torch
-    return torch.softmax(logits.to(torch.float64) / T, dim=-1).numpy()
+    x = logits.to(torch.float64)
+    if x is logits:  # already float64: do not divide the caller's tensor
+        x = x.clone()
+    if T != 1.0:  # x / 1.0 is x; dividing in place saves a row-sized allocation
+        x.div_(T)
+    return torch.softmax(x, dim=-1).numpy()
 
 
 def _resolve_positions(positions, n: int, i: int) -> list[int]:
@@ -407,17 +412,21 @@ SPARSE_WHOLE = 1024
 def _truncate(row: np.ndarray, tail: float, whole_below: int = SPARSE_WHOLE) -> tuple[np.ndarray, np.ndarray, float]:
     """Smallest most-likely set with mass >= 1 - tail (ids sorted), its values, and the exact remainder.
 
-    Ties go to the lower id (the order of a stable descending argsort), but only the values are
-    sorted: prefix sums and the remainder depend on the values in that order, not on which of
-    equal values comes first, so they come out bit for bit as from the argsort, in a fraction of
-    its time (:func:`_truncate_argsort` is the reference in the tests).
+    ``row`` is a validated probability row (entries >= 0).  Ties go to the lower id (the order of
+    a stable descending argsort), but only the values are sorted: prefix sums and the remainder
+    depend on the values in that order, not on which of equal values comes first, so they come out
+    bit for bit as from the argsort, in a fraction of its time (:func:`_truncate_argsort` is the
+    reference in the tests).  The prefix sums stop once they reach 1 - tail (a cumulative sum is
+    sequential, so its head does not depend on what follows); the sort itself stays whole, because
+    the remainder is numpy's pairwise sum of the dropped values in descending order.
     """
-    nnz = int(np.count_nonzero(row))
-    n = row.size
-    desc = np.sort(row)[::-1]
+    size = row.size
+    asc = np.sort(row)
+    nnz = size - int(np.searchsorted(asc, 0, side="right"))  # entries >= 0: the zeros come first
+    desc = asc[::-1]
+    n = size
     if tail > 0:
-        c = np.cumsum(desc)
-        n = min(int(np.searchsorted(c, 1.0 - tail, side="left")) + 1, row.size)
+        n = min(_mass_index(desc, 1.0 - tail) + 1, size)
         if nnz <= max(n, whole_below):
             n = nnz
     v = desc[n - 1] if n > 0 else np.inf
@@ -427,6 +436,19 @@ def _truncate(row: np.ndarray, tail: float, whole_below: int = SPARSE_WHOLE) -> 
     keep = np.flatnonzero(above)
     remainder = float(desc[n:].sum()) if n < nnz else 0.0   # the dropped mass, summed directly
     return keep.astype(np.int32), row[keep].astype(np.float32), remainder
+
+
+def _mass_index(desc: np.ndarray, target: float, first: int = 256) -> int:
+    """``np.searchsorted(np.cumsum(desc), target, side="left")``, summing only as far as needed:
+    the head grows fourfold, each piece continuing the running sum from its last value, so every
+    prefix sum is the same sequence of additions as in the full cumulative sum."""
+    c = np.cumsum(desc[:first])
+    while True:
+        i = int(np.searchsorted(c, target, side="left"))
+        if i < c.size or c.size == desc.size:
+            return i
+        m = c.size
+        c = np.concatenate([c, np.cumsum(np.concatenate([c[-1:], desc[m:4 * m]]))[1:]])
 
 
 def _truncate_argsort(row: np.ndarray, tail: float, whole_below: int = SPARSE_WHOLE):

@@ -8,8 +8,10 @@ q(.|c, path(u)), and the target row p(.|c, path(u)) is recorded at every node.  
 through the model once; the trees of a context grow in step (:meth:`specsim.drafts.TreeProcess.grow_steps`),
 so one level's prefixes of all of them go through together: the key/value cache is repeated over
 up to ``batch`` prefixes per pass of only the drafted tokens (equal lengths, so no padding), and
-rows are cached per prefix within a context.  The manifest records the passes, the time inside
-them (``forward_seconds``) and inside the context tasks (``context_seconds``).
+rows are cached per prefix within a context; the leaves' pass computes target rows only (a leaf
+draws nothing, so a quantised drafter's model is not run there).  The manifest records the
+passes, the time inside them (``forward_seconds``) and inside the context tasks
+(``context_seconds``), in seconds to the millisecond.
 
 Why one module of ~800 lines: building, storing and loading real trees share one stored format
 (the node and row tables written by :func:`build_trees` are what :func:`load_trees` validates);
@@ -54,7 +56,7 @@ import numpy as np
 
 from ._manifest import (Fields, check_contexts, check_names, check_offsets, check_range,
                         check_rows, check_sizes, data_path, read_arrays)
-from ._validate import as_distribution, check_bool, check_int, check_real, check_seed
+from ._validate import as_distribution, as_rows, check_bool, check_int, check_real, check_seed
 from .drafts import Chain, DraftTree, RowRequest, TreeProcess, parse_drafting
 from .models import iid, top_k
 from .parallel import check_workers, task_seed, worker_map
@@ -160,21 +162,21 @@ class _Rows:
         with torch.no_grad():
             return model(torch.tensor(ids), cache=past, use_cache=True, output_hidden_states=hidden, logits_to_keep=1)
 
-    def _forward(self, ids, past):
+    def _forward(self, ids, past, drafts: bool = True):
         import torch
 
         t = time.perf_counter()
         with torch.no_grad():
-            out = self._forward_rows(ids, past)
+            out = self._forward_rows(ids, past, drafts)
         self.seconds += time.perf_counter() - t
         return out
 
-    def _forward_rows(self, ids, past):
+    def _forward_rows(self, ids, past, drafts: bool = True):
         out = self._call(self.lm.model, ids, None if past is None else past["target"], self.need_hidden)
         logits = out.logits[:, -1]
         p = _softmax64(logits, self.T)
         caches, q = {"target": out.cache}, {}
-        for spec, (kind, v) in zip(self.drafts, self.parsed):
+        for spec, (kind, v) in zip(self.drafts, self.parsed) if drafts else ():
             if kind == "early_exit":
                 q[spec] = p if v == self.lm.n_layers else _softmax64(
                     self.lm.model.lm_head(self.lm.model.model.norm(out.hidden_states[v][:, -1])), self.T)
@@ -187,31 +189,59 @@ class _Rows:
         self.passes += 1
         return caches, p, q
 
-    def _store(self, chunk, p, q) -> None:
-        for j, x in enumerate(chunk):
-            pj = as_distribution(p[j], f"target at prefix {x}")
-            qj = {}
-            for spec, (kind, v) in zip(self.drafts, self.parsed):
-                row = top_k(iid(pj), v)(()) if kind == "topk" else q[spec][j]
-                qj[spec] = as_distribution(row, f"draft {spec} at prefix {x}")
-            self.cache[x] = (pj, qj)
+    @staticmethod
+    def _checked(rows, chunk, what: str) -> np.ndarray:
+        # one vectorised check and renormalisation per pass (row for row the bits of
+        # as_distribution); on a bad row, the per-row check names its prefix
+        try:
+            return as_rows(rows, what)
+        except ValueError:
+            for row, x in zip(rows, chunk):
+                as_distribution(row, f"{what} at prefix {x}")
+            raise
 
-    def ensure(self, prefixes) -> None:
+    def _store(self, chunk, p, q, drafts: bool = True) -> None:
+        raw, p = p, self._checked(p, chunk, "target")
+        parsed = list(zip(self.drafts, self.parsed)) if drafts else []
+        checked = {spec: p if q[spec] is raw else self._checked(q[spec], chunk, f"draft {spec}")
+                   for spec, (kind, _) in parsed if kind != "topk"}
+        for j, x in enumerate(chunk):
+            qj = {spec: checked[spec][j] if kind != "topk" else
+                  as_distribution(top_k(iid(p[j]), v)(()), f"draft {spec} at prefix {x}")
+                  for spec, (kind, v) in parsed}
+            # a target row already cached (from a pass without drafts) is kept as it was
+            self.cache[x] = (self.cache[x][0] if x in self.cache else p[j], qj)
+
+    def ensure(self, prefixes, drafts: bool = True) -> None:
+        """Rows of every prefix in ``prefixes``; with ``drafts=False`` the target rows only (a
+        leaf draws nothing), so the pass skips the drafters (a quantised drafter is a second model)."""
         import copy
 
         if self.kv is None:
             self.kv, p, q = self._forward([self.context], None)
             self._store([()], p, q)
-        todo = sorted({tuple(x) for x in prefixes} - set(self.cache), key=lambda x: (len(x), x))
+        missing = {tuple(x) for x in prefixes}
+        missing = {x for x in missing if x not in self.cache or (drafts and not self.cache[x][1])}
+        todo = sorted(missing, key=lambda x: (len(x), x))
+        kv = self.kv if drafts else {"target": self.kv["target"]}
         while todo:
             n = len(todo[0])
             chunk = [x for x in todo[:self.batch] if len(x) == n]  # equal lengths: no padding
             todo = todo[len(chunk):]
-            past = copy.deepcopy(self.kv)
+            past = copy.deepcopy(kv, _shared_tensors(kv))
             for c in past.values():
                 c.batch_repeat_interleave(len(chunk))
-            _, p, q = self._forward([list(x) for x in chunk], past)
-            self._store(chunk, p, q)
+            _, p, q = self._forward([list(x) for x in chunk], past, drafts)
+            self._store(chunk, p, q, drafts)
+
+
+def _shared_tensors(kv: dict) -> dict:
+    """A deepcopy memo that keeps the context caches' key and value tensors shared: the copy's
+    ``batch_repeat_interleave`` replaces them by new tensors and a pass appends by concatenation,
+    so they are only read, and copying them (with the Python walk over each) cost more than the
+    repeat itself."""
+    return {id(t): t for c in kv.values() for layer in getattr(c, "layers", ())
+            for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None}
 
 
 def fake_quantize(model, bits: int, group: int = 32):
@@ -307,7 +337,8 @@ def _grow_in_step(rows: _Rows, jobs, L: int) -> list:
             break
         rows.ensure(x for m in waiting.values() for x in m.keys)
         waiting = {i: steps[i].send([rows.cache[x][1][jobs[i][0]] for x in m.keys]) for i, m in waiting.items()}
-    rows.ensure(x for *_, prefixes, _, depths in done.values() for x, d in zip(prefixes, depths) if d == L)  # leaves' target rows
+    rows.ensure((x for *_, prefixes, _, depths in done.values() for x, d in zip(prefixes, depths) if d == L),
+                drafts=False)  # leaves' target rows
     return [done[i][:4] for i in range(len(jobs))]
 
 
@@ -615,8 +646,8 @@ def build_trees(out_dir: str | Path, prompts=DEFAULT_PROMPTS[:4], positions: Seq
         prompts=cfg["prompts"], n_trees=int(arrays["tree_offsets"].size - 1), n_rows=int(arrays["remainder"].size),
         forward_passes=int(sum(int(x["passes"]) for x in parts)), build_seconds=round(seconds, 1),
         # time inside the trees' forward passes and inside the context tasks (shards of a resumed build included)
-        forward_seconds=round(sum(float(x.get("pass_seconds", np.nan)) for x in parts), 1),
-        context_seconds=round(sum(float(x.get("shard_seconds", np.nan)) for x in parts), 1),
+        forward_seconds=round(sum(float(x.get("pass_seconds", np.nan)) for x in parts), 3),
+        context_seconds=round(sum(float(x.get("shard_seconds", np.nan)) for x in parts), 3),
         resumed_contexts=int(sum(done)), build_key=key,
         model=dict(file=Path(lm.path).name, sha256=lm.sha256),
         settings=dict(model=_model_note(lm), specsim=__version__, torch=torch.__version__,

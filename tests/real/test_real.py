@@ -86,6 +86,21 @@ def _extreme_rows():
     f = (np.exp(x - x.max()) / np.exp(x - x.max()).sum()).astype(np.float32)
     f[rng.integers(0, f.size, 64)] = f[0]
     yield f                                                             # float32, with ties
+    y = rng.standard_normal(49152) * 6
+    big = np.exp(y - y.max()) / np.exp(y - y.max()).sum()
+    yield big                                   # V = 49152, peaked: the head crosses the summing steps
+    yield np.full(49152, 1 / 49152)             # flat: the head is most of the row
+    near = np.full(3000, 1e-9)
+    near[17] = 1 - near.sum() + 1e-9
+    yield near                                  # near-one-hot over many tiny entries
+    sub = np.zeros(2000)
+    sub[:1500] = 5e-324 * rng.integers(1, 1000, 1500)
+    sub[1600], sub[1700] = 0.75, 0.25
+    yield sub                                   # subnormal tail, then zeros
+    zt = np.zeros(5000)
+    zt[[3, 900, 4999]] = [0.5, 0.3, 0.2]
+    yield zt                                    # all-zero tail past the first summing step
+    yield big.astype(np.float32)                # float32 at V = 49152
 
 
 @pytest.mark.parametrize("tail", [0.0, 1e-4, 0.03, 0.5, 0.999])
@@ -95,6 +110,25 @@ def test_truncation_sorts_values_only_and_matches_the_argsort_bit_for_bit(tail, 
     for row in _extreme_rows():
         fast, ref = real._truncate(row, tail, whole_below), real._truncate_argsort(row, tail, whole_below)
         assert np.array_equal(fast[0], ref[0]) and np.array_equal(fast[1], ref[1]) and fast[2] == ref[2]
+
+
+@pytest.mark.parametrize("target", [0.0, 0.5, 0.97, 1 - 1e-4, 1.0, 2.0])
+def test_mass_index_is_the_full_cumulative_search(target):
+    # the head is summed in growing pieces; each piece continues the same sequence of additions
+    for row in _extreme_rows():
+        desc = np.sort(row)[::-1]
+        for first in (1, 3, 256):
+            assert real._mass_index(desc, target, first) == np.searchsorted(np.cumsum(desc), target, side="left")
+
+
+def test_truncation_bit_checks_can_fail():
+    # negative controls: the checks above see a change of summation order or of cumulative-sum pieces
+    y = np.random.default_rng(3).standard_normal(49152) * 6
+    row = np.exp(y - y.max()) / np.exp(y - y.max()).sum()
+    desc = np.sort(row)[::-1]
+    assert any(desc[k:].sum() != np.sort(desc[k:]).sum() for k in (1, 20, 100, 1000))  # the remainder's order matters
+    pieces = np.concatenate([np.cumsum(desc[:256]), np.cumsum(desc[256:]) + np.cumsum(desc[:256])[-1]])
+    assert not np.array_equal(pieces, np.cumsum(desc))               # restarted pieces would differ
 
 
 @settings(max_examples=25)
@@ -244,3 +278,16 @@ def test_committed_dataset_reproduces(lm):
         a = pair.p if which == "target" else pair.q[which]
         b = stored.p if which == "target" else stored.q[which]
         assert _tv(a, b) <= tail + 1e-3, which
+
+
+@pytest.mark.parametrize("T", [1.0, 0.7, 2.5])
+def test_softmax64_is_the_plain_formula_bit_for_bit(T):
+    # in-place division, none at T = 1: the bits of softmax(logits.double() / T); the caller's tensor is left alone
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(4)
+    for logits in (torch.randn(3, 500, generator=g) * 8, torch.randn(2, 300, generator=g, dtype=torch.float64) * 30,
+                   torch.tensor([[0.0, 0.0, -1e4, 50.0]])):
+        before = logits.clone()
+        ref = torch.softmax(logits.to(torch.float64) / T, dim=-1).numpy()
+        assert real._softmax64(logits, T).tobytes() == ref.tobytes()
+        assert torch.equal(logits, before)

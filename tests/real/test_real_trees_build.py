@@ -214,7 +214,7 @@ class _ToyRows:
     def __init__(self, target, drafts):
         self.target, self.drafts, self.cache, self.calls = target, drafts, {}, []
 
-    def ensure(self, prefixes):
+    def ensure(self, prefixes, drafts=True):
         new = sorted({tuple(x) for x in prefixes} - set(self.cache))
         self.calls.append(len(new))
         for x in new:
@@ -250,3 +250,74 @@ def test_a_model_file_with_another_hash_is_refused(tmp_path, tiny_llama):
     assert not (tmp_path / "h").exists()  # refused before anything is written
     path = real_trees.build_trees(tmp_path / "ok", model=tiny_llama, model_sha256=tiny_llama.sha256, **KW)
     assert json.loads(path.read_text())["model"]["sha256"] == tiny_llama.sha256
+
+
+def _pass_rows(rng, B=6, V=300):
+    """Rows of one pass: random, tied, one-hot, near-one-hot, with subnormals, float32-rounded."""
+    x = rng.standard_normal((B, V)) * 4
+    rows = np.exp(x - x.max(1, keepdims=True))
+    rows[1] = np.repeat([3.0, 1.0, 0.0], V // 3)
+    rows[2] = np.eye(1, V, 7)[0]
+    rows[3] = 1e-12
+    rows[3, 5] = 1.0
+    rows[4, ::2] = 5e-324
+    rows[5] = rows[5].astype(np.float32)
+    return rows / rows.sum(1, keepdims=True)
+
+
+def test_a_pass_is_checked_once_with_the_per_row_bits():
+    # the pass-wide check and renormalisation against the per-row as_distribution it replaces
+    from specsim._validate import as_distribution
+
+    rng = np.random.default_rng(11)
+    p, qa = _pass_rows(rng), _pass_rows(rng)
+    chunk = [(k,) for k in range(p.shape[0])]
+    rows = object.__new__(real_trees._Rows)
+    rows.drafts = ("temperature:0.5", "early_exit:2", "topk:3")
+    rows.parsed = [("temperature", 0.5), ("early_exit", 2), ("topk", 3)]
+    rows.cache = {}
+    rows._store(chunk, p, {"temperature:0.5": qa, "early_exit:2": p})
+    for j, x in enumerate(chunk):
+        pj = as_distribution(p[j])
+        got_p, got_q = rows.cache[x]
+        assert got_p.tobytes() == pj.tobytes()
+        assert got_q["temperature:0.5"].tobytes() == as_distribution(qa[j]).tobytes()
+        assert got_q["early_exit:2"].tobytes() == pj.tobytes()
+        ref = as_distribution(real_trees.top_k(real_trees.iid(pj), 3)(()))
+        assert got_q["topk:3"].tobytes() == ref.tobytes()
+    bad = p.copy()
+    bad[4, 3] = np.nan
+    with pytest.raises(ValueError, match=r"target at prefix \(4,\): non-finite entry nan at token 3"):
+        real_trees._Rows._checked(bad, chunk, "target")
+    bad = qa.copy()
+    bad[2] *= 1.5
+    with pytest.raises(ValueError, match=r"draft temperature:0.5 at prefix \(2,\): entries sum to 1.5"):
+        rows._store(chunk, p, {"temperature:0.5": bad, "early_exit:2": p})
+
+
+def test_the_leaves_pass_skips_the_drafters_and_changes_no_byte(tmp_path, tiny_llama, monkeypatch):
+    # leaves draw nothing, so their pass computes the target rows only (no second, quantised
+    # model); the reference computes every drafter there too, as the build did before
+    calls = []
+    real_call = real_trees._Rows._call
+
+    def counting(model, ids, past, hidden):
+        if past is not None:  # a pass over drafted prefixes (not the context's own pass)
+            calls.append((model is tiny_llama.model, len(ids[0])))
+        return real_call(model, ids, past, hidden)
+
+    def drafter_depths():
+        depths = {n for is_target, n in calls if not is_target}
+        calls.clear()
+        return depths
+
+    monkeypatch.setattr(real_trees._Rows, "_call", staticmethod(counting))
+    kw = dict(KW, drafts=("temperature:0.5", "quant:3", "early_exit:1", "topk:2"), L=3, tail=0.01)
+    _, fast = _arrays(real_trees.build_trees(tmp_path / "fast", model=tiny_llama, **kw))
+    assert drafter_depths() == {1, 2}  # the quantised drafter never ran on the depth-3 prefixes
+    ensure = real_trees._Rows.ensure
+    monkeypatch.setattr(real_trees._Rows, "ensure", lambda self, prefixes, drafts=True: ensure(self, prefixes))
+    _, ref = _arrays(real_trees.build_trees(tmp_path / "ref", model=tiny_llama, **kw))
+    assert drafter_depths() == {1, 2, 3}  # the reference does (the check above can fail)
+    assert sorted(fast) == sorted(ref)
+    assert all(fast[k].dtype == ref[k].dtype and fast[k].tobytes() == ref[k].tobytes() for k in fast)
