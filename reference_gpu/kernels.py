@@ -56,8 +56,8 @@ def default_block_v(V: int) -> int:
 
 
 @triton.jit
-def _row_argmax(p_ptr, V, n_tiles_v, BLOCK_V: tl.constexpr):
-    """argmax_v p(v) over one row (lowest id on ties)."""
+def _argmax_part(p_ptr, V, n_tiles_v, BLOCK_V: tl.constexpr):
+    """(max, argmax) of p over [0, V) (lowest id on ties; (-1, 0) when n_tiles_v = 0)."""
     best = tl.full((), -1.0, tl.float64)
     idx = tl.full((), 0, tl.int32)
     for s in range(0, n_tiles_v, BLOCK_V):
@@ -68,6 +68,13 @@ def _row_argmax(p_ptr, V, n_tiles_v, BLOCK_V: tl.constexpr):
         upd = mx > best
         idx = tl.where(upd, am, idx)
         best = tl.where(upd, mx, best)
+    return best, idx
+
+
+@triton.jit
+def _row_argmax(p_ptr, V, n_tiles_v, BLOCK_V: tl.constexpr):
+    """argmax_v p(v) over one row (lowest id on ties)."""
+    best, idx = _argmax_part(p_ptr, V, n_tiles_v, BLOCK_V)
     return idx
 
 
@@ -118,31 +125,61 @@ def _deficit(p_ptr, q_ptr, q_ok, x_excl, w, V, n_tiles_v, HAS_Q: tl.constexpr, B
 
 
 @triton.jit
+def _race_part(p_ptr, q_ptr, q_ok, x_excl, w, C, noise_ptr, V,
+               HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
+    """Exponential race on [0, V): (max R/E, its id, max p/E, its id), masked entries -1."""
+    bR = tl.full((), -1.0, tl.float64)
+    iR = tl.full((), 0, tl.int32)
+    bP = tl.full((), -1.0, tl.float64)
+    iP = tl.full((), 0, tl.int32)
+    for s in range(0, V, BLOCK_V):
+        offs = s + tl.arange(0, BLOCK_V)
+        m = offs < V
+        R, p = _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q)
+        E = tl.load(noise_ptr + offs, mask=m, other=1.0).to(tl.float64)
+        kR = tl.where(m, tl.where(R > 0, R / E, 0.0), -1.0)
+        kP = tl.where(m, tl.where(p > 0, p / E, 0.0), -1.0)
+        mR = tl.max(kR, 0)
+        aR = (tl.argmax(kR, 0) + s).to(tl.int32)
+        mP = tl.max(kP, 0)
+        aP = (tl.argmax(kP, 0) + s).to(tl.int32)
+        uR = mR > bR
+        iR = tl.where(uR, aR, iR)
+        bR = tl.where(uR, mR, bR)
+        uP = mP > bP
+        iP = tl.where(uP, aP, iP)
+        bP = tl.where(uP, mP, bP)
+    return bR, iR, bP, iP
+
+
+@triton.jit
+def _cdf_part(p_ptr, q_ptr, q_ok, x_excl, w, C, useR, thr, carry, V,
+              HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
+    """Inverse-CDF search on [0, V) given the fixed-point mass before it (carry): the first id
+    whose prefix sum exceeds thr (V if none) and the last id with positive mass (-1 if none)."""
+    first = tl.full((), 0, tl.int32) + V
+    last = tl.full((), -1, tl.int32)
+    for s in range(0, V, BLOCK_V):
+        offs = s + tl.arange(0, BLOCK_V)
+        m = offs < V
+        R, p = _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q)
+        X = tl.where(useR, (R * 1152921504606846976.0).to(tl.int64),
+                     (p * 1152921504606846976.0).to(tl.int64))
+        X = tl.where(m, X, 0)
+        cs = tl.cumsum(X, 0) + carry
+        hit = m & (cs.to(tl.float64) > thr)
+        first = tl.minimum(first, tl.min(tl.where(hit, offs, V), 0))
+        last = tl.maximum(last, tl.max(tl.where(X > 0, offs, -1), 0))
+        carry += tl.sum(X, 0)
+    return first, last
+
+
+@triton.jit
 def _draw(p_ptr, q_ptr, q_ok, x_excl, w, C, noise_ptr, u_res, V,
           HAS_Q: tl.constexpr, NOISE: tl.constexpr, BLOCK_V: tl.constexpr):
     """One token from R = (w p - C q)_+ (fallback p when R has no mass), docs/theory.md §11.4."""
     if NOISE == 0:  # exponential race: argmax R/E over both rows in one pass
-        bR = tl.full((), -1.0, tl.float64)
-        iR = tl.full((), 0, tl.int32)
-        bP = tl.full((), -1.0, tl.float64)
-        iP = tl.full((), 0, tl.int32)
-        for s in range(0, V, BLOCK_V):
-            offs = s + tl.arange(0, BLOCK_V)
-            m = offs < V
-            R, p = _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q)
-            E = tl.load(noise_ptr + offs, mask=m, other=1.0).to(tl.float64)
-            kR = tl.where(m, tl.where(R > 0, R / E, 0.0), -1.0)
-            kP = tl.where(m, tl.where(p > 0, p / E, 0.0), -1.0)
-            mR = tl.max(kR, 0)
-            aR = (tl.argmax(kR, 0) + s).to(tl.int32)
-            mP = tl.max(kP, 0)
-            aP = (tl.argmax(kP, 0) + s).to(tl.int32)
-            uR = mR > bR
-            iR = tl.where(uR, aR, iR)
-            bR = tl.where(uR, mR, bR)
-            uP = mP > bP
-            iP = tl.where(uP, aP, iP)
-            bP = tl.where(uP, mP, bP)
+        bR, iR, bP, iP = _race_part(p_ptr, q_ptr, q_ok, x_excl, w, C, noise_ptr, V, HAS_Q, BLOCK_V)
         tok = tl.where(bR > 0, iR, iP)
     else:  # inverse CDF on fixed-point masses
         massR = _mass(p_ptr, q_ptr, q_ok, x_excl, w, C, V, V, HAS_Q, BLOCK_V)
@@ -150,23 +187,53 @@ def _draw(p_ptr, q_ptr, q_ok, x_excl, w, C, noise_ptr, u_res, V,
         useR = massR > 0
         mass = tl.where(useR, massR, massP)
         thr = u_res * mass.to(tl.float64)
-        carry = tl.zeros((), tl.int64)
-        first = tl.full((), 0, tl.int32) + V
-        last = tl.full((), -1, tl.int32)
-        for s in range(0, V, BLOCK_V):
-            offs = s + tl.arange(0, BLOCK_V)
-            m = offs < V
-            R, p = _excess_tile(p_ptr, q_ptr, q_ok, x_excl, w, C, offs, V, HAS_Q)
-            X = tl.where(useR, (R * 1152921504606846976.0).to(tl.int64),
-                         (p * 1152921504606846976.0).to(tl.int64))
-            X = tl.where(m, X, 0)
-            cs = tl.cumsum(X, 0) + carry
-            hit = m & (cs.to(tl.float64) > thr)
-            first = tl.minimum(first, tl.min(tl.where(hit, offs, V), 0))
-            last = tl.maximum(last, tl.max(tl.where(X > 0, offs, -1), 0))
-            carry += tl.sum(X, 0)
+        first, last = _cdf_part(p_ptr, q_ptr, q_ok, x_excl, w, C, useR, thr, tl.zeros((), tl.int64), V,
+                                HAS_Q, BLOCK_V)
         tok = tl.where(first < V, first, last).to(tl.int32)
     return tok
+
+
+@triton.jit
+def _draft_probs(ids_ptr, p_ptr, q_ptr, start, tbase, k, V, HAS_Q: tl.constexpr):
+    """(x, valid, p(x), q(x)) of draft position k (q(x) = 1 for one-hot drafts; 0 if x is invalid)."""
+    x = tl.load(ids_ptr + start + k)
+    valid = (x >= 0) & (x < V)
+    xs = tl.where(valid, x, 0).to(tl.int64)
+    px = tl.load(p_ptr + (tbase + k) * V + xs).to(tl.float64)
+    px = tl.where(valid, px, 0.0)
+    if HAS_Q:
+        qx = tl.load(q_ptr + (start + k) * V + xs).to(tl.float64)
+        qx = tl.where(valid, qx, 0.0)
+    else:
+        qx = tl.full((), 1.0, tl.float64)
+    return x, valid, px, qx
+
+
+@triton.jit
+def _block_weight(w, px, qx):
+    """w_k = min(1, w_{k-1} p(x) / q(x)); q(x) = 0: 1 if p(x) > 0 and w > 0, else 0."""
+    safe_q = tl.where(qx > 0, qx, 1.0)
+    r = tl.minimum((w * px) / safe_q, 1.0)
+    return tl.where(qx > 0, r, tl.where((px > 0) & (w > 0), 1.0, 0.0))
+
+
+@triton.jit
+def _block_h(Zi, Di, mid, w):
+    """h_i = min(1, Z_i / D_i) (1 if D_i = 0) from fixed-point sums; h_L = w_L."""
+    Z = Zi.to(tl.float64) * 8.673617379884035e-19
+    D = Di.to(tl.float64) * 8.673617379884035e-19
+    hm = tl.where(D > 0, tl.minimum(Z / tl.where(D > 0, D, 1.0), 1.0), 1.0)
+    return tl.where(mid, hm, w)
+
+
+@triton.jit
+def _write_out(ids_ptr, out_ptr, tau_ptr, b, start, tau, y, out_stride):
+    """out[b, :tau] = the accepted drafts, out[b, tau] = y, tau[b] = tau."""
+    obase = out_ptr + b.to(tl.int64) * out_stride
+    for k in range(0, tau):
+        tl.store(obase + k, tl.load(ids_ptr + start + k))
+    tl.store(obase + tau, y.to(tl.int32))
+    tl.store(tau_ptr + b, tau.to(tl.int32))
 
 
 @triton.jit
@@ -190,16 +257,7 @@ def chain_verify_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr
     w = tl.full((), 1.0, tl.float64)
     w_tau = tl.full((), 1.0, tl.float64)
     for k in range(0, L):
-        x = tl.load(ids_ptr + start + k)
-        valid = (x >= 0) & (x < V)
-        xs = tl.where(valid, x, 0).to(tl.int64)
-        px = tl.load(p_ptr + (tbase + k) * V + xs).to(tl.float64)
-        px = tl.where(valid, px, 0.0)
-        if HAS_Q:
-            qx = tl.load(q_ptr + (start + k) * V + xs).to(tl.float64)
-            qx = tl.where(valid, qx, 0.0)
-        else:
-            qx = tl.full((), 1.0, tl.float64)
+        x, valid, px, qx = _draft_probs(ids_ptr, p_ptr, q_ptr, start, tbase, k, V, HAS_Q)
         if MODE == 0:
             u = tl.load(u_ptr + start + k)
             go = go & valid & (u * qx < px)
@@ -210,9 +268,7 @@ def chain_verify_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr
             go = go & valid & (x == am)
             tau += go.to(tl.int64)
         else:
-            safe_q = tl.where(qx > 0, qx, 1.0)
-            r = tl.minimum((w * px) / safe_q, 1.0)
-            w = tl.where(qx > 0, r, tl.where((px > 0) & (w > 0), 1.0, 0.0))
+            w = _block_weight(w, px, qx)
             i = k + 1
             mid = i < L
             nt = tl.where(mid, V, 0)
@@ -221,10 +277,7 @@ def chain_verify_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr
                        V, nt, HAS_Q, BLOCK_V)
             Di = _deficit(p_ptr + (tbase + i) * V, q_ptr + (start + i) * V, mid.to(tl.int32), x1, w,
                           V, nt, HAS_Q, BLOCK_V)
-            Z = Zi.to(tl.float64) * 8.673617379884035e-19
-            D = Di.to(tl.float64) * 8.673617379884035e-19
-            hm = tl.where(D > 0, tl.minimum(Z / tl.where(D > 0, D, 1.0), 1.0), 1.0)
-            h = tl.where(mid, hm, w)
+            h = _block_h(Zi, Di, mid, w)
             eta = tl.load(eta_ptr + start + k)
             passed = eta < h
             tau = tl.where(passed, i.to(tl.int64), tau)
@@ -244,11 +297,7 @@ def chain_verify_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr
             ur = tl.load(noise_ptr + b)
             y = _draw(p_ptr + row * V, q_ptr + (start + tau) * V, (tau < L).to(tl.int32), xn, wr, Cq,
                       noise_ptr, ur, V, HAS_Q, NOISE, BLOCK_V)
-    obase = out_ptr + b.to(tl.int64) * out_stride
-    for k in range(0, tau):
-        tl.store(obase + k, tl.load(ids_ptr + start + k))
-    tl.store(obase + tau, y.to(tl.int32))
-    tl.store(tau_ptr + b, tau.to(tl.int32))
+    _write_out(ids_ptr, out_ptr, tau_ptr, b, start, tau, y, out_stride)
 
 
 @triton.jit
