@@ -34,7 +34,9 @@ import triton
 import triton.language as tl
 
 __all__ = ["chain_verify_kernel", "tree_verify_kernel", "launch_chain", "launch_tree",
-           "MODE_IDS", "NOISE_IDS", "default_block_v"]
+           "MODE_IDS", "NOISE_IDS", "default_block_v",
+           "check_splits", "auto_splits", "chain_rows_split_kernel", "chain_draw_split_kernel",
+           "chain_combine_split_kernel"]
 
 #: ``mode`` and ``noise_kind`` names (:data:`reference_gpu.reference.MODES`, ``NOISE_KINDS``) ->
 #: the compile-time constants MODE and NOISE of the kernels.
@@ -364,15 +366,234 @@ def tree_verify_kernel(tok_ptr, par_ptr, cu_ptr, p_ptr, q_ptr, u_ptr, noise_ptr,
     tl.store(depth_ptr + b, depth.to(tl.int32))
 
 
-def launch_chain(ids, cu, q, p, u, eta, noise, out, tau, mode, noise_kind, block_v=None):
-    """Launch :func:`chain_verify_kernel` on prepared, contiguous tensors (no checks), one
-    program per request.
+# ---------------------------------------------------------------------------------------------
+# Split-vocabulary chain path: request b's vocabulary is cut into S chunks of CW = k BLOCK_V
+# ids, chunk c handled by program (b, c).  Chunks write partials (fixed-point sums, per-chunk
+# (max, argmax), inverse-CDF chunk totals / hits) to scratch [B, S, K]; a grid-(B,) kernel combines
+# them.  Integer sums are associative, and "max, then the lowest id reaching it" over chunks in
+# id order is the same argmax as one left-to-right walk, so the result is bit-identical to
+# chain_verify_kernel.
+
+
+@triton.jit
+def _pick(vals, idxs):
+    """(max, lowest id reaching it) over chunk partials; (max, 0) when no chunk beat -1."""
+    m = tl.max(vals, 0)
+    first = tl.min(tl.where(vals == m, idxs, 2147483647), 0)
+    return m, tl.where(m > -1.0, first, 0)
+
+
+@triton.jit
+def _split_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, b, start, L, tbase, V, S, K,
+                  MODE: tl.constexpr, HAS_Q: tl.constexpr, SB: tl.constexpr):
+    """(tau, w_tau) of request b from the row partials of :func:`chain_rows_split_kernel`
+    (scalar work plus O(L S) scratch reads; mirrors the loop of chain_verify_kernel)."""
+    cs = tl.arange(0, SB)
+    cm = cs < S
+    slot = (b.to(tl.int64) * S + cs) * K
+    tau = tl.zeros((), tl.int64)
+    go = tl.full((), 1, tl.int1)
+    w = tl.full((), 1.0, tl.float64)
+    w_tau = tl.full((), 1.0, tl.float64)
+    for k in range(0, L):
+        x, valid, px, qx = _draft_probs(ids_ptr, p_ptr, q_ptr, start, tbase, k, V, HAS_Q)
+        if MODE == 0:
+            u = tl.load(u_ptr + start + k)
+            go = go & valid & (u * qx < px)
+            tau += go.to(tl.int64)
+        elif MODE == 2:
+            best, am = _pick(tl.load(rf_ptr + slot + k, mask=cm, other=-1.0),
+                             tl.load(ri_ptr + slot + k, mask=cm, other=0))
+            go = go & valid & (x == am)
+            tau += go.to(tl.int64)
+        else:
+            w = _block_weight(w, px, qx)
+            i = k + 1
+            Zi = tl.sum(tl.load(ri_ptr + 2 * slot + 2 * k, mask=cm, other=0), 0)
+            Di = tl.sum(tl.load(ri_ptr + 2 * slot + 2 * k + 1, mask=cm, other=0), 0)
+            h = _block_h(Zi, Di, i < L, w)
+            eta = tl.load(eta_ptr + start + k)
+            passed = eta < h
+            tau = tl.where(passed, i.to(tl.int64), tau)
+            w_tau = tl.where(passed, w, w_tau)
+    return tau, w_tau
+
+
+@triton.jit
+def chain_rows_split_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, rf_ptr, ri_ptr, V, CW, S, K,
+                            MODE: tl.constexpr, HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
+    """Program (b, c), chunk c = [c CW, (c+1) CW) of request b's rows: greedy (MODE 2) writes
+    (max, argmax) of target rows 0..L to rf/ri[b, c, k]; block (MODE 1) writes the fixed-point
+    Z_i, D_i (i = 1..L-1) to ri[b, c, 2(i-1)], ri[b, c, 2(i-1)+1] (ri is int64 there)."""
+    b = tl.program_id(0)
+    c = tl.program_id(1)
+    end = tl.load(cu_ptr + b).to(tl.int64)
+    start = tl.load(cu_ptr + b - 1, mask=b > 0, other=0).to(tl.int64)
+    L = end - start
+    tbase = start + b
+    c0 = c * CW
+    n = tl.minimum(tl.maximum(V - c0, 0), CW)        # ids in this chunk (0 past the end)
+    slot = (b.to(tl.int64) * S + c) * K
+    if MODE == 2:
+        for k in range(0, L + 1):
+            best, idx = _argmax_part(p_ptr + (tbase + k) * V + c0, n, n, BLOCK_V)
+            tl.store(rf_ptr + slot + k, best)
+            tl.store(ri_ptr + slot + k, idx + c0)
+    else:
+        w = tl.full((), 1.0, tl.float64)
+        for k in range(0, L - 1):
+            x, valid, px, qx = _draft_probs(ids_ptr, p_ptr, q_ptr, start, tbase, k, V, HAS_Q)
+            w = _block_weight(w, px, qx)
+            i = k + 1
+            x1 = tl.load(ids_ptr + start + i)
+            prow = p_ptr + (tbase + i) * V + c0
+            qrow = q_ptr + (start + i) * V + c0
+            Zi = _mass(prow, qrow, 1, x1 - c0, w, 1.0, n, n, HAS_Q, BLOCK_V)
+            Di = _deficit(prow, qrow, 1, x1 - c0, w, n, n, HAS_Q, BLOCK_V)
+            tl.store(ri_ptr + 2 * slot + 2 * k, Zi)
+            tl.store(ri_ptr + 2 * slot + 2 * k + 1, Di)
+
+
+@triton.jit
+def _residual_args(ids_ptr, start, L, tau, w_tau):
+    """(next draft id or -1, weight, C) of the residual row (w_tau p_tau - q_tau)_+ or p_L."""
+    bonus = tau == L
+    xn = tl.load(ids_ptr + start + tau, mask=tau < L, other=-1)
+    return xn, tl.where(bonus, 1.0, w_tau), tl.where(bonus, 0.0, 1.0)
+
+
+@triton.jit
+def chain_draw_split_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr, rf_ptr, ri_ptr,
+                            df_ptr, di_ptr, V, CW, S, K,
+                            MODE: tl.constexpr, HAS_Q: tl.constexpr, NOISE: tl.constexpr,
+                            PHASE: tl.constexpr, SB: tl.constexpr, BLOCK_V: tl.constexpr):
+    """Program (b, c): tau from the row partials, then chunk c of the residual draw.
+    Exponential: (max R/E, id, max p/E, id) to df/di[b, c, 0:2].  Uniform, PHASE 0: the chunk's
+    fixed-point masses of R and p to di[b, c, 0:2] (int64); PHASE 1: the global masses and the
+    mass before the chunk from those totals, then the in-chunk search: (first hit or V, last id
+    with mass or -1) to di[b, c, 2:4]."""
+    b = tl.program_id(0)
+    c = tl.program_id(1)
+    end = tl.load(cu_ptr + b).to(tl.int64)
+    start = tl.load(cu_ptr + b - 1, mask=b > 0, other=0).to(tl.int64)
+    L = end - start
+    tbase = start + b
+    c0 = c * CW
+    n = tl.minimum(tl.maximum(V - c0, 0), CW)
+    tau, w_tau = _split_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, b, start, L, tbase,
+                               V, S, K, MODE, HAS_Q, SB)
+    xn, wr, Cq = _residual_args(ids_ptr, start, L, tau, w_tau)
+    prow = p_ptr + (tbase + tau) * V + c0
+    qrow = q_ptr + (start + tau) * V + c0
+    q_ok = (tau < L).to(tl.int32)
+    slot = (b.to(tl.int64) * S + c) * 4
+    if NOISE == 0:
+        bR, iR, bP, iP = _race_part(prow, qrow, q_ok, xn - c0, wr, Cq, noise_ptr + b.to(tl.int64) * V + c0, n,
+                                    HAS_Q, BLOCK_V)
+        tl.store(df_ptr + slot, bR)
+        tl.store(df_ptr + slot + 1, bP)
+        tl.store(di_ptr + slot, (iR + c0).to(tl.int64))
+        tl.store(di_ptr + slot + 1, (iP + c0).to(tl.int64))
+    elif PHASE == 0:
+        tl.store(di_ptr + slot, _mass(prow, qrow, q_ok, xn - c0, wr, Cq, n, n, HAS_Q, BLOCK_V))
+        tl.store(di_ptr + slot + 1, _mass(prow, qrow, q_ok, xn - c0, 1.0, 0.0, n, n, HAS_Q, BLOCK_V))
+    else:
+        cs = tl.arange(0, SB)
+        cm = cs < S
+        sl = (b.to(tl.int64) * S + cs) * 4
+        sR = tl.load(di_ptr + sl, mask=cm, other=0)
+        sP = tl.load(di_ptr + sl + 1, mask=cm, other=0)
+        massR = tl.sum(sR, 0)
+        useR = massR > 0
+        mass = tl.where(useR, massR, tl.sum(sP, 0))
+        thr = tl.load(noise_ptr + b) * mass.to(tl.float64)
+        carry = tl.sum(tl.where(cs < c, tl.where(useR, sR, sP), 0), 0)
+        first, last = _cdf_part(prow, qrow, q_ok, xn - c0, wr, Cq, useR, thr, carry, n, HAS_Q, BLOCK_V)
+        tl.store(di_ptr + slot + 2, tl.where(first < n, first + c0, V).to(tl.int64))
+        tl.store(di_ptr + slot + 3, tl.where(last >= 0, last + c0, -1).to(tl.int64))
+
+
+@triton.jit
+def chain_combine_split_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, df_ptr, di_ptr,
+                               out_ptr, tau_ptr, V, S, K, out_stride,
+                               MODE: tl.constexpr, HAS_Q: tl.constexpr, NOISE: tl.constexpr,
+                               SB: tl.constexpr):
+    """Program b: tau, then the token from the chunk partials; writes out[b] and tau[b] as
+    chain_verify_kernel does."""
+    b = tl.program_id(0)
+    end = tl.load(cu_ptr + b).to(tl.int64)
+    start = tl.load(cu_ptr + b - 1, mask=b > 0, other=0).to(tl.int64)
+    L = end - start
+    tbase = start + b
+    tau, w_tau = _split_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, b, start, L, tbase,
+                               V, S, K, MODE, HAS_Q, SB)
+    cs = tl.arange(0, SB)
+    cm = cs < S
+    if MODE == 2:
+        slot = (b.to(tl.int64) * S + cs) * K + tau
+        best, y = _pick(tl.load(rf_ptr + slot, mask=cm, other=-1.0), tl.load(ri_ptr + slot, mask=cm, other=0))
+    else:
+        slot = (b.to(tl.int64) * S + cs) * 4
+        if NOISE == 0:
+            bR, iR = _pick(tl.load(df_ptr + slot, mask=cm, other=-1.0), tl.load(di_ptr + slot, mask=cm, other=0))
+            bP, iP = _pick(tl.load(df_ptr + slot + 1, mask=cm, other=-1.0),
+                           tl.load(di_ptr + slot + 1, mask=cm, other=0))
+            y = tl.where(bR > 0, iR, iP)
+        else:
+            first = tl.min(tl.load(di_ptr + slot + 2, mask=cm, other=V), 0)
+            last = tl.max(tl.load(di_ptr + slot + 3, mask=cm, other=-1), 0)
+            y = tl.where(first < V, first, last)
+    _write_out(ids_ptr, out_ptr, tau_ptr, b, start, tau, y, out_stride)
+
+
+#: Programs per SM the automatic split aims at, and the SM count assumed off CUDA (an H200).
+_PROGRAMS_PER_SM = 3
+_DEFAULT_SMS = 132
+
+
+def check_splits(splits):
+    """``splits`` as given (``None`` = automatic); anything but ``None`` or an int >= 1 raises
+    ``ValueError``.
+
+    >>> from reference_gpu.kernels import check_splits
+    >>> check_splits(None), check_splits(4)
+    (None, 4)
+    >>> check_splits(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: splits must be None (automatic) or an int >= 1, got 0
+    """
+    if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
+        raise ValueError(f"splits must be None (automatic) or an int >= 1, got {splits!r}")
+    return splits
+
+
+def auto_splits(B: int, V: int, block_v: int, sms: int = _DEFAULT_SMS) -> int:
+    """Vocabulary chunks per request: 1 when B alone gives >= 2 programs per SM or the row is
+    one tile, else enough chunks (of >= one tile) for about ``_PROGRAMS_PER_SM`` programs per SM.
+
+    >>> from reference_gpu.kernels import auto_splits
+    >>> auto_splits(1, 32768, 1024), auto_splits(128, 131072, 1024), auto_splits(512, 131072, 1024), auto_splits(4, 900, 1024)
+    (32, 4, 1, 1)
+    """
+    n_tiles = triton.cdiv(V, block_v)
+    if B >= 2 * sms or n_tiles < 2:
+        return 1
+    return min(n_tiles, triton.cdiv(_PROGRAMS_PER_SM * sms, B))
+
+
+def launch_chain(ids, cu, q, p, u, eta, noise, out, tau, mode, noise_kind, block_v=None, splits=None):
+    """Launch chain verification on prepared, contiguous tensors (no checks): one program per
+    request (:func:`chain_verify_kernel`, ``splits`` = 1) or the split-vocabulary path
+    (``splits`` = S > 1: grid (B, S) kernels over chunks of the vocabulary, then a grid (B,)
+    combine; bit-identical results).
 
     Parameters: ``ids``, ``cu`` int32 [N], [B]; ``q`` [N, V] or ``None`` (one-hot drafts);
     ``p`` [N + B, V]; ``u``, ``eta`` float64 [N] (a 1-element dummy when N = 0); ``noise``
     ([B, V] Exp(1) or [B] uniforms); ``out`` int32 [B, max_L + 1] filled with -1 and ``tau``
     int32 [B], written in place; ``mode``; ``noise_kind``; ``block_v`` (default
-    :func:`default_block_v`).
+    :func:`default_block_v`, at most 1024 on an automatic split); ``splits`` (``None``:
+    :func:`auto_splits`; an int >= 1: that many chunks, empty ones allowed).
 
     Returns: ``None`` (results are in ``out`` and ``tau``).
 
@@ -386,18 +607,54 @@ def launch_chain(ids, cu, q, p, u, eta, noise, out, tau, mode, noise_kind, block
     >>> ids = torch.tensor([0, 3, 2], dtype=torch.int32, device=device)
     >>> cu = torch.tensor([2, 3], dtype=torch.int32, device=device)
     >>> u, eta, E = torch.tensor([0.1, 0.5, 0.9], **f64), torch.zeros(3, **f64), torch.ones(2, 4, **f64)
-    >>> out, tau = torch.full((2, 3), -1, dtype=torch.int32, device=device), torch.empty(2, dtype=torch.int32, device=device)
-    >>> launch_chain(ids, cu, q, p, u, eta, E, out, tau, "block", "exponential")
-    >>> out.tolist(), tau.tolist()    # as reference_gpu.reference.chain_reference
-    ([[0, 3, 0], [2, 2, -1]], [2, 1])
+    >>> for S in (1, 2):
+    ...     out, tau = torch.full((2, 3), -1, dtype=torch.int32, device=device), torch.empty(2, dtype=torch.int32, device=device)
+    ...     launch_chain(ids, cu, q, p, u, eta, E, out, tau, "block", "exponential", block_v=2, splits=S)
+    ...     print(out.tolist(), tau.tolist())    # as reference_gpu.reference.chain_reference
+    [[0, 3, 0], [2, 2, -1]] [2, 1]
+    [[0, 3, 0], [2, 2, -1]] [2, 1]
     """
     B, V = cu.numel(), p.shape[-1]
     if B == 0:
         return
+    check_splits(splits)
     q_arg = q if q is not None else p
-    chain_verify_kernel[(B,)](ids, cu, q_arg, p, u, eta, noise, out, tau, V, out.stride(0),
-                              MODE=MODE_IDS[mode], HAS_Q=q is not None, NOISE=NOISE_IDS[noise_kind],
-                              BLOCK_V=block_v or default_block_v(V), enable_fp_fusion=False)
+    MODE, HAS_Q, NOISE = MODE_IDS[mode], q is not None, NOISE_IDS[noise_kind]
+    bv = block_v or default_block_v(V)
+    if splits is None:
+        if block_v is None:
+            bv = min(bv, 1024)
+        sms = torch.cuda.get_device_properties(p.device).multi_processor_count if p.is_cuda else _DEFAULT_SMS
+        S = auto_splits(B, V, bv, sms)
+        if S == 1:
+            bv = block_v or default_block_v(V)
+    else:
+        S = splits
+    if S == 1:
+        chain_verify_kernel[(B,)](ids, cu, q_arg, p, u, eta, noise, out, tau, V, out.stride(0),
+                                  MODE=MODE, HAS_Q=HAS_Q, NOISE=NOISE, BLOCK_V=bv, enable_fp_fusion=False)
+        return
+    n_tiles = triton.cdiv(V, bv)
+    cw = triton.cdiv(n_tiles, S) * bv            # chunk width: whole tiles
+    if splits is None:
+        S = triton.cdiv(V, cw)                   # no empty chunks on the automatic path
+    K = out.shape[1]                             # max_L + 1 target rows per request
+    SB = triton.next_power_of_2(S)
+    dev = p.device
+    # scratch: greedy (max, argmax) of rows 0..L / block (Z_i, D_i) pairs; residual draw partials
+    rf = torch.empty((B, S, K) if MODE == 2 else (1,), dtype=torch.float64, device=dev)
+    ri = torch.empty((B, S, K * (2 if MODE == 1 else 1)) if MODE != 0 else (1,), dtype=torch.int64, device=dev)
+    df = torch.empty((B, S, 4), dtype=torch.float64, device=dev)
+    di = torch.empty((B, S, 4), dtype=torch.int64, device=dev)
+    flags = dict(MODE=MODE, HAS_Q=HAS_Q, enable_fp_fusion=False)
+    if MODE != 0:
+        chain_rows_split_kernel[(B, S)](ids, cu, q_arg, p, rf, ri, V, cw, S, K, BLOCK_V=bv, **flags)
+    if MODE != 2:
+        for phase in ((0, 1) if NOISE == 1 else (1,)):
+            chain_draw_split_kernel[(B, S)](ids, cu, q_arg, p, u, eta, noise, rf, ri, df, di, V, cw, S, K,
+                                            NOISE=NOISE, PHASE=phase, SB=SB, BLOCK_V=bv, **flags)
+    chain_combine_split_kernel[(B,)](ids, cu, q_arg, p, u, eta, rf, ri, df, di, out, tau, V, S, K, out.stride(0),
+                                     NOISE=NOISE, SB=SB, **flags)
 
 
 def launch_tree(tokens, parent, cu, p, q, u, noise, out, node, depth, noise_kind, block_v=None):
