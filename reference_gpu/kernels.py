@@ -33,9 +33,11 @@ import torch
 import triton
 import triton.language as tl
 
+from .api import check_splits
+
 __all__ = ["chain_verify_kernel", "tree_verify_kernel", "launch_chain", "launch_tree",
            "MODE_IDS", "NOISE_IDS", "default_block_v",
-           "check_splits", "auto_splits", "chain_rows_split_kernel", "chain_draw_split_kernel",
+           "auto_splits", "chain_rows_split_kernel", "chain_draw_split_kernel",
            "chain_combine_split_kernel"]
 
 #: ``mode`` and ``noise_kind`` names (:data:`reference_gpu.reference.MODES`, ``NOISE_KINDS``) ->
@@ -549,23 +551,6 @@ def chain_combine_split_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, rf
 #: Programs per SM the automatic split aims at, and the SM count assumed off CUDA (an H200).
 _PROGRAMS_PER_SM = 3
 _DEFAULT_SMS = 132
-
-
-def check_splits(splits):
-    """``splits`` as given (``None`` = automatic); anything but ``None`` or an int >= 1 raises
-    ``ValueError``.
-
-    >>> from reference_gpu.kernels import check_splits
-    >>> check_splits(None), check_splits(4)
-    (None, 4)
-    >>> check_splits(0)
-    Traceback (most recent call last):
-    ...
-    ValueError: splits must be None (automatic) or an int >= 1, got 0
-    """
-    if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
-        raise ValueError(f"splits must be None (automatic) or an int >= 1, got {splits!r}")
-    return splits
 
 
 def auto_splits(B: int, V: int, block_v: int, sms: int = _DEFAULT_SMS) -> int:
