@@ -37,7 +37,7 @@ from .api import check_splits
 
 __all__ = ["chain_verify_kernel", "tree_verify_kernel", "launch_chain", "launch_tree",
            "MODE_IDS", "NOISE_IDS", "default_block_v",
-           "auto_splits", "chain_rows_split_kernel", "chain_draw_split_kernel",
+           "auto_splits", "chain_plan", "chain_rows_split_kernel", "chain_draw_split_kernel",
            "chain_combine_split_kernel"]
 
 #: ``mode`` and ``noise_kind`` names (:data:`reference_gpu.reference.MODES`, ``NOISE_KINDS``) ->
@@ -567,6 +567,26 @@ def auto_splits(B: int, V: int, block_v: int, sms: int = _DEFAULT_SMS) -> int:
     return min(n_tiles, triton.cdiv(_PROGRAMS_PER_SM * sms, B))
 
 
+def chain_plan(B: int, V: int, device, block_v=None, splits=None):
+    """(S, BLOCK_V) that :func:`launch_chain` uses: ``splits`` if given, else :func:`auto_splits`
+    on the device's SM count with tiles of at most 1024 (unless ``block_v`` is given); the tile
+    is :func:`default_block_v` whenever S = 1.  Automatic chunks are never empty.
+
+    >>> from reference_gpu.kernels import chain_plan
+    >>> chain_plan(1, 32768, "cpu"), chain_plan(512, 32768, "cpu"), chain_plan(2, 50, "cpu", 16, 3)
+    ((32, 1024), (1, 4096), (3, 16))
+    """
+    device = torch.device(device)
+    if splits is not None:
+        return splits, block_v or default_block_v(V)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else _DEFAULT_SMS
+    bv = block_v or min(default_block_v(V), 1024)
+    S = auto_splits(B, V, bv, sms)
+    if S == 1:
+        return 1, block_v or default_block_v(V)
+    return triton.cdiv(V, triton.cdiv(triton.cdiv(V, bv), S) * bv), bv    # no empty chunks
+
+
 def launch_chain(ids, cu, q, p, u, eta, noise, out, tau, mode, noise_kind, block_v=None, splits=None):
     """Launch chain verification on prepared, contiguous tensors (no checks): one program per
     request (:func:`chain_verify_kernel`, ``splits`` = 1) or the split-vocabulary path
@@ -605,24 +625,13 @@ def launch_chain(ids, cu, q, p, u, eta, noise, out, tau, mode, noise_kind, block
     check_splits(splits)
     q_arg = q if q is not None else p
     MODE, HAS_Q, NOISE = MODE_IDS[mode], q is not None, NOISE_IDS[noise_kind]
-    bv = block_v or default_block_v(V)
-    if splits is None:
-        if block_v is None:
-            bv = min(bv, 1024)
-        sms = torch.cuda.get_device_properties(p.device).multi_processor_count if p.is_cuda else _DEFAULT_SMS
-        S = auto_splits(B, V, bv, sms)
-        if S == 1:
-            bv = block_v or default_block_v(V)
-    else:
-        S = splits
+    S, bv = chain_plan(B, V, p.device, block_v, splits)
     if S == 1:
         chain_verify_kernel[(B,)](ids, cu, q_arg, p, u, eta, noise, out, tau, V, out.stride(0),
                                   MODE=MODE, HAS_Q=HAS_Q, NOISE=NOISE, BLOCK_V=bv, enable_fp_fusion=False)
         return
     n_tiles = triton.cdiv(V, bv)
     cw = triton.cdiv(n_tiles, S) * bv            # chunk width: whole tiles
-    if splits is None:
-        S = triton.cdiv(V, cw)                   # no empty chunks on the automatic path
     K = out.shape[1]                             # max_L + 1 target rows per request
     SB = triton.next_power_of_2(S)
     dev = p.device
