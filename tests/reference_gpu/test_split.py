@@ -123,3 +123,24 @@ def test_bad_splits_raise(kit, bad):
             api.verify_chain(ids, cu, target_probs=p, draft_probs=None, noise=noise, backend=backend, splits=bad)
     with pytest.raises(ValueError, match="splits must be None"):
         _launch(ids, cu, None, p, noise, "token", bad)
+
+
+@settings(max_examples=4)
+@given(data=st.data(), S=st.sampled_from([2, 3, 5]))
+def test_out_of_range_ids_split(kit, data, S):
+    """Raw launches with ids -1 and V (as test_props' out-of-range test): rejected, never emitted,
+    on every path."""
+    dev, V, lens = kit.device, 37, [2, 2]
+    ids, cu, q, p = data.draw(kit.chain_batches(V, lens, onehot_draft=True))
+    bad = torch.tensor([-1, 0, V, 1], dtype=torch.int32, device=dev)
+    zeros = torch.zeros(4, dtype=torch.float64, device=dev)
+    for mode in ("token", "block", "greedy"):
+        for kind, r in (("exponential", torch.ones(2, V, dtype=torch.float64, device=dev)),
+                        ("uniform", torch.tensor([0.0, 0.999], dtype=torch.float64, device=dev))):
+            noise = api.ChainNoise(zeros, zeros, r, kind)
+            ref = api.verify_chain(bad, cu, target_probs=p, draft_probs=None, noise=noise, mode=mode,
+                                   backend="torch", validate=False)
+            one, split = _launch(bad, cu, None, p, noise, mode, 1), _launch(bad, cu, None, p, noise, mode, S)
+            assert split[1].tolist() == [0, 0] and ((split[0][:, 0] >= 0) & (split[0][:, 0] < V)).all()
+            for x, y, z in zip(one, split, (ref.output_token_ids, ref.num_accepted)):
+                assert torch.equal(x, y) and torch.equal(y, z)
