@@ -558,8 +558,8 @@ def auto_splits(B: int, V: int, block_v: int, sms: int = _DEFAULT_SMS) -> int:
     one tile, else enough chunks (of >= one tile) for about ``_PROGRAMS_PER_SM`` programs per SM.
 
     >>> from reference_gpu.kernels import auto_splits
-    >>> auto_splits(1, 32768, 1024), auto_splits(128, 131072, 1024), auto_splits(512, 131072, 1024), auto_splits(4, 900, 1024)
-    (32, 4, 1, 1)
+    >>> [auto_splits(B, V, 1024) for B, V in ((1, 32768), (128, 131072), (512, 131072), (4, 900))]
+    [32, 4, 1, 1]
     """
     n_tiles = triton.cdiv(V, block_v)
     if B >= 2 * sms or n_tiles < 2:
@@ -613,7 +613,8 @@ def launch_chain(ids, cu, q, p, u, eta, noise, out, tau, mode, noise_kind, block
     >>> cu = torch.tensor([2, 3], dtype=torch.int32, device=device)
     >>> u, eta, E = torch.tensor([0.1, 0.5, 0.9], **f64), torch.zeros(3, **f64), torch.ones(2, 4, **f64)
     >>> for S in (1, 2):
-    ...     out, tau = torch.full((2, 3), -1, dtype=torch.int32, device=device), torch.empty(2, dtype=torch.int32, device=device)
+    ...     out = torch.full((2, 3), -1, dtype=torch.int32, device=device)
+    ...     tau = torch.empty(2, dtype=torch.int32, device=device)
     ...     launch_chain(ids, cu, q, p, u, eta, E, out, tau, "block", "exponential", block_v=2, splits=S)
     ...     print(out.tolist(), tau.tolist())    # as reference_gpu.reference.chain_reference
     [[0, 3, 0], [2, 2, -1]] [2, 1]
