@@ -1,7 +1,10 @@
 """Verification kernels: Triton chain verification against the pure-torch reference and transformers.
 
 Subject: ``reference_gpu.api.verify_chain(..., backend="triton")`` (docs/theory.md §11) in modes
-token and block over ragged batches of B requests with L drafts each.  Baseline: the pure-torch
+token and block over ragged batches of B requests with L drafts each: row "triton kernel" is the
+default path (the vocabulary split into ``splits`` chunks per request when B alone cannot fill the
+GPU, ``reference_gpu.kernels.chain_plan``), row "triton kernel, one program per request" forces
+``splits=1``; both are timed on the same tensors.  Baseline: the pure-torch
 reference with identical semantics (``backend="torch"``), measured in the same run on the same
 tensors; in token mode also transformers' ``_speculative_sampling`` (one request per call,
 softmax from logits included) when transformers is installed.
@@ -102,6 +105,8 @@ def main(argv=None) -> dict:
             for L in Ls:
                 for B in Bs:
                     ids, cu, q, p, noise, q_logits, p_logits = make_batch(B, L, V, device, dtype)
+                    if with_kernel:
+                        from reference_gpu.kernels import chain_plan, default_block_v
                     case = f"{mode}, B={B}, L={L}, V={V}"
                     params = {"mode": mode, "B": B, "L": L, "V": V,
                               "bytes": model_bytes(mode, B, L, V, p.element_size())}
@@ -111,14 +116,20 @@ def main(argv=None) -> dict:
                                                                mode=mode, backend="torch", validate=False),
                                       params=params, **timed)
                     if with_kernel:
-                        run.time(case, "triton kernel",
-                                 lambda: api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise,
-                                                          mode=mode, backend="triton", validate=False),
-                                 baseline=ref, repeats=min(run.repeats, 3) if interpreter else None,
-                                 params=params, **timed,
-                                 metrics=(lambda t, _: {"GB/s": params["bytes"] / t.median_s / 1e9,
-                                                        "peak_fraction": params["bytes"] / t.median_s / peak
-                                                        if peak else None}) if cuda else None)
+                        # default (automatic split, the row the figure plots), then splits=1
+                        S, bv = chain_plan(B, V, device)
+                        for label, splits in (("triton kernel", None), ("triton kernel, one program per request", 1)):
+                            kparams = dict(params, splits=S if splits is None else 1,
+                                           block_v=bv if splits is None else default_block_v(V))
+                            run.time(case, label,
+                                     lambda: api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise,
+                                                              mode=mode, backend="triton", validate=False,
+                                                              splits=splits),
+                                     baseline=ref, repeats=min(run.repeats, 3) if interpreter else None,
+                                     params=kparams, **timed,
+                                     metrics=(lambda t, _: {"GB/s": params["bytes"] / t.median_s / 1e9,
+                                                            "peak_fraction": params["bytes"] / t.median_s / peak
+                                                            if peak else None}) if cuda else None)
                     if mode == "token" and hf is not None:
                         ids_2d = ids.reshape(B, L).to(torch.int64)
 

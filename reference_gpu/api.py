@@ -51,7 +51,7 @@ from . import reference as ref
 
 __all__ = ["ChainNoise", "TreeNoise", "VerifyResult", "TreeResult", "RaggedBatch", "DenseBatch",
            "draw_chain_noise", "draw_tree_noise", "verify_chain", "verify_chain_dense",
-           "verify_tree", "dense_to_ragged", "ragged_to_dense", "triton_usable", "default_atol"]
+           "verify_tree", "dense_to_ragged", "ragged_to_dense", "triton_usable", "default_atol", "check_splits"]
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -259,6 +259,23 @@ def _check_unit(x, name: str, shape, device) -> torch.Tensor:
     return x.to(device).contiguous()
 
 
+def check_splits(splits):
+    """``splits`` as given (``None`` = automatic); anything but ``None`` or an int >= 1 raises
+    ``ValueError``.
+
+    >>> from reference_gpu.api import check_splits
+    >>> check_splits(None), check_splits(4)
+    (None, 4)
+    >>> check_splits(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: splits must be None (automatic) or an int >= 1, got 0
+    """
+    if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
+        raise ValueError(f"splits must be None (automatic) or an int >= 1, got {splits!r}")
+    return splits
+
+
 def _check_residual(noise, B, V, device):
     if noise.kind not in ref.NOISE_KINDS:
         raise ValueError(f"noise kind must be one of {ref.NOISE_KINDS}, got {noise.kind!r}")
@@ -398,7 +415,7 @@ def _validate_chain(ids, cu, q, p, noise, mode, atol):
 
 def verify_chain(draft_token_ids, cu_num_draft_tokens, *, target_probs, draft_probs,
                  noise: ChainNoise, mode: str = "token", backend: str = "auto",
-                 atol: float | None = None, validate: bool = True) -> VerifyResult:
+                 atol: float | None = None, validate: bool = True, splits: int | None = None) -> VerifyResult:
     """Verify a ragged batch of draft chains: per request b, tau_b and the tokens
     (x_1..x_tau, Y) of the module docstring, under the token rule (Leviathan et al.), the block
     rule (Sun et al.) or greedy matching; the rules in full are in :mod:`reference_gpu.reference`.
@@ -413,7 +430,9 @@ def verify_chain(draft_token_ids, cu_num_draft_tokens, *, target_probs, draft_pr
     sum to 1 to their precision are accepted), ``validate`` (check every argument first, as in
     docs/design.md "The input contract": bad values raise ``ValueError`` and bad types
     ``TypeError`` (not a tensor, a float dtype for ids, a non-float64 uniform, a non-number
-    ``atol``), naming the argument).  Inputs are never modified.
+    ``atol``), naming the argument), ``splits`` (Triton backend: vocabulary chunks per request,
+    ``None`` = automatic, 1 = one program per request; results are bit-identical for every
+    value; anything but ``None`` or an int >= 1 raises ``ValueError``).  Inputs are never modified.
 
     Returns: a :class:`VerifyResult`.
 
@@ -435,6 +454,7 @@ def verify_chain(draft_token_ids, cu_num_draft_tokens, *, target_probs, draft_pr
     ValueError: target_probs must have shape (5, 4), got (4, 4)
     """
     p = target_probs
+    check_splits(splits)
     if check_bool(validate, "validate"):
         ids, cu, u, e, r, Lmax = _validate_chain(draft_token_ids, cu_num_draft_tokens, draft_probs,
                                                  p, noise, mode, atol)
@@ -454,7 +474,7 @@ def verify_chain(draft_token_ids, cu_num_draft_tokens, *, target_probs, draft_pr
     launch_chain(ids.to(torch.int32).contiguous(), cu.to(torch.int32).contiguous(),
                  None if draft_probs is None else draft_probs.contiguous(), p.contiguous(),
                  u if u.numel() else dummy, e if e.numel() else dummy, r.contiguous(), out, tau,
-                 mode, noise.kind)
+                 mode, noise.kind, splits=splits)
     return VerifyResult(out, tau)
 
 

@@ -116,7 +116,8 @@ def test_raw_kernel_never_accepts_or_emits_out_of_range_ids(kit, data):
 @pytest.mark.parametrize("V", [32000, 262144])
 @pytest.mark.parametrize("mode", ["token", "block", "greedy"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_gpu_parity_at_real_vocabulary(kit, V, mode, dtype):
+@pytest.mark.parametrize("splits", [None, 1])   # automatic (a split at B = 8) and one program per request
+def test_gpu_parity_at_real_vocabulary(kit, V, mode, dtype, splits):
     g = torch.Generator(device="cuda").manual_seed(V)
     lens = [4, 0, 8, 3, 8, 1, 6, 2]
     B, N = len(lens), sum(lens)
@@ -129,5 +130,5 @@ def test_gpu_parity_at_real_vocabulary(kit, V, mode, dtype):
         a = api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode=mode, backend="torch",
                              atol=0.05)
         b = api.verify_chain(ids, cu, target_probs=p, draft_probs=q, noise=noise, mode=mode, backend="triton",
-                             atol=0.05)
+                             atol=0.05, splits=splits)
         assert kit.same(a, b)
