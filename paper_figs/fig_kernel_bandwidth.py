@@ -24,11 +24,13 @@ NAME = "fig_kernel_bandwidth"
 #: The kernel benchmark's results, relative to the current directory (the repository root).
 RESULT_FILE = Path("benchmarks/results/kernels.json")
 KERNEL_ROW = "triton kernel"
+#: The one-program-per-request kernel (``splits=1``), drawn dotted beside the default path.
+ONE_PROGRAM_ROW = "triton kernel, one program per request"
 PARAMS = ("mode", "B", "L", "V")
 
 
-def kernel_rows(data) -> list[dict]:
-    """The benchmark rows that carry a kernel bandwidth (CUDA runs only).
+def kernel_rows(data, name: str = KERNEL_ROW) -> list[dict]:
+    """The benchmark rows named ``name`` that carry a kernel bandwidth (CUDA runs only).
 
     >>> row = {"name": "triton kernel", "params": {"mode": "token", "B": 1, "L": 4, "V": 64}, "metrics": {}}
     >>> kernel_rows({"rows": [row]})                       # an interpreter run: no GB/s
@@ -38,7 +40,7 @@ def kernel_rows(data) -> list[dict]:
     1
     """
     rows = data.get("rows") if isinstance(data, dict) else None
-    return [r for r in rows or () if isinstance(r, dict) and r.get("name") == KERNEL_ROW
+    return [r for r in rows or () if isinstance(r, dict) and r.get("name") == name
             and all(k in r.get("params", {}) for k in PARAMS) and r.get("metrics", {}).get("GB/s")]
 
 
@@ -61,15 +63,20 @@ def make(quick: bool = False) -> FigureResult:
     path, data = find_results()
     if path is None:
         return FigureResult(NAME, None, f"{NAME} skipped: {data}.", skipped=True)
-    series = defaultdict(list)
-    for r in kernel_rows(data):
-        par = r["params"]
-        key = f"{par['mode']}, L = {par['L']}, V = {par['V']}"
-        series[key].append((int(par["B"]), float(r["metrics"]["GB/s"])))
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for key, pts in sorted(series.items()):
-        pts.sort()
-        ax.plot([b for b, _ in pts], [g for _, g in pts], "o-", ms=4, label=key)
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    colours = {}
+    for name, style in ((KERNEL_ROW, "o-"), (ONE_PROGRAM_ROW, "x:")):
+        series = defaultdict(list)
+        for r in kernel_rows(data, name):
+            par = r["params"]
+            series[f"{par['mode']}, L = {par['L']}, V = {par['V']}"].append((int(par["B"]), float(r["metrics"]["GB/s"])))
+        for key, pts in sorted(series.items()):
+            pts.sort()
+            line, = ax.plot([b for b, _ in pts], [g for _, g in pts], style, ms=4, color=colours.get(key),
+                            label=key if name == KERNEL_ROW else None)
+            colours.setdefault(key, line.get_color())
+    if kernel_rows(data, ONE_PROGRAM_ROW):
+        ax.plot([], [], "kx:", ms=4, label="dotted: one program per request")
     context = data.get("context", {})
     peak = context.get("peak_gbs")
     if peak:
@@ -80,11 +87,11 @@ def make(quick: bool = False) -> FigureResult:
     ax.set_ylabel("achieved bandwidth [GB/s]")
     ax.set_title(str(context.get("device", "GPU")), fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(frameon=False, fontsize=7, loc="lower right")
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     caption = (f"Achieved memory bandwidth (bytes of the byte model in benchmarks/verify_kernels.py / time of one "
                f"verify_chain call, CUDA events; host work included, which benchmarks/verify_kernels_profile.py "
-               f"separates) of the Triton verification kernels vs batch size, against the device's peak (dashed), from {path} "
+               f"separates) of the Triton verification kernels vs batch size (solid: the default path, which splits a request's vocabulary over several programs when B is small; dotted: one program per request), against the device's peak (dashed), from {path} "
                f"(device {context.get('device', 'unknown')}, dtype {context.get('dtype', 'unknown')}; benchmark "
                f"command: {data.get('command', 'not recorded')}; run {data.get('machine', {}).get('date', '')}). "
                f"Made by `{command(NAME, quick)}`.")
