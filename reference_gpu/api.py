@@ -48,6 +48,7 @@ import torch
 from specsim._validate import check_bool, check_int, sum_tolerance
 
 from . import reference as ref
+from .reference import check_splits  # noqa: F401 (re-exported: part of the api)
 
 __all__ = ["ChainNoise", "TreeNoise", "VerifyResult", "TreeResult", "RaggedBatch", "DenseBatch",
            "draw_chain_noise", "draw_tree_noise", "verify_chain", "verify_chain_dense",
@@ -257,23 +258,6 @@ def _check_unit(x, name: str, shape, device) -> torch.Tensor:
     if x.numel() and not bool(((x >= 0) & (x < 1)).all()):
         raise ValueError(f"{name}: every entry must lie in [0, 1) (docs/theory.md §11.3)")
     return x.to(device).contiguous()
-
-
-def check_splits(splits):
-    """``splits`` as given (``None`` = automatic); anything but ``None`` or an int >= 1 raises
-    ``ValueError``.
-
-    >>> from reference_gpu.api import check_splits
-    >>> check_splits(None), check_splits(4)
-    (None, 4)
-    >>> check_splits(0)
-    Traceback (most recent call last):
-    ...
-    ValueError: splits must be None (automatic) or an int >= 1, got 0
-    """
-    if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
-        raise ValueError(f"splits must be None (automatic) or an int >= 1, got {splits!r}")
-    return splits
 
 
 def _check_residual(noise, B, V, device):

@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .api import check_splits
+from .reference import check_splits
 
 __all__ = ["chain_verify_kernel", "tree_verify_kernel", "launch_chain", "launch_tree",
            "MODE_IDS", "NOISE_IDS", "default_block_v",

@@ -387,3 +387,21 @@ def tree_reference(tokens, parent, cu_num_nodes, target_probs, draft_probs, unif
             out[b, len(path)] = int(Y[b])
     return (out, torch.tensor(nodes, dtype=torch.int32, device=dev),
             torch.tensor(depths, dtype=torch.int32, device=dev))
+
+
+def check_splits(splits):
+    """``splits`` as given (``None`` = automatic); anything but ``None`` or an int >= 1 raises
+    ``ValueError``.  Here rather than in ``api`` so that ``kernels`` can use it without importing
+    ``api`` (which imports ``kernels``).
+
+    >>> from reference_gpu.api import check_splits
+    >>> check_splits(None), check_splits(4)
+    (None, 4)
+    >>> check_splits(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: splits must be None (automatic) or an int >= 1, got 0
+    """
+    if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
+        raise ValueError(f"splits must be None (automatic) or an int >= 1, got {splits!r}")
+    return splits
