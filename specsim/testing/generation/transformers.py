@@ -41,7 +41,8 @@ from typing import Optional
 from ..._validate import check_int
 from . import GenerationEngine, SamplingParams, reported_stop
 
-__all__ = ["transformers_engine", "transformers_params", "assistant_stop_string_workaround", "MODES"]
+__all__ = ["transformers_engine", "transformers_params", "assistant_stop_string_workaround", "LookupDrafts",
+           "MODES"]
 
 MODES = ("assistant", "prompt_lookup")
 
@@ -93,6 +94,52 @@ def assistant_stop_string_workaround(assistant_model, tokenizer):
             assistant_model.generate = before
         else:
             del assistant_model.generate
+
+
+class LookupDrafts:
+    """Counts, inside a ``with`` block, the tokens transformers' prompt lookup proposes
+    (``calls`` verification steps, ``proposed`` tokens) and the ones the target accepts
+    (``accepted``): ``PromptLookupCandidateGenerator.get_candidates`` and
+    ``update_candidate_strategy`` (called with the number of accepted drafts) are wrapped on the
+    class and restored on exit.  Prompt lookup proposes nothing unless the context's last tokens
+    occurred before, so a check of that mode is worth only as much as these counts.
+
+    Each step emits its accepted drafts plus one token, so without EOS or stop strings the tokens
+    generated are ``accepted + calls``.
+    """
+
+    _METHODS = ("get_candidates", "update_candidate_strategy")
+
+    def __enter__(self):
+        from transformers.generation.candidate_generator import PromptLookupCandidateGenerator as C
+
+        self.cls, self.saved = C, {k: C.__dict__.get(k) for k in self._METHODS}
+        self.calls = self.proposed = self.accepted = 0
+        get, update = C.get_candidates, C.update_candidate_strategy
+
+        def get_candidates(gen, input_ids, *args, **kw):
+            out = get(gen, input_ids, *args, **kw)
+            self.calls += 1
+            self.proposed += int(out[0].shape[1] - input_ids.shape[1])
+            return out
+
+        def update_candidate_strategy(gen, input_ids, scores, num_matches):
+            self.accepted += int(num_matches)
+            return update(gen, input_ids, scores, num_matches)
+
+        C.get_candidates, C.update_candidate_strategy = get_candidates, update_candidate_strategy
+        return self
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                delattr(self.cls, k)
+            else:
+                setattr(self.cls, k, v)
+
+    def __str__(self):
+        return (f"prompt lookup: {self.proposed} tokens proposed in {self.calls} verification steps, "
+                f"{self.accepted} accepted")
 
 
 def transformers_engine(model, assistant_model=None, *, mode: str = "assistant", num_assistant_tokens: int = 3,
