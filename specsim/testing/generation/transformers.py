@@ -13,14 +13,17 @@ With ``assistant_tokenizer`` (the draft's own tokenizer, different from the targ
 assistant mode is *universal* assisted generation: transformers re-tokenises the text between the
 two vocabularies (``generate(..., tokenizer=, assistant_tokenizer=)``).
 
-Stop strings with a draft model: transformers 5.x (checked on 5.24.0) copies the target's
+Stop strings with a draft model: transformers 5.x (checked on 5.24.0 and 5.25.0) copies the target's
 generation config, stop strings included, into the assistant's own ``generate`` call without a
 tokenizer, which raises ``ValueError`` ("... could not locate a tokenizer"); passing
 ``assistant_tokenizer`` for a draft with the same vocabulary is refused.  Reported upstream as
 huggingface/transformers#48039 (A).  So that the law behind it can be tested, the adapter hands
 the assistant's ``generate`` its tokenizer for the duration of a speculative call with stop
 strings (:func:`assistant_stop_string_workaround`); the call transformers itself refuses is
-reproduced by ``stop_strings_workaround=False``.
+reproduced by ``stop_strings_workaround=False``.  A stop string completed inside an accepted
+block does not stop either speculative mode (the stopping criteria look at the sequence's end
+only; EOS is cut at its first position in the block): an engine fault the check reports, not
+worked around (docs/engines.md, transformers).
 
 torch is seeded from ``rng`` before each call.  The reported logprobs are log_softmax of the
 processed scores transformers returns (``output_scores=True``); the stop reason is "eos" when the
