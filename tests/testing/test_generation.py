@@ -10,8 +10,9 @@ import pytest
 
 from specsim.models import from_function
 from specsim.testing import SamplerError
-from specsim.testing.generation import (Generation, GenerationEngine, SamplingParams, check_generation,
-                                        default_params, generation_law, homogeneity, process_logits)
+from specsim.testing.generation import (FLOAT32_LOGPROB_ATOL, Generation, GenerationEngine, SamplingParams,
+                                        check_generation, default_params, generation_law, homogeneity,
+                                        process_logits)
 from specsim.testing.generation.toy import MUTANT_SETTINGS, MUTANTS, toy_engine
 
 # ----------------------------------------------------------------------------- exact processing law
@@ -226,6 +227,23 @@ def test_tuple_output_and_stop_reason_accepted():
     assert res.verdict == "PASS" or res.verdict == "INCONCLUSIVE"
 
 
+@pytest.mark.parametrize("factor, flagged", [(2.0, True), (-2.0, True), (0.5, False), (-0.5, False)])
+def test_float32_logprob_tolerance_still_flags_a_larger_gap(factor, flagged):
+    """Negative control for FLOAT32_LOGPROB_ATOL: a speculative logprob off by twice the tolerance
+    (either sign) fails the row, half of it does not (same tokens on both sides: the law agrees)."""
+    plain = math.log(0.5)
+
+    def generate(prompt, n, params, spec, rng):
+        return Generation((1, 2), "length", (plain + (factor * FLOAT32_LOGPROB_ATOL if spec else 0.0), plain))
+
+    res = check_generation(GenerationEngine(generate, V=4, name="shifted"), params=SamplingParams(max_new_tokens=2),
+                           n=20, mode="two-sample", logprob_atol=FLOAT32_LOGPROB_ATOL)
+    row = res.rows[0]
+    assert (row.verdict == "FAIL") == flagged, str(res)
+    if flagged:
+        assert row.witness.startswith("logprob: speculative") and "position 1" in row.witness, row.witness
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="top_p"):
         SamplingParams(top_p=0.0)
@@ -287,3 +305,33 @@ def test_transformers_adapter_on_tiny_llama_two_sample(kw):
     th = {"top_k": SamplingParams(top_k=2, temperature=0.5, no_repeat_ngram_size=2, max_new_tokens=2)}
     res = check_generation(eng, prompt=(3, 1, 4, 1), params=th, n=30)
     assert res.mode == "two-sample" and res.verdict != "FAIL", str(res)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_lookup_drafts_counts_prompt_lookup_proposals():
+    """On a repeated prompt prompt lookup proposes and the target accepts drafts (toy LMs, V = 3):
+    the counts add up (tokens generated = accepted + steps, no EOS), the class is restored on exit,
+    and a prompt with no repeat proposes nothing."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator as C
+
+    from specsim.models import random_model
+    from specsim.testing.generation.transformers import LookupDrafts, transformers_engine
+    from specsim.testing.language_models import transformers_lm
+
+    before = dict(vars(C))
+    eng = transformers_engine(transformers_lm(random_model(3, 0)), mode="prompt_lookup", prompt_lookup_num_tokens=3)
+    th, rng = SamplingParams(max_new_tokens=6), np.random.default_rng(0)
+    with LookupDrafts() as counts:
+        made = sum(len(eng.generate((0, 1, 2, 0, 1, 2, 0, 1), 6, th, True, rng)[0]) for _ in range(10))
+    assert counts.proposed > 0 and 0 < counts.accepted <= counts.proposed, str(counts)
+    assert made == counts.accepted + counts.calls == 60
+    assert dict(vars(C)) == before
+    with LookupDrafts() as none:
+        eng.generate((0, 1, 2), 1, replace(th, max_new_tokens=1), True, rng)
+    assert none.proposed == none.accepted == 0 and none.calls == 1
+    with LookupDrafts() as outside:
+        pass
+    eng.generate((0, 1, 2, 0, 1, 2, 0, 1), 6, th, True, rng)
+    assert outside.calls == 0

@@ -55,10 +55,20 @@ from ..language_models import _as_prefix
 from ..sampler import SamplerError
 
 __all__ = ["SamplingParams", "Generation", "GenerateFn", "GenerationEngine", "process_logits", "generation_law",
-           "check_generation", "GenerationCheck", "ParameterVerdict", "default_params", "STOP_REASONS"]
+           "check_generation", "GenerationCheck", "ParameterVerdict", "default_params", "STOP_REASONS",
+           "FLOAT32_LOGPROB_ATOL"]
 
 #: Stop reasons an engine may report: N tokens generated, EOS emitted, a stop string completed.
 STOP_REASONS = ("length", "eos", "stop")
+
+#: ``logprob_atol`` for a real engine computing in float32 (``check_generation``'s default, 1e-5,
+#: suits float64 toys).  One token's float32 logprob after one prefix moves with the batch / cache
+#: layout of the forward (one position per forward vs a verified block, a padded batch): by up to
+#: 2e-5 at the emitted token and 4.6e-5 over a row's top 8 on SmolLM2-135M
+#: (``scripts/logprob_jitter.py``); temperature 0.7 and repetition penalty 1.5 scale that by up to
+#: 2.1.  5e-4 leaves a 5x margin and stays 14x below the smallest real fault recorded (MLX-LM's
+#: penalty context, 6.8e-3, docs/engines.md).
+FLOAT32_LOGPROB_ATOL = 5e-4
 _WARPERS = ("top_k", "top_p", "min_p")
 
 

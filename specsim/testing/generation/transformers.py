@@ -13,14 +13,17 @@ With ``assistant_tokenizer`` (the draft's own tokenizer, different from the targ
 assistant mode is *universal* assisted generation: transformers re-tokenises the text between the
 two vocabularies (``generate(..., tokenizer=, assistant_tokenizer=)``).
 
-Stop strings with a draft model: transformers 5.x (checked on 5.24.0) copies the target's
+Stop strings with a draft model: transformers 5.x (checked on 5.24.0 and 5.25.0) copies the target's
 generation config, stop strings included, into the assistant's own ``generate`` call without a
 tokenizer, which raises ``ValueError`` ("... could not locate a tokenizer"); passing
 ``assistant_tokenizer`` for a draft with the same vocabulary is refused.  Reported upstream as
 huggingface/transformers#48039 (A).  So that the law behind it can be tested, the adapter hands
 the assistant's ``generate`` its tokenizer for the duration of a speculative call with stop
 strings (:func:`assistant_stop_string_workaround`); the call transformers itself refuses is
-reproduced by ``stop_strings_workaround=False``.
+reproduced by ``stop_strings_workaround=False``.  A stop string completed inside an accepted
+block does not stop either speculative mode (the stopping criteria look at the sequence's end
+only; EOS is cut at its first position in the block): an engine fault the check reports, not
+worked around (docs/engines.md, transformers).
 
 torch is seeded from ``rng`` before each call.  The reported logprobs are log_softmax of the
 processed scores transformers returns (``output_scores=True``); the stop reason is "eos" when the
@@ -41,7 +44,8 @@ from typing import Optional
 from ..._validate import check_int
 from . import GenerationEngine, SamplingParams, reported_stop
 
-__all__ = ["transformers_engine", "transformers_params", "assistant_stop_string_workaround", "MODES"]
+__all__ = ["transformers_engine", "transformers_params", "assistant_stop_string_workaround", "LookupDrafts",
+           "MODES"]
 
 MODES = ("assistant", "prompt_lookup")
 
@@ -93,6 +97,52 @@ def assistant_stop_string_workaround(assistant_model, tokenizer):
             assistant_model.generate = before
         else:
             del assistant_model.generate
+
+
+class LookupDrafts:
+    """Counts, inside a ``with`` block, the tokens transformers' prompt lookup proposes
+    (``calls`` verification steps, ``proposed`` tokens) and the ones the target accepts
+    (``accepted``): ``PromptLookupCandidateGenerator.get_candidates`` and
+    ``update_candidate_strategy`` (called with the number of accepted drafts) are wrapped on the
+    class and restored on exit.  Prompt lookup proposes nothing unless the context's last tokens
+    occurred before, so a check of that mode is worth only as much as these counts.
+
+    Each step emits its accepted drafts plus one token, so without EOS or stop strings the tokens
+    generated are ``accepted + calls``.
+    """
+
+    _METHODS = ("get_candidates", "update_candidate_strategy")
+
+    def __enter__(self):
+        from transformers.generation.candidate_generator import PromptLookupCandidateGenerator as C
+
+        self.cls, self.saved = C, {k: C.__dict__.get(k) for k in self._METHODS}
+        self.calls = self.proposed = self.accepted = 0
+        get, update = C.get_candidates, C.update_candidate_strategy
+
+        def get_candidates(gen, input_ids, *args, **kw):
+            out = get(gen, input_ids, *args, **kw)
+            self.calls += 1
+            self.proposed += int(out[0].shape[1] - input_ids.shape[1])
+            return out
+
+        def update_candidate_strategy(gen, input_ids, scores, num_matches):
+            self.accepted += int(num_matches)
+            return update(gen, input_ids, scores, num_matches)
+
+        C.get_candidates, C.update_candidate_strategy = get_candidates, update_candidate_strategy
+        return self
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                delattr(self.cls, k)
+            else:
+                setattr(self.cls, k, v)
+
+    def __str__(self):
+        return (f"prompt lookup: {self.proposed} tokens proposed in {self.calls} verification steps, "
+                f"{self.accepted} accepted")
 
 
 def transformers_engine(model, assistant_model=None, *, mode: str = "assistant", num_assistant_tokens: int = 3,
