@@ -551,18 +551,23 @@ def chain_combine_split_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, rf
 #: Programs per SM the automatic split aims at, and the SM count assumed off CUDA (an H200).
 _PROGRAMS_PER_SM = 3
 _DEFAULT_SMS = 132
+#: Rows shorter than this are not split.  On an H200 (benchmarks/results/kernels.json) a split
+#: call was 2-36% slower than one program per request at V = 32,768 (the call is host-bound: its
+#: extra launches cost more than the kernel time they save) and 1.6-3.6x faster at V = 131,072.
+_MIN_SPLIT_V = 65536
 
 
 def auto_splits(B: int, V: int, block_v: int, sms: int = _DEFAULT_SMS) -> int:
-    """Vocabulary chunks per request: 1 when B alone gives >= 2 programs per SM or the row is
-    one tile, else enough chunks (of >= one tile) for about ``_PROGRAMS_PER_SM`` programs per SM.
+    """Vocabulary chunks per request: 1 when B alone gives >= 2 programs per SM, the row is one
+    tile or shorter than ``_MIN_SPLIT_V``, else enough chunks (of >= one tile) for about
+    ``_PROGRAMS_PER_SM`` programs per SM.
 
     >>> from reference_gpu.kernels import auto_splits
-    >>> [auto_splits(B, V, 1024) for B, V in ((1, 32768), (128, 131072), (512, 131072), (4, 900))]
-    [32, 4, 1, 1]
+    >>> [auto_splits(B, V, 1024) for B, V in ((1, 131072), (128, 131072), (512, 131072), (1, 32768))]
+    [128, 4, 1, 1]
     """
     n_tiles = triton.cdiv(V, block_v)
-    if B >= 2 * sms or n_tiles < 2:
+    if B >= 2 * sms or n_tiles < 2 or V < _MIN_SPLIT_V:
         return 1
     return min(n_tiles, triton.cdiv(_PROGRAMS_PER_SM * sms, B))
 
@@ -573,8 +578,8 @@ def chain_plan(B: int, V: int, device, block_v=None, splits=None):
     is :func:`default_block_v` whenever S = 1.  Automatic chunks are never empty.
 
     >>> from reference_gpu.kernels import chain_plan
-    >>> chain_plan(1, 32768, "cpu"), chain_plan(512, 32768, "cpu"), chain_plan(2, 50, "cpu", 16, 3)
-    ((32, 1024), (1, 4096), (3, 16))
+    >>> chain_plan(1, 131072, "cpu"), chain_plan(1, 32768, "cpu"), chain_plan(2, 50, "cpu", 16, 3)
+    ((128, 1024), (1, 4096), (3, 16))
     """
     device = torch.device(device)
     if splits is not None:
