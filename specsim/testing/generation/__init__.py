@@ -288,6 +288,17 @@ def reported_stop(tokens: Sequence[int], n_tokens: int, params: SamplingParams) 
     return "stop" if params.stop_strings else None
 
 
+def without_settings(base: dict, *fields: str) -> dict:
+    """``base`` (name -> :class:`SamplingParams`) without the settings that set any of ``fields``
+    (attribute names): what an engine adapter drops when the engine has no sampler for them.
+
+    >>> from specsim.testing.generation import SamplingParams, without_settings
+    >>> sorted(without_settings({"a": SamplingParams(min_p=0.1), "b": SamplingParams()}, "min_p"))
+    ['b']
+    """
+    return {k: v for k, v in base.items() if not any(getattr(v, f) for f in fields)}
+
+
 def finished(generated: Sequence[int], params: SamplingParams, token_text: Optional[Sequence[str]] = None):
     """The stop reason of a generated prefix, or None when generation continues: "eos" when its
     last token is EOS, "stop" when its decoded text contains a stop string that the text without

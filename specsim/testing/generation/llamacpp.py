@@ -29,7 +29,7 @@ from typing import Optional
 import numpy as np
 
 from ..._validate import check_int
-from . import GenerationEngine, SamplingParams, streamed_stop
+from . import GenerationEngine, SamplingParams, streamed_stop, without_settings
 
 __all__ = ["llamacpp_engine", "llamacpp_params", "CallableDraft"]
 
@@ -56,7 +56,7 @@ class CallableDraft:
 
 def llamacpp_params(base: dict) -> dict:
     """``base`` without the settings llama.cpp has no sampler for (no-repeat n-grams, ``min_new_tokens``)."""
-    return {k: v for k, v in base.items() if not (v.no_repeat_ngram_size or v.min_new_tokens)}
+    return without_settings(base, "no_repeat_ngram_size", "min_new_tokens")
 
 
 def llamacpp_engine(llm, draft_model, *, V: Optional[int] = None, name: Optional[str] = None) -> GenerationEngine:

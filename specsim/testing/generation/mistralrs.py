@@ -42,7 +42,7 @@ from typing import Optional, Sequence
 
 from ..._validate import check_int
 from ..sampler import SamplerError
-from . import GenerationEngine, SamplingParams
+from . import GenerationEngine, SamplingParams, without_settings
 
 __all__ = ["mistralrs_engine", "mistralrs_params", "IDENTITY_TEMPLATE"]
 
@@ -60,7 +60,7 @@ def mistralrs_params(base: dict) -> dict:
     ...                          "c": SamplingParams()}))
     ['c']
     """
-    return {k: v for k, v in base.items() if not (v.no_repeat_ngram_size or v.min_new_tokens)}
+    return without_settings(base, "no_repeat_ngram_size", "min_new_tokens")
 
 
 def _token_ids(vocab: Sequence[bytes]) -> dict:

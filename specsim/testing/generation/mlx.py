@@ -48,7 +48,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ..._validate import check_int
-from . import GenerationEngine, SamplingParams, streamed_stop
+from . import GenerationEngine, SamplingParams, streamed_stop, without_settings
 
 __all__ = ["mlx_engine", "mlx_params"]
 
@@ -61,7 +61,7 @@ def mlx_params(base: dict) -> dict:
     >>> sorted(mlx_params({"a": SamplingParams(min_new_tokens=1), "b": SamplingParams()}))
     ['b']
     """
-    return {k: v for k, v in base.items() if not (v.no_repeat_ngram_size or v.min_new_tokens)}
+    return without_settings(base, "no_repeat_ngram_size", "min_new_tokens")
 
 
 def _unsupported(params: SamplingParams, exact: bool, V: int) -> Optional[str]:

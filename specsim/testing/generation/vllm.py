@@ -43,7 +43,7 @@ import math
 from typing import Optional
 
 from ..._validate import check_int
-from . import GenerationEngine, SamplingParams
+from . import GenerationEngine, SamplingParams, without_settings
 
 __all__ = ["vllm_engine", "vllm_params"]
 
@@ -57,7 +57,7 @@ def vllm_params(base: dict) -> dict:
     ...                     "c": SamplingParams()}))
     ['c']
     """
-    return {k: v for k, v in base.items() if not (v.no_repeat_ngram_size or v.min_p)}
+    return without_settings(base, "no_repeat_ngram_size", "min_p")
 
 
 def _stop_reason(out, params: SamplingParams) -> Optional[str]:
