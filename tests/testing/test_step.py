@@ -168,14 +168,20 @@ def test_sequential_flags_every_chain_mutant_step(mutant_pair, name):
     _assert_same_certificate(cert, ref)
 
 
-def _reference(*args, **kwargs):
-    """check_step_exact with the reference integration (specsim.testing.step._KEEP_POINTS off)."""
+def _switched_off(switch, *args, **kwargs):
+    """check_step_exact with one of specsim.testing.step's switches off: ``_KEEP_POINTS`` (the
+    reference integration) or ``_CACHE_ROWS`` (the traced LMs' row cache)."""
     import specsim.testing.step as step_module
-    step_module._KEEP_POINTS = False
+    setattr(step_module, switch, False)
     try:
         return check_step_exact(*args, **kwargs)
     finally:
-        step_module._KEEP_POINTS = True
+        setattr(step_module, switch, True)
+
+
+def _reference(*args, **kwargs):
+    """check_step_exact with the reference integration."""
+    return _switched_off("_KEEP_POINTS", *args, **kwargs)
 
 
 def _assert_same_certificate(cert, ref):
@@ -203,13 +209,8 @@ def test_kept_points_give_the_reference_certificate_on_lossless_steps(verifier, 
 
 
 def _uncached(*args, **kwargs):
-    """check_step_exact with the traced LMs' row cache off (specsim.testing.step._CACHE_ROWS)."""
-    import specsim.testing.step as step_module
-    step_module._CACHE_ROWS = False
-    try:
-        return check_step_exact(*args, **kwargs)
-    finally:
-        step_module._CACHE_ROWS = True
+    """check_step_exact with the traced LMs' row cache off."""
+    return _switched_off("_CACHE_ROWS", *args, **kwargs)
 
 
 def _tied_onehot_model(V: int, shift: int):
