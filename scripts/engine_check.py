@@ -219,15 +219,14 @@ def length_gap(shared, spec_outputs, names):
     (``extended_perf_metrics`` is None), so a block that overruns a stop shows only in the lengths."""
     spec, plain = {}, {}
     for prompt, params, (toks, *_) in spec_outputs:
-        c = spec.setdefault(params, [0, 0])
-        c[0], c[1] = c[0] + (len(toks) < params.max_new_tokens), c[1] + 1
-        for ptoks, *_ in shared.store.get((prompt, params), []) if c[1] == 1 else ():
-            d = plain.setdefault(params, [0, 0])
-            d[0], d[1] = d[0] + (len(ptoks) < params.max_new_tokens), d[1] + 1
+        spec.setdefault(params, []).append(toks)
+        plain.setdefault(params, [toks for toks, *_ in shared.store.get((prompt, params), [])])
+
+    def short(outputs, params):
+        return f"{sum(len(t) < params.max_new_tokens for t in outputs)}/{len(outputs)}"
     names = {v: k for k, v in names.items()}
     return "outputs short of max_new_tokens, speculative / plain: " + ", ".join(
-        f"{names.get(p, p)} {spec[p][0]}/{spec[p][1]} / {plain.get(p, [0, 0])[0]}/{plain.get(p, [0, 0])[1]}"
-        for p in spec)
+        f"{names.get(p, p)} {short(spec[p], p)} / {short(plain[p], p)}" for p in spec)
 
 
 def mlx_battery(eos, N):
