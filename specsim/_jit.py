@@ -1,0 +1,60 @@
+"""Optional compiled kernels: numba (the ``fast`` extra, ``pip install specsim[fast]``).
+
+A few O(V) loops (the bucketed multi-draft bound, the fused passes of a lossy certificate) are
+faster as one compiled pass over the row than as a chain of numpy calls, each of which reads and
+writes the whole row.  Each such loop has a numpy implementation too: it is the reference the
+compiled one is tested against, and the path taken when numba is absent or switched off.
+
+- :func:`enabled` says whether compiled kernels are used: numba importable and neither the
+  environment variable ``SPECSIM_JIT=0`` nor :func:`disabled` says otherwise.
+- :func:`njit` is ``numba.njit(cache=True, nogil=True)``: compiled on first call, cached on
+  disk for later processes.  It imports numba, so the modules that hold kernels
+  (``lp/_bound_kernels.py``, ...) are imported only inside the fast paths: ``import numba`` alone
+  takes ~0.2 s, which the CLI's start-up does not pay.
+
+Kernels are compiled without ``fastmath``: IEEE semantics (no reassociation, no flushed
+subnormals) are what the exactness tests rely on.
+
+>>> enabled() == (_have_numba() and os.environ.get("SPECSIM_JIT", "1") != "0")
+True
+>>> with disabled():
+...     enabled()
+False
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from contextlib import contextmanager
+
+__all__ = ["enabled", "disabled", "njit"]
+
+_switched_off = os.environ.get("SPECSIM_JIT", "1").strip() == "0"
+
+
+@functools.lru_cache(maxsize=1)
+def _have_numba() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+def enabled() -> bool:
+    """True when compiled kernels are used (numba installed, not switched off)."""
+    return not _switched_off and _have_numba()
+
+
+@contextmanager
+def disabled():
+    """Within the block the numpy reference paths are taken (tests and benchmarks compare the two)."""
+    global _switched_off
+    before, _switched_off = _switched_off, True
+    try:
+        yield
+    finally:
+        _switched_off = before
+
+
+def njit(fn):
+    """``fn`` compiled by numba on its first call (cached on disk when it lives in a file)."""
+    import numba
+    return numba.njit(cache=os.path.isfile(fn.__code__.co_filename), nogil=True)(fn)
