@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _jit
 from .._sampling import draw_token
 from .._validate import normalize
 from ..drafts import Chain
@@ -187,6 +188,10 @@ def _block_parts(drafts, p, q):
 
 #: Levels of block verification's process law are stacked while their rows total at most this.
 _STACK_ROWS = 4096
+#: Tables of at most this many rows go through the compiled law (specsim._jit) when numba is
+#: there: the numpy law's per-call overhead dominates below; above, stacking the table for the
+#: kernel copies as much as the numpy law reads.
+_JIT_ROWS = 1 << 20
 
 
 def _stacked(arrays):
@@ -210,6 +215,14 @@ def _block_process_law(drafting, target, draft_model, L: int, emitted, depth_mas
         return None
     V = target.V
     ptab, qtab = target.table(L), draft_model.table(L - 1)
+    if _jit.enabled() and sum(V ** i for i in range(L + 1)) <= _JIT_ROWS:
+        from ._chain_kernels import block_process_law
+        start = np.cumsum([0] + [V ** i for i in range(L + 1)])
+        flat, mass, n = block_process_law(np.concatenate(ptab), np.concatenate(qtab), start, L, V, emitted[L + 1])
+        depth_mass += mass
+        for m in range(1, L + 1):
+            emitted[m] += flat[start[m] - 1:start[m + 1] - 1]
+        return int(n)
     # The row-wise steps run once per group of levels stacked, not once per level: the same
     # elementwise and row operations, so the same bits, in fewer numpy calls (at V = 4 the
     # per-call overhead of ~50 calls a level dominated).  Only levels totalling <= _STACK_ROWS

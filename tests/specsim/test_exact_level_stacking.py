@@ -1,15 +1,24 @@
 """Block verification's process law with its levels stacked, and the cached zero-string masks of
 the lossless check, against the per-level code they replaced (kept here as the references): the
-same bits on random, tied, one-hot, subnormal and near-one-hot rows, and the same certificates."""
+same bits on random, tied, one-hot, subnormal and near-one-hot rows, and the same certificates.
+The numpy law is the one compared here (the compiled one, specsim._jit, is checked against it in
+tests/specsim/test_chain_kernels.py)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import specsim as s
+from specsim import _jit
 from specsim.drafts import chain
 from specsim.testing.strategies import adversarial_pairs, model_pairs
 from specsim.verifiers import chain as chain_module
 from specsim.verifiers.chain import _block_level, _next_weight, _ratio, _row_sums
+
+
+@pytest.fixture(autouse=True)
+def _numpy_law():
+    with _jit.disabled():
+        yield
 
 
 def _reference_process_law(target, draft_model, L, emitted, depth_mass):
