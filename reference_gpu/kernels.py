@@ -223,10 +223,11 @@ def _block_weight(w, px, qx):
 
 @triton.jit
 def _block_h(Zi, Di, mid, w):
-    """h_i = min(1, Z_i / D_i) (1 if D_i = 0) from fixed-point sums; h_L = w_L."""
+    """h_i = min(1, Z_i / D_i) from fixed-point sums (D_i = 0: 1 if w_i > 0, else 0, see
+    reference._stop_prob); h_L = w_L."""
     Z = Zi.to(tl.float64) * 8.673617379884035e-19
     D = Di.to(tl.float64) * 8.673617379884035e-19
-    hm = tl.where(D > 0, tl.minimum(Z / tl.where(D > 0, D, 1.0), 1.0), 1.0)
+    hm = tl.where(D > 0, tl.minimum(Z / tl.where(D > 0, D, 1.0), 1.0), tl.where(w > 0, 1.0, 0.0))
     return tl.where(mid, hm, w)
 
 

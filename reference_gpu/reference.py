@@ -127,14 +127,18 @@ def _ratio_weight(w, px, qx):
 
 def _stop_prob(w, p, q):
     """Block stop probability h = min(1, Z / D), Z = sum_v (w p - q)_+, D = sum_v (q - w p)_+
-    (1 where D = 0), for w [n] and rows p, q [n, V].
+    (where D = 0: 1 if w > 0, else 0), for w [n] and rows p, q [n, V].
 
     D equals the paper's Z + 1 - w when the rows sum to 1, but (Z + 1) - w cancels when w is
-    close to 1 and Z is tiny (docs/theory.md §4.1); summing the deficit directly does not."""
+    close to 1 and Z is tiny (docs/theory.md §4.1); summing the deficit directly does not.
+    With rows that sum to 1, D = 0 forces w >= 1 (h = 0/0, taken as 1), and w = 0 gives Z = 0 < D
+    (h = 0); the w > 0 test only matters for an all-zero q row (a one-hot draft of an
+    out-of-range id under ``validate=False``), which must not make a rejected token pass."""
     diff = w[:, None] * p - q
     Z = fixed_sum(torch.clamp_min(diff, 0.0))
     D = fixed_sum(torch.clamp_min(-diff, 0.0))
-    return torch.where(D > 0, torch.clamp_max(Z / torch.where(D > 0, D, 1.0), 1.0), 1.0)
+    return torch.where(D > 0, torch.clamp_max(Z / torch.where(D > 0, D, 1.0), 1.0),
+                       (w > 0).to(Z.dtype))
 
 
 def _segments(cu: torch.Tensor):

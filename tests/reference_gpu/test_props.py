@@ -96,19 +96,22 @@ def test_dense_ragged_round_trip_and_dense_adapter(kit, data, lens, onehot, nois
 @settings(max_examples=3)
 @given(data=st.data())
 def test_raw_kernel_never_accepts_or_emits_out_of_range_ids(kit, data):
-    """validate=False: ids -1 and V reach the kernel; they are rejected and never emitted."""
+    """validate=False: ids -1 and V reach the kernel; they are rejected and never emitted.  Two
+    out-of-range ids in a row give the block rule an all-zero one-hot row at level 1 (D = 0): it
+    once took h_1 = 1 there and accepted x_1 = V."""
     DEVICE = kit.device
     V, lens = 5, [2, 2]
     ids, cu, q, p = data.draw(kit.chain_batches(V, lens, onehot_draft=True))
-    bad = torch.tensor([-1, 0, V, 1], dtype=torch.int32, device=DEVICE)
     zeros = torch.zeros(4, dtype=torch.float64, device=DEVICE)
-    for mode in ("token", "block", "greedy"):
-        noise = api.ChainNoise(zeros, zeros, torch.ones(2, V, dtype=torch.float64, device=DEVICE))
-        for backend in ("torch", "triton"):
-            r = api.verify_chain(bad, cu, target_probs=p, draft_probs=None, noise=noise, mode=mode, backend=backend,
-                                 validate=False)
-            assert r.num_accepted.tolist() == [0, 0]
-            assert ((r.output_token_ids[:, 0] >= 0) & (r.output_token_ids[:, 0] < V)).all()
+    for bad in ([-1, 0, V, 1], [-1, V, V, -1]):
+        bad = torch.tensor(bad, dtype=torch.int32, device=DEVICE)
+        for mode in ("token", "block", "greedy"):
+            noise = api.ChainNoise(zeros, zeros, torch.ones(2, V, dtype=torch.float64, device=DEVICE))
+            for backend, splits in (("torch", None), ("triton", 1), ("triton", 2)):
+                r = api.verify_chain(bad, cu, target_probs=p, draft_probs=None, noise=noise, mode=mode,
+                                     backend=backend, validate=False, splits=splits)
+                assert r.num_accepted.tolist() == [0, 0], (bad.tolist(), mode, backend, splits)
+                assert ((r.output_token_ids[:, 0] >= 0) & (r.output_token_ids[:, 0] < V)).all()
 
 
 @pytest.mark.gpu
