@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specsim import _jit
 from specsim._validate import as_pair, check_int, check_real
 from specsim.models import validate_model_pair
 from specsim.divergences import kl, kl_pair, tv
@@ -105,6 +106,81 @@ def _support_note(out, p) -> str:
     return "; ".join(notes)
 
 
+def _out_fields(out, p, q, atol, fam):
+    """(KL(out||p), KL(p||out), TV(out, p), max out/p, betweenness, out == q, support note, None)
+    of :func:`certify` by numpy (the reference; the path without numba)."""
+    (k1, k2), t = kl_pair(out, p), tv(out, p)     # one log pass for both directions
+    if fam.r.size == p.size:  # p > 0 everywhere
+        mr = float((out / p).max())
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(p > 0, out / np.where(p > 0, p, 1.0), np.where(out > 0, np.inf, 0.0))
+        mr = float(ratio.max())
+    edge = np.minimum(p, q)
+    edge -= atol
+    between = bool(np.all(out >= edge))
+    if between:
+        np.maximum(p, q, out=edge)
+        edge += atol
+        between = bool(np.all(out <= edge))
+    return k1, k2, t, mr, between, bool(np.array_equal(out, q)), _support_note(out, p), None
+
+
+def _kl_compiled(K, x, y, work, both, dense=False, near=False):
+    """sum x log(x / y) (and -sum y log(x / y) with ``both``) over x > 0, as kl_pair sums them
+    (requires y > 0 wherever x > 0); None when a sum is not finite (subnormal ratios: the numpy
+    path repairs those).  ``dense``: ``work`` already holds x / y and (x - y) / y, x > 0 everywhere."""
+    logs, lr, d, terms = work
+    k = x.size
+    if not dense:
+        k, near, _ = K.ratio_rows(x, y, lr, d)
+    logs = np.log(lr[:k], out=logs[:k])
+    log1ps = np.log1p(d[:k], out=d[:k]) if near else logs
+    xy, yx = K.kl_sums(x, y, lr, logs, log1ps, near, both, terms, dense)
+    if not (np.isfinite(xy) and np.isfinite(yx)):
+        return None
+    return max(xy, 0.0), max(yx, 0.0)
+
+
+def _out_fields_compiled(out, p, q, atol):
+    """:func:`_out_fields` by two compiled passes and numpy's vectorised logs, with the same terms
+    summed in the same order (:mod:`specsim.verifiers._clip_kernels`); None where the numpy path
+    must decide (a bad ``out``, subnormal ratios).  The last field is TV(p, q), for the TV frontier."""
+    from specsim.verifiers import _clip_kernels as K
+
+    out, p, q = (np.ascontiguousarray(x, dtype=np.float64) for x in (out, p, q))
+    if out.shape != p.shape:
+        return None
+    n = p.size
+    work = np.empty((5, n))
+    with np.errstate(all="ignore"):
+        bad, same, off, miss, mr, between, equal_q, dense, near = K.out_pass(
+            out, p, q, float(atol), work[0], work[4], work[1], work[2])
+        if bad:
+            return None
+        t = float(0.5 * K.pairwise_sum(work[0], 0, n))
+        tv_pq = float(0.5 * K.pairwise_sum(work[4], 0, n))
+        k1 = k2 = np.inf
+        if same:
+            pair = _kl_compiled(K, out, p, work[:4], True, dense, near)
+            if pair is None:
+                return None
+            k1, k2 = pair
+        else:
+            for flag, x, y in ((off, out, p), (miss, p, out)):
+                if flag:
+                    continue
+                one = _kl_compiled(K, x, y, work[:4], False)
+                if one is None:
+                    return None
+                if x is out:
+                    k1 = one[0]
+                else:
+                    k2 = one[0]
+    note = _support_note(out, p) if (off or miss) else ""
+    return float(k1), float(k2), t, float(mr), bool(between), bool(equal_q), note, tv_pq
+
+
 def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     """Exact one-token certificate of a single-token lossy rule at (p, q) (docs/theory.md §10.1).
 
@@ -134,21 +210,9 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     fam = ClipFamily(p, q)  # one ratio sort for the rule (mentored, Cactus) and both KL frontiers
     with fam.shared():
         out, beta = r.out_beta(p, q)
-    (k1, k2), t = kl_pair(out, p), tv(out, p)     # one log pass for both directions
-    if fam.r.size == p.size:  # p > 0 everywhere
-        mr = float((out / p).max())
-    else:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(p > 0, out / np.where(p > 0, p, 1.0), np.where(out > 0, np.inf, 0.0))
-        mr = float(ratio.max())
-    edge = np.minimum(p, q)
-    edge -= atol
-    between = bool(np.all(out >= edge))
-    if between:
-        np.maximum(p, q, out=edge)
-        edge += atol
-        between = bool(np.all(out <= edge))
-    if np.array_equal(out, q):
+    fields = _out_fields_compiled(out, p, q, atol) if _jit.enabled() else None
+    k1, k2, t, mr, between, equal_q, note, tv_pq = fields or _out_fields(out, p, q, atol, fam)
+    if equal_q:
         # the rule emits q (FSD below its threshold): pi = q meets the budget D(q, p) in either KL
         # direction, with acceptance 1, so beta* = 1 exactly (no clip level to search)
         f_kl = f_kl_reverse = 1.0
@@ -156,7 +220,7 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
         f_kl, f_kl_reverse = _frontier_beta(p, q, k1, "kl", fam), _frontier_beta(p, q, k2, "kl_reverse", fam)
     return LossyCertificate(r.name, dict(r.params), out, beta, k1, k2, t, mr,
                             float(np.log(mr)) if mr > 0 else -np.inf, between,
-                            _frontier_beta(p, q, t, "tv", fam), f_kl, f_kl_reverse, _support_note(out, p), r.label)
+                            _frontier_beta(p, q, t, "tv", fam, tv_pq=tv_pq), f_kl, f_kl_reverse, note, r.label)
 
 
 @dataclass(frozen=True)

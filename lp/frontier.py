@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specsim import _jit
 from specsim._validate import as_pair, check_real
 from specsim.divergences import validate_kind, divergence, tv
 from specsim.verifiers._clip_family import ClipFamily
@@ -82,6 +83,10 @@ class FrontierCurve:
     b: np.ndarray
 
 
+#: divergence kinds as the compiled kernels number them
+_KIND_CODE = {"tv": 0, "kl": 1, "kl_reverse": 2}
+
+
 class _ClipDivergence:
     """D(pi(a), p) for the clip family in O(log V) per a, by prefix sums in ratio order."""
 
@@ -93,6 +98,10 @@ class _ClipDivergence:
         self.M, fresh = fam.spare_row("divergence " + kind, fam.r.size + 1)
         M = self.M
         if not fresh:
+            return
+        if _jit.enabled():
+            from specsim.verifiers import _clip_kernels as K
+            K.mid_cumsum(_KIND_CODE[kind], fam.ps, fam.qs, fam.logr if kind != "tv" else fam.ps, M)
             return
         M[0] = 0.0
         mid = M[1:]
@@ -152,12 +161,17 @@ def _clip_level(fam: ClipFamily, D: "_ClipDivergence", eps: float) -> float:
     hi = max(fam.a_max, 1.0)
     if eps == 0.0:
         return 1.0
+    if _jit.enabled():  # the same bisection compiled (scalar logs by libm: a may differ by an ulp)
+        from specsim.verifiers import _clip_kernels as K
+        return float(K.clip_level(_KIND_CODE[D.kind], float(eps), float(fam.a_max), fam.r, fam.ps, fam.qs,
+                                  fam.Pc, fam.Qc, fam.Psuf, fam.Qsuf, fam.G, float(fam.q0), D.M, int(fam.n0)))
     if D(hi) <= eps:
         return hi
     return _bisect(lambda a: D(a) <= eps, 1.0, hi)[0]
 
 
-def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDivergence | None" = None) -> float:
+def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDivergence | None" = None,
+                   tv_pq: float | None = None) -> float:
     """beta*(eps) alone, as :func:`_frontier_point` would give it, in O(log V) after ``fam``'s sort.
 
     For certificates, which need only the number: D(q, p) is summed from ``fam``'s log-ratios
@@ -166,10 +180,10 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDiv
     = Q(r <= a) + a p(r > a) from ``fam``'s prefix sums (pi = clip(q, b p, a p) with b <= a, so
     min(q, pi) = min(q, a p); tokens with p = 0 get pi = 0).  Where that shortcut could differ
     from the direct sums (D(q, p) within 1e-9 of eps, ratios that underflow, the KL(p||pi) mixing
-    case) it returns :func:`_frontier_point`'s value.
+    case) it returns :func:`_frontier_point`'s value.  ``tv_pq``: TV(p, q) when the caller has it.
     """
     if kind == "tv":
-        return float(min(1.0, 1.0 - tv(p, q) + eps))
+        return float(min(1.0, 1.0 - (tv(p, q) if tv_pq is None else tv_pq) + eps))
     if eps == np.inf:
         return 1.0
     if fam.n0 > 0 or fam.q0 > 0:                   # D(q, p) = inf one way; pi may mix (KL(p||pi))

@@ -10,6 +10,8 @@ from contextvars import ContextVar
 
 import numpy as np
 
+from specsim import _jit
+
 __all__ = ["ClipFamily"]
 
 
@@ -107,7 +109,26 @@ class ClipFamily:
         self._block = block = np.empty((len(self._ROWS) + self._SPARE, n + 1))
         self._spare: dict = {}
         row = dict(zip(self._ROWS, block))
-        pos = p > 0
+        if _jit.enabled():
+            pos, n0 = None, self._setup_compiled(p, q, n, row, block)
+        else:
+            pos, n0 = p > 0, None
+            self._setup_numpy(p, q, n, pos, row, block)
+        m = self.r.size
+        #: draft mass where p = 0, summed directly (clip puts nothing there)
+        if m < n:
+            pos = p > 0 if pos is None else pos
+            self.q0 = float(q[~pos].sum())
+        else:
+            self.q0 = 0.0
+        self.a_max = float(self.r[-1]) if self.r.size else 1.0
+        #: tokens with q = 0 < p: the first n0 in ratio order (r = 0)
+        self.n0 = int(np.searchsorted(self.r, 0.0, "right")) if n0 is None else int(n0)
+        self._logr = None
+        self._logr_row = row["logr"][:m]
+
+    def _setup_numpy(self, p, q, n, pos, row, block):
+        """Ratio order and prefix sums by numpy (the reference; the path without numba)."""
         m = int(np.count_nonzero(pos))
         r_in = row["r_in"][:n]
         if m == n:
@@ -128,25 +149,57 @@ class ClipFamily:
             order = order[fix]
             self.ps[:], self.qs[:], self.r[:] = self.ps[fix], self.qs[fix], self.r[fix]
         self.idx = order
-        if m and not np.isfinite(self.r[-1]):  # p_v subnormal under draft mass: q/p overflows
-            v = int(order[-1])
-            raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
-                             "ratio is not representable; set such p entries to 0 or floor them")
+        self._check_finite()
         self.Pc, self.Qc = _cumsum0(self.ps, row["Pc"][:m + 1]), _cumsum0(self.qs, row["Qc"][:m + 1])
         self.Ptot = self.Pc[-1]
         #: suffix sums of p and q in ratio order (a * p-mass above a must not come from 1 - prefix)
         self.Psuf = _cumsum0(self.ps[::-1], row["Psuf"][:m + 1])[::-1]
         self.Qsuf = _cumsum0(self.qs[::-1], row["Qsuf"][:m + 1])[::-1]
-        #: draft mass where p = 0, summed directly (clip puts nothing there)
-        self.q0 = float(q[~pos].sum()) if m < n else 0.0
         # G_j = r_j P_j - Q_j is nondecreasing in j: sum clip at b = r_j, minus its a-part
         self.G = np.multiply(self.r, self.Pc[:-1], out=row["G"][:m])
         self.G -= self.Qc[:-1]
-        self.a_max = float(self.r[-1]) if self.r.size else 1.0
-        #: tokens with q = 0 < p: the first n0 in ratio order (r = 0)
-        self.n0 = int(np.searchsorted(self.r, 0.0, "right"))
-        self._logr = None
-        self._logr_row = row["logr"][:m]
+
+    def _setup_compiled(self, p, q, n, row, block) -> int:
+        """:meth:`_setup_numpy`'s arrays by three compiled passes around numpy's sort of the packed
+        keys (the same values bit for bit: same order, sequential running sums); returns n0."""
+        from . import _clip_kernels as K
+
+        r_in = row["r_in"][:n]
+        pack = _PACKED_SORT_MIN <= n < 2 ** 31
+        b = max(int(n - 1).bit_length(), 1)
+        key = block[1, :n].view(np.int64)
+        p, q = np.ascontiguousarray(p), np.ascontiguousarray(q)   # one compiled signature
+        with np.errstate(over="ignore"):
+            m = K.ratio_keys(p, q, r_in, key, b, pack)
+        self.r_tokens = r_in
+        if pack:
+            key.sort()
+            mask = (1 << b) - 1
+        else:
+            key[:] = np.argsort(r_in)
+            mask = -1
+        self.ps, self.qs, self.r = row["ps"][:m], row["qs"][:m], row["r"][:m]
+        order = key[:m]
+        if not K.gather(key, m, mask, p, q, self.ps, self.qs, self.r):   # keys tied above the id bits
+            fix = np.argsort(self.r, kind="stable")
+            order = order[fix]
+            self.ps[:], self.qs[:], self.r[:] = self.ps[fix], self.qs[fix], self.r[fix]
+        self.idx = order
+        self._check_finite()
+        self.Pc, self.Qc = row["Pc"][:m + 1], row["Qc"][:m + 1]
+        self.Psuf, self.Qsuf = row["Psuf"][:m + 1], row["Qsuf"][:m + 1]
+        self.G = row["G"][:m]
+        self.Ptot = 0.0
+        n0 = K.prefix_sums(self.ps, self.qs, self.r, self.Pc, self.Qc, self.Psuf, self.Qsuf, self.G)
+        self.Ptot = self.Pc[-1]
+        return n0
+
+    def _check_finite(self):
+        if self.r.size and not np.isfinite(self.r[-1]):  # p_v subnormal under draft mass: q/p overflows
+            v = int(self.idx[-1])
+            p, q = self.p, self.q
+            raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
+                             "ratio is not representable; set such p entries to 0 or floor them")
 
     def spare_row(self, name: str, size: int) -> tuple[np.ndarray, bool]:
         """A row of the family's work block for a per-family array (``size`` <= len(r) + 1), as

@@ -1,0 +1,357 @@
+"""Compiled passes of the clip family and of a lossy certificate (numba; see :mod:`specsim._jit`).
+
+:class:`~specsim.verifiers._clip_family.ClipFamily`'s set-up and :func:`lp.certificates.certify`'s
+divergence fields are chains of ~10 numpy calls over the row, each reading and writing all of it;
+at V = 151,936 the chain costs several sorts.  These kernels make the same computations in one or
+two passes each, with the same floating-point operations in the same order, so that the results
+are the numpy path's bit for bit wherever that is possible:
+
+- running sums are sequential, as ``np.cumsum`` is;
+- totals use :func:`pairwise_sum`, numpy's own pairwise summation of a contiguous float64 row
+  (8 accumulators in blocks of <= 128, halves split at multiples of 8), over the same terms in
+  the same order, so ``x.sum()`` and ``pairwise_sum(x, 0, x.size)`` agree exactly;
+- logarithms of whole rows are left to numpy (its vectorised log is ~6x the speed of a scalar
+  libm call in a loop); only the bisection of :func:`clip_level` takes scalar logs (``math.log``,
+  which may differ from numpy's by an ulp, so clip levels agree to ~1e-16 relative, not exactly).
+
+The numpy code stays the reference and the path without numba.  First call in a fresh process:
+~2-4 s of compilation for the kernels here (cached on disk afterwards: ~50 ms to load).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from specsim._jit import njit
+
+
+@njit
+def _block_sum(a, lo, n):
+    """numpy's pairwise sum of a[lo:lo + n] for n <= 128 (its leaf: 8 accumulators)."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = lo + 8
+    stop = lo + n - n % 8
+    while i < stop:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < lo + n:
+        res += a[i]
+        i += 1
+    return res
+
+
+@njit
+def pairwise_sum(a, lo, n):
+    """sum(a[lo:lo + n]) exactly as numpy's ``a[lo:lo + n].sum()`` computes it: halves split at a
+    multiple of 8 down to blocks of <= 128, left + right.  The recursion runs on an explicit stack
+    (a recursive kernel loaded from numba's disk cache crashed)."""
+    if n <= 128:
+        return _block_sum(a, lo, n)
+    f_lo = np.empty(64, np.int64)
+    f_n = np.empty(64, np.int64)
+    f_state = np.zeros(64, np.int64)             # 0: to expand, 1: left pending, 2: right pending
+    f_left = np.empty(64)
+    sp = 0
+    f_lo[0], f_n[0] = lo, n
+    while True:
+        m = f_n[sp]
+        if m > 128:
+            f_state[sp] = 1
+            n2 = m // 2
+            n2 -= n2 % 8
+            f_lo[sp + 1], f_n[sp + 1], f_state[sp + 1] = f_lo[sp], n2, 0
+            sp += 1
+            continue
+        v = _block_sum(a, f_lo[sp], m)
+        while True:                              # hand v up to the parents
+            if sp == 0:
+                return v
+            sp -= 1
+            if f_state[sp] == 1:                 # v is the left half: now the right one
+                f_left[sp] = v
+                f_state[sp] = 2
+                n2 = f_n[sp] // 2
+                n2 -= n2 % 8
+                f_lo[sp + 1], f_n[sp + 1], f_state[sp + 1] = f_lo[sp] + n2, f_n[sp] - n2, 0
+                sp += 1
+                break
+            v = f_left[sp] + v
+
+
+@njit
+def ratio_keys(p, q, r_in, key, b, pack):
+    """r_in = q / p in token order (inf where p = 0); with ``pack``, ``key`` = the bit pattern of
+    r + 0.0 with its low ``b`` bits replaced by the token id (:func:`_argsort_nonneg`'s keys).
+    Returns m = #{p > 0}."""
+    n = p.size
+    kf = key.view(np.float64)
+    hi_bits = ~((np.int64(1) << b) - 1)
+    m = 0
+    for i in range(n):
+        a = p[i]
+        if a > 0.0:
+            v = q[i] / a
+            m += 1
+        else:
+            v = np.inf
+        r_in[i] = v
+        if pack:
+            kf[i] = v + 0.0                     # -0.0 -> +0.0, as the numpy keys
+            key[i] = (key[i] & hi_bits) | i
+    return m
+
+
+@njit
+def gather(key, m, mask, p, q, ps, qs, r):
+    """order = key & mask (in place, first m), ps = p[order], qs = q[order], r = qs / ps (as numpy
+    divides: inf or NaN where ps = 0).  Returns whether r is nondecreasing."""
+    ok = True
+    for i in range(m):
+        k = key[i] & mask
+        key[i] = k
+        a, c = p[k], q[k]
+        ps[i] = a
+        qs[i] = c
+        if a > 0.0:
+            v = c / a
+        else:
+            v = np.inf if c > 0.0 else np.nan
+        r[i] = v
+        if i > 0 and v < r[i - 1]:
+            ok = False
+    return ok
+
+
+@njit
+def prefix_sums(ps, qs, r, Pc, Qc, Psuf, Qsuf, G):
+    """Pc, Qc (running sums with a leading 0), Psuf, Qsuf (suffix sums, Psuf[m] = 0) and
+    G_j = r_j Pc_j - Qc_j, all sequential as np.cumsum; returns n0 = #{r <= 0}."""
+    m = ps.size
+    P = 0.0
+    Q = 0.0
+    Ps = 0.0
+    Qs = 0.0
+    n0 = 0
+    Pc[0] = 0.0
+    Qc[0] = 0.0
+    Psuf[m] = 0.0
+    Qsuf[m] = 0.0
+    for i in range(m):                          # four independent running sums, one loop
+        G[i] = r[i] * P - Q
+        P += ps[i]
+        Q += qs[i]
+        Pc[i + 1] = P
+        Qc[i + 1] = Q
+        if r[i] <= 0.0:
+            n0 += 1
+        k = m - 1 - i
+        Ps += ps[k]
+        Qs += qs[k]
+        Psuf[k] = Ps
+        Qsuf[k] = Qs
+    return n0
+
+
+@njit
+def mid_cumsum(kind, ps, qs, logr, M):
+    """M = (0, running sum of the middle terms): (p - q)_+ (kind 0, TV), q log r (1, KL(pi||p)),
+    -p log r (2, KL(p||pi)), in ratio order."""
+    M[0] = 0.0
+    s = 0.0
+    for i in range(ps.size):
+        if kind == 0:
+            t = ps[i] - qs[i]
+            t = max(t, 0.0)
+        elif kind == 1:
+            t = qs[i] * logr[i]
+        else:
+            t = -(ps[i] * logr[i])
+        s += t
+        M[i + 1] = s
+    return M
+
+
+@njit
+def _b_level(a, mass, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0):
+    """ClipFamily.b(a, mass)."""
+    m = r.size
+    hi = np.searchsorted(r, a, side="right")
+    excess = q0
+    if hi < m:
+        excess += max(Qsuf[hi] - a * Psuf[hi], qs[m - 1] - a * ps[m - 1], 0.0)
+    c = (mass - 1.0) + excess
+    if c <= 0.0:
+        return min(1.0, r[0]) if m > 0 else 1.0
+    j = min(np.searchsorted(G, c, side="left"), hi)
+    if j == 0:
+        return min(1.0, r[0])
+    return min(max((c + Qc[j]) / Pc[j], 0.0), 1.0, a)
+
+
+@njit
+def _divergence(kind, a, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0, M, n0):
+    """_ClipDivergence(fam, kind)(a) at mass 1."""
+    b = _b_level(a, 1.0, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0)
+    lo = np.searchsorted(r, b, side="left")
+    hi = np.searchsorted(r, a, side="right")
+    low, high = Pc[lo], Psuf[hi]
+    mid = M[hi] - M[lo]
+    if kind == 1:
+        first = b * math.log(b) * low if b > 0.0 else 0.0
+        return first + mid + a * math.log(a) * high
+    if kind == 2:
+        if b <= 0.0 and (n0 > 0 or low > 0.0):
+            return np.inf
+        first = -math.log(b) * low if low > 0.0 else 0.0
+        return first + mid - math.log(a) * high
+    return (1.0 - b) * low + mid
+
+
+@njit
+def clip_level(kind, eps, a_max, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0, M, n0):
+    """lp.frontier._clip_level: the largest a >= 1 with D(pi(a), p) <= eps, by the same bisection."""
+    hi = max(a_max, 1.0)
+    if eps == 0.0:
+        return 1.0
+    if _divergence(kind, hi, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0, M, n0) <= eps:
+        return hi
+    lo = 1.0
+    for _ in range(400):
+        mid = lo * math.sqrt(hi / lo) if 0.0 < 4.0 * lo < hi else 0.5 * (lo + hi)
+        if _divergence(kind, mid, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0, M, n0) <= eps:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 4e-16 * max(hi, 1e-300):
+            break
+    return lo
+
+
+@njit
+def out_pass(out, p, q, atol, tv_out, tv_pq, lr, d):
+    """One pass over a certificate's (out, p, q): tv_out = |out - p|, tv_pq = |p - q| (terms of the
+    two TV sums), lr = out / p and d = (out - p) / p where p > 0 (:func:`ratio_rows` of (out, p)
+    when every entry of both is > 0), and the flags.  Returns (bad, same_support, off, miss,
+    max_ratio, between, equal_q, dense, near): ``bad`` = out has a negative or non-finite entry;
+    ``off`` = out > 0 = p somewhere, ``miss`` = p > 0 = out somewhere; max_ratio = max out/p (inf
+    where out > 0 = p, 0 where both are 0); between = min(p, q) - atol <= out <= max(p, q) + atol;
+    equal_q = (out == q); dense = out > 0 and p > 0 everywhere; near = some 0.5 < out/p < 2."""
+    bad = False
+    off = False
+    miss = False
+    mr = 0.0
+    between = True
+    eq = True
+    dense = True
+    near = False
+    for i in range(out.size):
+        o, a, c = out[i], p[i], q[i]
+        if not (o >= 0.0 and o < np.inf):
+            bad = True
+            continue
+        if a > 0.0:
+            ratio = o / a
+            lr[i] = ratio
+            d[i] = (o - a) / a
+            if o > 0.0:
+                if 0.5 < ratio < 2.0:
+                    near = True
+            else:
+                miss = True
+                dense = False
+        else:
+            dense = False
+            if o > 0.0:
+                off = True
+                ratio = np.inf
+            else:
+                ratio = 0.0
+        if i == 0 or ratio > mr:
+            mr = ratio
+        tv_out[i] = abs(o - a)
+        tv_pq[i] = abs(a - c)
+        if not (o >= min(a, c) - atol and o <= max(a, c) + atol):
+            between = False
+        if o != c:
+            eq = False
+    return bad, not (off or miss), off, miss, mr, between, eq, dense, near
+
+
+@njit
+def ratio_rows(x, y, lr, d):
+    """Over the k entries with x > 0, in order: lr = x / y and d = (x - y) / y (the two arguments of
+    divergences._log_ratio).  Returns (k, any entry with 0.5 < x / y < 2, min y over them)."""
+    k = 0
+    near = False
+    ymin = np.inf
+    for i in range(x.size):
+        a = x[i]
+        if a > 0.0:
+            b = y[i]
+            ymin = min(ymin, b)
+            if b > 0.0:
+                v = a / b
+                lr[k] = v
+                d[k] = (a - b) / b
+                if 0.5 < v < 2.0:
+                    near = True
+            else:                               # the direction is infinite; terms unused
+                lr[k] = 0.0
+                d[k] = 0.0
+            k += 1
+    return k, near, ymin
+
+
+@njit
+def kl_sums(x, y, lr, logs, log1ps, near, both, terms, dense):
+    """sum x log(x / y) (and, with ``both``, -sum y log(x / y)) over the entries with x > 0, as
+    divergences.kl_pair sums them: the log is log1p((x - y) / y) where 0.5 < x / y < 2 (when
+    ``near``) and log(x / y) elsewhere, each product summed pairwise.  ``lr`` = x / y,
+    ``logs`` = log(lr), ``log1ps`` = log1p(d) over those entries (from :func:`ratio_rows` or
+    :func:`out_pass` with ``dense``: x > 0 everywhere, no compaction)."""
+    if dense:
+        k = x.size
+        for i in range(k):
+            v = lr[i]
+            t = log1ps[i] if (near and 0.5 < v < 2.0) else logs[i]
+            logs[i] = t
+            terms[i] = x[i] * t
+    else:
+        k = 0
+        for i in range(x.size):
+            a = x[i]
+            if a > 0.0:
+                v = lr[k]
+                t = log1ps[k] if (near and 0.5 < v < 2.0) else logs[k]
+                logs[k] = t
+                terms[k] = a * t
+                k += 1
+    xy = pairwise_sum(terms, 0, k)
+    yx = 0.0
+    if both:
+        if dense:
+            for i in range(k):
+                terms[i] = y[i] * logs[i]
+        else:
+            k = 0
+            for i in range(x.size):
+                if x[i] > 0.0:
+                    terms[k] = y[i] * logs[k]
+                    k += 1
+        yx = -pairwise_sum(terms, 0, k)
+    return xy, yx
