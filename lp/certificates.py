@@ -158,6 +158,8 @@ def _out_fields_compiled(out, p, q, atol):
             out, p, q, float(atol), work[0], work[4], work[1], work[2])
         if bad:
             return None
+        if mr < 0:
+            mr = work[1].max() if n else 0.0
         t = float(0.5 * K.pairwise_sum(work[0], 0, n))
         tv_pq = float(0.5 * K.pairwise_sum(work[4], 0, n))
         k1 = k2 = np.inf

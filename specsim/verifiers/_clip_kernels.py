@@ -247,48 +247,46 @@ def out_pass(out, p, q, atol, tv_out, tv_pq, lr, d):
     """One pass over a certificate's (out, p, q): tv_out = |out - p|, tv_pq = |p - q| (terms of the
     two TV sums), lr = out / p and d = (out - p) / p where p > 0 (:func:`ratio_rows` of (out, p)
     when every entry of both is > 0), and the flags.  Returns (bad, same_support, off, miss,
-    max_ratio, between, equal_q, dense, near): ``bad`` = out has a negative or non-finite entry;
+    max_ratio (-1: take lr.max()), between, equal_q, dense, near): ``bad`` = out has a negative or non-finite entry;
     ``off`` = out > 0 = p somewhere, ``miss`` = p > 0 = out somewhere; max_ratio = max out/p (inf
     where out > 0 = p, 0 where both are 0); between = min(p, q) - atol <= out <= max(p, q) + atol;
     equal_q = (out == q); dense = out > 0 and p > 0 everywhere; near = some 0.5 < out/p < 2."""
+    # branch-free (selects, no early exits) so that the loop vectorises; the max ratio is
+    # taken afterwards from lr, which holds out/p where p > 0 and out where p = 0
     bad = False
     off = False
     miss = False
-    mr = 0.0
     between = True
     eq = True
-    dense = True
     near = False
+    npos = 0
     for i in range(out.size):
         o, a, c = out[i], p[i], q[i]
-        if not (o >= 0.0 and o < np.inf):
-            bad = True
-            continue
-        if a > 0.0:
-            ratio = o / a
-            lr[i] = ratio
-            d[i] = (o - a) / a
-            if o > 0.0:
-                if 0.5 < ratio < 2.0:
-                    near = True
-            else:
-                miss = True
-                dense = False
-        else:
-            dense = False
-            if o > 0.0:
-                off = True
-                ratio = np.inf
-            else:
-                ratio = 0.0
-        if i == 0 or ratio > mr:
-            mr = ratio
+        pa = a > 0.0
+        po = o > 0.0
+        den = a if pa else 1.0
+        ratio = o / den
+        lr[i] = ratio
+        d[i] = (o - a) / den
+        bad |= not ((o >= 0.0) & (o < np.inf))
+        off |= po & (not pa)
+        miss |= pa & (not po)
+        npos += pa
+        near |= pa & po & (ratio > 0.5) & (ratio < 2.0)
         tv_out[i] = abs(o - a)
         tv_pq[i] = abs(a - c)
-        if not (o >= min(a, c) - atol and o <= max(a, c) + atol):
-            between = False
-        if o != c:
-            eq = False
+        between &= (o >= min(a, c) - atol) & (o <= max(a, c) + atol)
+        eq &= o == c
+    dense = not (off or miss) and npos == out.size
+    if off:
+        mr = np.inf
+    elif dense:
+        mr = -1.0                               # the caller takes lr.max() (numpy's vectorised max)
+    else:
+        mr = 0.0                                # out = 0 where p = 0 (no off): ratio 0 there
+        for i in range(out.size):
+            if p[i] > 0.0 and lr[i] > mr:
+                mr = lr[i]
     return bad, not (off or miss), off, miss, mr, between, eq, dense, near
 
 

@@ -1,0 +1,213 @@
+"""certify's compiled path (numba, specsim.verifiers._clip_kernels) against its numpy path, which
+stays the reference (``with _jit.disabled():``): every certificate field, the clip family's arrays,
+the frontier's clip level and the pairwise sums, on random and extreme rows."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+pytest.importorskip("numba")
+
+from lp.certificates import certify  # noqa: E402
+from lp.frontier import frontier, frontier_curve  # noqa: E402
+from specsim import _jit  # noqa: E402
+from specsim.testing.strategies import distribution_pairs  # noqa: E402
+from specsim.verifiers import _clip_kernels as K  # noqa: E402
+from specsim.verifiers._clip_family import ClipFamily  # noqa: E402
+from specsim.verifiers.lossy import (cactus, cascade, consultant_standin, ensemble, fuzzy, lenience,  # noqa: E402
+                                     margin_standin, mentored, topk_accept, typical)
+
+RULES = (typical(), typical(0.2, 0.5, "truncated"), lenience(0.7), lenience(1.0), topk_accept(1), topk_accept(3),
+         fuzzy(0.3, "js_released"), fuzzy(0.05, "kl"), fuzzy(0.2, "tv"), fuzzy(0.1, "js"), fuzzy(0.1, "kl_reverse"),
+         cactus(0.0), cactus(0.05), cactus(0.5), mentored(0.6), mentored(1.0), ensemble(0.6, "geometric"),
+         ensemble(0.3), cascade(0.5), margin_standin(0.5), consultant_standin(1e-4), consultant_standin(0.2))
+
+#: fields that must agree bit for bit (same operations in the same order on both paths)
+EXACT = ("beta", "kl_out_p", "kl_p_out", "tv", "max_ratio", "dinf", "between", "frontier_tv", "infinite")
+#: the KL frontiers: the compiled bisection takes scalar logs by libm, numpy's may differ by an ulp
+CLOSE = ("frontier_kl", "frontier_kl_reverse")
+
+ROW_KINDS = ("random", "tied", "uniform-p", "onehot-p", "onehot-q", "subnormal", "near-one-hot", "p-zeros",
+             "q-zeros", "equal", "llm")
+
+
+def _row(kind: str, V: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    p, q = rng.dirichlet(np.full(V, 0.4)), rng.dirichlet(np.full(V, 0.4))
+    if kind == "tied":                     # ratios q/p tied on half the tokens
+        q[: V // 2 + 1] = 2.0 * p[: V // 2 + 1]
+    elif kind == "uniform-p":              # every ratio ties with another
+        p = np.full(V, 1.0 / V)
+        q = np.round(q * 4 * V) + 1.0
+    elif kind == "onehot-p":
+        p = np.zeros(V)
+        p[seed % V] = 1.0
+    elif kind == "onehot-q":
+        q = np.zeros(V)
+        q[seed % V] = 1.0
+    elif kind == "subnormal":
+        k = max(1, V // 5)
+        p[:k] = 5e-324 * rng.integers(1, 9, k)
+        q[k: 2 * k] = 5e-320
+    elif kind == "near-one-hot":
+        q = q * 2.0 ** -40
+        q[0] = 1.0 - 2.0 ** -40
+    elif kind == "p-zeros":
+        p[: max(1, V // 3)] = 0.0
+    elif kind == "q-zeros":
+        q[: max(1, V // 3)] = 0.0
+    elif kind == "equal":
+        q = p.copy()
+    elif kind == "llm":
+        z = 3.0 * rng.standard_normal(V)
+        p, q = np.exp(z - z.max()), np.exp(z + rng.standard_normal(V) - z.max())
+    return p / p.sum(), q / q.sum()
+
+
+def _fields(c) -> dict:
+    return {f: getattr(c, f) for f in EXACT + CLOSE}
+
+
+def _assert_same(rule, p, q, tag=""):
+    """certify by both paths: the same ValueError, or the same out and fields."""
+    try:
+        with _jit.disabled():
+            ref = certify(rule, p, q)
+    except ValueError as err:
+        with pytest.raises(ValueError) as got:
+            certify(rule, p, q)
+        assert str(got.value) == str(err), tag
+        return
+    c = certify(rule, p, q)
+    np.testing.assert_array_equal(c.out, ref.out, err_msg=f"{tag} {rule.name}")
+    got, want = _fields(c), _fields(ref)
+    for f in EXACT:
+        assert got[f] == want[f] or (got[f] != got[f] and want[f] != want[f]), (tag, rule.name, f, got[f], want[f])
+    for f in CLOSE:
+        assert abs(got[f] - want[f]) <= 4e-15 * max(1.0, abs(want[f])), (tag, rule.name, f, got[f], want[f])
+
+
+@pytest.fixture(autouse=True)
+def _numba_on():
+    if not _jit.enabled():
+        pytest.skip("compiled path switched off (SPECSIM_JIT=0)")
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+def test_certify_compiled_equals_numpy_small_V(kind):
+    for V in range(3, 9):
+        for seed in range(3):
+            p, q = _row(kind, V, seed)
+            for rule in RULES:
+                _assert_same(rule, p, q, f"{kind} V={V} seed={seed}")
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+def test_certify_compiled_equals_numpy_packed_sort(kind):
+    """V >= 4096: the family orders tokens by packed int64 keys (ties above the id bits repaired)."""
+    p, q = _row(kind, 5000, 7)
+    for rule in RULES:
+        _assert_same(rule, p, q, kind)
+
+
+def test_certify_compiled_equals_numpy_at_V_151936():
+    p, q = _row("llm", 151_936, 3)
+    for rule in RULES:
+        _assert_same(rule, p, q, "V=151936")
+
+
+@settings(max_examples=60, deadline=None)
+@given(distribution_pairs(st.integers(2, 12)), st.sampled_from(RULES))
+def test_certify_compiled_equals_numpy_random_pairs(pq, rule):
+    _assert_same(rule, *pq)
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+@pytest.mark.parametrize("V", [5, 5000])
+def test_clip_family_arrays_equal_bit_for_bit(kind, V):
+    p, q = _row(kind, V, 11)
+    try:
+        with _jit.disabled():
+            ref = ClipFamily(p, q)
+    except ValueError:
+        with pytest.raises(ValueError, match="q/p overflows"):
+            ClipFamily(p, q)
+        return
+    fam = ClipFamily(p, q)
+    for name in ("r_tokens", "idx", "ps", "qs", "r", "Pc", "Qc", "Psuf", "Qsuf", "G", "logr"):
+        np.testing.assert_array_equal(getattr(fam, name), getattr(ref, name), err_msg=name)
+    assert (fam.n0, fam.q0, fam.a_max, fam.Ptot) == (ref.n0, ref.q0, ref.a_max, ref.Ptot)
+
+
+@settings(max_examples=40, deadline=None)
+@given(distribution_pairs(st.integers(2, 30)), st.floats(0.0, 2.0), st.sampled_from(["kl", "kl_reverse"]))
+def test_frontier_clip_level_compiled_equals_numpy(pq, eps, kind):
+    p, q = pq
+    with _jit.disabled():
+        ref = frontier(p, q, eps, kind)
+    got = frontier(p, q, eps, kind)
+    assert abs(got.beta - ref.beta) <= 4e-15 * max(1.0, ref.beta)
+    assert abs(got.a - ref.a) <= 1e-14 * max(1.0, ref.a) or got.a == ref.a
+
+
+def test_frontier_curve_compiled_equals_numpy():
+    p, q = _row("llm", 5000, 2)
+    for kind in ("kl", "kl_reverse", "tv"):
+        with _jit.disabled():
+            ref = frontier_curve(p, q, [0.0, 1e-4, 0.01, 0.3, 5.0], kind)
+        got = frontier_curve(p, q, [0.0, 1e-4, 0.01, 0.3, 5.0], kind)
+        np.testing.assert_allclose(got.beta, ref.beta, rtol=4e-15, atol=0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 127, 128, 129, 136, 255, 256, 1000, 8193, 151_936])
+def test_pairwise_sum_is_numpys_sum(n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n + 5) * np.exp(5.0 * rng.standard_normal(n + 5))
+    assert K.pairwise_sum(x, 0, n) == x[:n].sum()
+    assert K.pairwise_sum(x, 3, n) == x[3:3 + n].sum()
+
+
+def test_compiled_path_is_taken_and_switch_works(monkeypatch):
+    """Negative control for the comparisons above: they must not pass because both sides ran numpy."""
+    calls = []
+    real = K.out_pass
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(K, "out_pass", spy)
+    p, q = _row("random", 6, 0)
+    certify(cactus(0.05), p, q)
+    assert calls
+    calls.clear()
+    with _jit.disabled():
+        certify(cactus(0.05), p, q)
+    assert not calls
+
+
+def test_field_comparison_detects_a_one_ulp_change():
+    """Negative control: the exact comparison is sensitive to the last bit of a field."""
+    p, q = _row("llm", 64, 1)
+    c = certify(mentored(0.6), p, q)
+    with _jit.disabled():
+        ref = certify(mentored(0.6), p, q)
+    assert c.kl_out_p == ref.kl_out_p
+    assert np.nextafter(c.kl_out_p, np.inf) != ref.kl_out_p
+
+
+def test_bad_rule_output_raises_the_numpy_error():
+    """A rule whose closed form returns NaN: the compiled pass hands the row to the numpy path,
+    which names the bad entry."""
+    from specsim.verifiers.lossy import SingleTokenRule
+
+    def nan_out(p, q):
+        o = q.copy()
+        o[1] = np.nan
+        return o
+
+    rule = SingleTokenRule("nan", lambda p, q, x: (1.0, q), nan_out, lambda p, q: 1.0)
+    p, q = _row("random", 5, 0)
+    with pytest.raises(ValueError, match="divergence: a has entry nan at token 1"):
+        certify(rule, p, q)
