@@ -353,3 +353,63 @@ def kl_sums(x, y, lr, logs, log1ps, near, both, terms, dense):
                     k += 1
         yx = -pairwise_sum(terms, 0, k)
     return xy, yx
+
+
+@njit
+def cactus_caps(p, q, two_delta, h, c, acc, act):
+    """Cactus's caps h_n = clip(p_n + sqrt(2 delta p_n (1 - p_n)), 0, 1), c_n = (1 - h_n)/(1 - p_n)
+    (h = 1, c = 0 where p_n >= 1), acc = min(q, h), and the ids n with q_n - acc_n > 0 in ``act``
+    (in order; returns their number k), with c_n for them in c[:k]: lossy._cactus_h and the start
+    of Cactus's closed pair."""
+    for i in range(p.size):                     # branch-free: selects only, so it vectorises
+        a = p[i]
+        hi = a * two_delta
+        hi *= 1.0 - a
+        hi = math.sqrt(hi)
+        hi += a
+        hi = hi if hi >= 0.0 else 0.0
+        hi = hi if hi <= 1.0 else 1.0
+        hi = 1.0 if a >= 1.0 else hi
+        h[i] = hi
+        b = q[i]
+        acc[i] = b if b <= hi else hi
+    k = 0
+    for i in range(p.size):                     # c only where a drafted token can be rejected
+        if q[i] - acc[i] > 0.0:
+            act[k] = i
+            a = p[i]
+            c[k] = 0.0 if a >= 1.0 else (1.0 - h[i]) / (1.0 - a)
+            k += 1
+    return k
+
+
+@njit
+def cactus_out(p, q, r_tok, thr, suf_c, suf, acc, act, w_own, G):
+    """Cactus's output law G = (p sum_{c_n > r} w_n c_n - q sum_{c_n > r} w_n)_+ (minus the own
+    term w_n own_n on the rejected ids ``act``, then clipped at 0 again) + acc, token by token, with
+    s = #{thr < r_y} (thr nondecreasing) as lossy.cactus's pair computes it."""
+    nt = thr.size
+    for i in range(p.size):
+        x = r_tok[i]
+        if nt <= 8:
+            s = 0
+            for t in range(nt):
+                s += thr[t] < x
+        else:                                   # binary search: #{thr < x}
+            lo, hi = 0, nt
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if thr[mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            s = lo
+        g = p[i] * suf_c[s] - q[i] * suf[s]
+        G[i] = g if g >= 0.0 else 0.0
+    for k in range(act.size):
+        i = act[k]
+        g = G[i] - w_own[k]
+        G[i] = g if g >= 0.0 else 0.0
+    for i in range(p.size):
+        G[i] += acc[i]
+    return G

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._sampling import draw_token
 from .._validate import as_pair, check_int, check_real, normalize
+from .. import _jit
 from .. import divergences as _divergences
 from ..divergences import kl, tv
 from ._clip_family import ClipFamily
@@ -417,16 +418,28 @@ def cactus(delta: float) -> LossyVerifier:
         return np.minimum(q, _cactus_h(p, delta)[0]).sum()
 
     def pair(p, q):
-        h, c = _cactus_h(p, delta)
-        acc = np.minimum(q, h)
-        beta_value = acc.sum()  # = beta(p, q), from the same caps
-        rho = q - acc  # rejection mass of drafted n
-        # Only drafted n with rho_n > 0 are ever rejected (often a handful at LLM vocabularies).
+        fast = _jit.enabled()
+        if fast:  # the caps, acc and the rejected ids in one compiled pass (same arithmetic)
+            from ._clip_kernels import cactus_caps, cactus_out, pairwise_sum
+            pc, qc = np.ascontiguousarray(p), np.ascontiguousarray(q)   # one compiled signature
+            h, c, acc = np.empty((3, p.size))
+            act = np.empty(p.size, dtype=np.int64)
+            k = cactus_caps(pc, qc, 2.0 * delta, h, c, acc, act)
+            act, ca = act[:k], c[:k]
+            beta_value = pairwise_sum(acc, 0, acc.size)
+            rho_act = q[act] - acc[act]
+        else:
+            h, c = _cactus_h(p, delta)
+            acc = np.minimum(q, h)
+            beta_value = acc.sum()  # = beta(p, q), from the same caps
+            rho = q - acc  # rejection mass of drafted n
+            # Only drafted n with rho_n > 0 are ever rejected (often a handful at LLM vocabularies).
+            act = np.flatnonzero(rho > 0)
+            ca, rho_act = c[act], rho[act]
         # Z_n = sum_{v != n} (c_n p_v - q_v)_+ by the ratio order r_v = q_v / p_v (p_v > 0) of
         # ClipFamily: with j_n = #{r < c_n}, sum_v (c_n p_v - q_v)_+ = c_n P_j - Q_j.
-        act = np.flatnonzero(rho > 0)
         fam = ClipFamily.of(p, q)
-        ca, ra = c[act], rho[act]
+        ra = rho_act
         j = np.searchsorted(fam.r, ca, side="left")
         own = np.maximum(ca * p[act] - q[act], 0.0)
         Z = ca * fam.Pc[j] - fam.Qc[j] - own
@@ -442,6 +455,9 @@ def cactus(delta: float) -> LossyVerifier:
         suf_c = np.append(np.cumsum(Wc[first:][::-1])[::-1], 0.0)
         suf = np.append(np.cumsum(W[first:][::-1])[::-1], 0.0)
         thr, r_tok = fam.r[bins[first:] - 1], fam.r_tokens
+        if fast:
+            return cactus_out(pc, qc, r_tok, np.ascontiguousarray(thr), suf_c, suf, acc, act, w * own,
+                              np.empty(p.size)), beta_value
         if thr.size <= 16:
             s = np.zeros(p.size, dtype=np.intp)
             for t in thr:
