@@ -23,9 +23,11 @@ work runs in child processes).
    row), the default generator stream with level-at-once rows, the ``stream="counter"`` model,
    and a repeat call on the counter models (goal: within 3x of the final pass), with the compiled
    process law (specsim._jit, the default when numba is installed) and with the numpy one.
-3. ``certify`` of each lossy rule at V = 151,936 against one ``np.sort`` of p (goal: <= 3x), and
-   the previous implementation (two KL passes, full frontier points) as a second subject, with
-   the largest difference between the two over the certificate's number fields.
+3. ``certify`` of each lossy rule at V = 151,936 against one ``np.sort`` of p (goal: <= 3x): the
+   default (compiled ClipFamily set-up, divergence pass, clip-level bisection and Cactus pair when
+   numba is installed), its numpy path (``specsim._jit.disabled()``, the reference) and the
+   pre-issue-27 implementation (two KL passes, full frontier points), with the largest difference
+   of each from the default over the certificate's number fields.
 4. ``check_step_exact`` at V = 3, L = 1, 2, 3 (``--quick``: L = 1, 2) against one call of
    ``check_lossless`` of block verification at the same size.
 5. CLI start-up: ``python -c "import specsim.cli"`` and ``python -m specsim.cli --help`` in fresh
@@ -196,6 +198,7 @@ def goal2(run: Run) -> None:
 
 def goal3(run: Run) -> None:
     from lp.certificates import _rule_of, certify
+    from specsim import _jit
     from lp.frontier import _frontier_point
     from specsim.divergences import kl, tv
     from specsim.verifiers._clip_family import ClipFamily
@@ -224,15 +227,23 @@ def goal3(run: Run) -> None:
              ("cactus 0.05", cactus(0.05)), ("topk_accept 10", topk_accept(10)),
              ("fuzzy 0.3 js_released", fuzzy(0.3)), ("ensemble 0.6 geometric", ensemble(0.6, "geometric")),
              ("margin_standin 0.5", margin_standin(0.5)), ("consultant_standin 1e-4", consultant_standin(1e-4)))
+    def numpy_certify(rule, p, q):             # the same function without the compiled kernels
+        with _jit.disabled():
+            return certify(rule, p, q)
+
+    def fields(c):
+        return (c.beta, c.kl_out_p, c.kl_p_out, c.tv, c.frontier_tv, c.frontier_kl, c.frontier_kl_reverse)
+
     rows = []
     for name, rule in rules:
-        c, o = certify(rule, p, q), old_certify(rule, p, q)
-        diff = field_diff(c, o)
+        c, o, nc = certify(rule, p, q), old_certify(rule, p, q), numpy_certify(rule, p, q)
         rows.append(interleaved(run, f"V={V}, {name}", ("np.sort(p) (baseline)", lambda: np.sort(p)),
                     [("certify (new)", lambda rule=rule: certify(rule, p, q)),
+                     ("certify, numpy path", lambda rule=rule: numpy_certify(rule, p, q)),
                      ("certify (old)", lambda rule=rule: old_certify(rule, p, q))],
-                    run.repeats, params={"V": V, "rule": name},
-                    metrics={"certify (new)": {"beta": c.beta, "max_field_diff_old": diff}}))
+                    run.repeats, params={"V": V, "rule": name, "compiled": _jit.enabled()},
+                    metrics={"certify (new)": {"beta": c.beta, "max_field_diff_old": field_diff(c, o),
+                                               "max_field_diff_numpy_path": field_diff(c, fields(nc))}}))
     goal_summary(run, "3", rows, "certify (new)", 3.0)
 
 

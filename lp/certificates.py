@@ -16,7 +16,7 @@ import numpy as np
 from specsim import _jit
 from specsim._validate import as_pair, check_int, check_real
 from specsim.models import validate_model_pair
-from specsim.divergences import kl, kl_pair, tv
+from specsim.divergences import _kl_log_sums, kl, kl_pair, tv
 from specsim.drafts import chain
 from specsim.exact import check_lossless, output_law
 from specsim.models import Model
@@ -126,22 +126,6 @@ def _out_fields(out, p, q, atol, fam):
     return k1, k2, t, mr, between, bool(np.array_equal(out, q)), _support_note(out, p), None
 
 
-def _kl_compiled(K, x, y, work, both, dense=False, near=False):
-    """sum x log(x / y) (and -sum y log(x / y) with ``both``) over x > 0, as kl_pair sums them
-    (requires y > 0 wherever x > 0); None when a sum is not finite (subnormal ratios: the numpy
-    path repairs those).  ``dense``: ``work`` already holds x / y and (x - y) / y, x > 0 everywhere."""
-    logs, lr, d, terms = work
-    k = x.size
-    if not dense:
-        k, near, _ = K.ratio_rows(x, y, lr, d)
-    logs = np.log(lr[:k], out=logs[:k])
-    log1ps = np.log1p(d[:k], out=d[:k]) if near else logs
-    xy, yx = K.kl_sums(x, y, lr, logs, log1ps, near, both, terms, dense)
-    if not (np.isfinite(xy) and np.isfinite(yx)):
-        return None
-    return max(xy, 0.0), max(yx, 0.0)
-
-
 def _out_fields_compiled(out, p, q, atol):
     """:func:`_out_fields` by two compiled passes and numpy's vectorised logs, with the same terms
     summed in the same order (:mod:`specsim.verifiers._clip_kernels`); None where the numpy path
@@ -164,15 +148,17 @@ def _out_fields_compiled(out, p, q, atol):
         tv_pq = float(0.5 * K.pairwise_sum(work[4], 0, n))
         k1 = k2 = np.inf
         if same:
-            pair = _kl_compiled(K, out, p, work[:4], True, dense, near)
+            k = n if dense else K.ratio_rows(out, p, work[1], work[2])[0]
+            pair = _kl_log_sums(out, p, work[:4], k, near, dense, True)
             if pair is None:
                 return None
             k1, k2 = pair
-        else:
+        else:  # one direction at most is finite: the support of its first argument lies in the other's
             for flag, x, y in ((off, out, p), (miss, p, out)):
                 if flag:
                     continue
-                one = _kl_compiled(K, x, y, work[:4], False)
+                k, near_xy, _ = K.ratio_rows(x, y, work[1], work[2])
+                one = _kl_log_sums(x, y, work[:4], k, near_xy, False, False)
                 if one is None:
                     return None
                 if x is out:

@@ -101,6 +101,25 @@ def kl(a, b) -> float:
     return float(max(val, 0.0))
 
 
+def _kl_log_sums(x, y, work, k, near, dense, both):
+    """The compiled tail of :func:`kl_pair` (used by lp.certificates' compiled path): with ``work`` = (logs, lr, d, terms) rows
+    where lr[:k] = x / y and d[:k] = (x - y) / y over the k entries with x > 0 (and y > 0 there),
+    numpy's vectorised log and log1p of those rows, then the products summed pairwise as numpy
+    sums them (:func:`specsim.verifiers._clip_kernels.kl_sums`).  Returns (KL(x||y), -sum y log(x/y)
+    if ``both`` else 0), clipped at 0, or None when a sum is not finite (over- or underflowing
+    ratios: the numpy path repairs those).  ``dense``: x > 0 everywhere (no compaction)."""
+    from specsim.verifiers import _clip_kernels as K
+
+    logs, lr, d, terms = work
+    with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+        logs = np.log(lr[:k], out=logs[:k])
+        log1ps = np.log1p(d[:k], out=d[:k]) if near else logs
+        xy, yx = K.kl_sums(x, y, lr, logs, log1ps, near, both, terms, dense)
+    if not (np.isfinite(xy) and np.isfinite(yx)):
+        return None
+    return max(xy, 0.0), max(yx, 0.0)
+
+
 def kl_pair(a, b) -> tuple[float, float]:
     """(KL(a || b), KL(b || a)) with one log pass where a and b have the same support.
 
