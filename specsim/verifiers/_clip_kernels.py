@@ -413,3 +413,50 @@ def cactus_out(p, q, r_tok, thr, suf_c, suf, acc, act, w_own, G):
     for i in range(p.size):
         G[i] += acc[i]
     return G
+
+
+@njit
+def lenience_pair(p, q, l, out, rej, pos):
+    """Lenience's closed pair, the numpy arithmetic in two passes: acc = min(q, p / l) into ``out``,
+    the rejected mass sum (q - p / l)_+ and the residual (p - q)_+ / sum (p when that sum is 0):
+    out = acc + rejected * residual.  Returns beta = sum acc (sums pairwise, as numpy)."""
+    n = p.size
+    for i in range(n):
+        a = p[i] / l
+        b = q[i]
+        out[i] = b if b <= a else a
+        t = b - a
+        rej[i] = t if t >= 0.0 else 0.0
+        u = p[i] - b
+        pos[i] = u if u >= 0.0 else 0.0
+    beta = pairwise_sum(out, 0, n)
+    r = pairwise_sum(rej, 0, n)
+    s = pairwise_sum(pos, 0, n)
+    if s > 0.0:
+        for i in range(n):
+            out[i] += r * (pos[i] / s)
+    else:
+        for i in range(n):
+            out[i] += r * p[i]
+    return beta
+
+
+@njit
+def masked_mix(p, q, t, strict, out, kept, rest):
+    """out = q where keep else 0, with keep = p > t (``strict``) or p >= t; returns
+    (sum of q over keep, sum of q over the rest), each summed pairwise over the entries in token
+    order, as numpy's ``q[keep].sum()`` (``kept``, ``rest``: scratch rows)."""
+    nk = 0
+    nr = 0
+    for i in range(p.size):
+        b = q[i]
+        keep = p[i] > t if strict else p[i] >= t
+        if keep:
+            out[i] = b
+            kept[nk] = b
+            nk += 1
+        else:
+            out[i] = 0.0
+            rest[nr] = b
+            nr += 1
+    return pairwise_sum(kept, 0, nk), pairwise_sum(rest, 0, nr)

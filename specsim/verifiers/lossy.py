@@ -49,6 +49,15 @@ def _pos_part(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     return normalize(np.maximum(v, 0.0), fallback)
 
 
+def _masked_mix(p, q, t: float, strict: bool) -> tuple[np.ndarray, tuple[float, float]]:
+    """(where(keep, q, 0), (q[keep].sum(), q[~keep].sum())) with keep = p > t (``strict``) or
+    p >= t, in one compiled pass (the same sums; used only when specsim._jit is enabled)."""
+    from ._clip_kernels import masked_mix
+    out, kept, rest = np.empty((3, p.size))
+    sums = masked_mix(np.ascontiguousarray(p), np.ascontiguousarray(q), float(t), strict, out, kept, rest)
+    return out, (float(sums[0]), float(sums[1]))
+
+
 def _onehot(V: int, t: int) -> np.ndarray:
     r = np.zeros(V)
     r[t] = 1.0
@@ -230,8 +239,18 @@ def typical(epsilon: float = 0.09, delta: float = 0.3, residual: str = "argmax",
     def beta(p, q):
         return q[p > tau(p)].sum()
 
+    def pair(p, q):
+        if not _jit.enabled():
+            return out(p, q), beta(p, q)
+        t = tau(p)                                # one entropy pass for both closed forms
+        res, (kept, rest) = _masked_mix(p, q, t, True)
+        res += rest * res_of(p, t)
+        return res, kept
+
+    res_of = res
     params = dict(epsilon=epsilon, delta=delta, residual=residual, entropy_eps=entropy_eps)
-    return single_token_chain(SingleTokenRule("typical", decide, out, beta, params), doc=typical.__doc__)
+    return single_token_chain(SingleTokenRule("typical", decide, out, beta, params, closed_pair=pair),
+                              doc=typical.__doc__)
 
 
 # --------------------------------------------------------------------------- 8.2 lenience
@@ -263,7 +282,16 @@ def lenience(l: float) -> LossyVerifier:  # noqa: E741 (the paper's name)
         # 1 - sum(acc) leaves ~1e-16 and a finite KL(p || out) for an infinite one
         return acc + np.maximum(q - p / l, 0.0).sum() * _pos_part(p - q, p)
 
-    return single_token_chain(SingleTokenRule("lenience", decide, out, beta, dict(l=l)), doc=lenience.__doc__)
+    def pair(p, q):
+        if not _jit.enabled():
+            return out(p, q), beta(p, q)
+        from ._clip_kernels import lenience_pair
+        res, rej, pos = np.empty((3, p.size))
+        b = lenience_pair(np.ascontiguousarray(p), np.ascontiguousarray(q), l, res, rej, pos)
+        return res, b
+
+    return single_token_chain(SingleTokenRule("lenience", decide, out, beta, dict(l=l), closed_pair=pair),
+                              doc=lenience.__doc__)
 
 
 # --------------------------------------------------------------------------- 8.3 top-k acceptance
@@ -685,8 +713,16 @@ def consultant_standin(tau: float) -> LossyVerifier:
     def beta(p, q):
         return q[p >= tau].sum()
 
+    def pair(p, q):
+        if not _jit.enabled():
+            return out(p, q), beta(p, q)
+        res, kept = _masked_mix(p, q, tau, False)
+        res += kept[1] * p
+        return res, kept[0]
+
     rule = SingleTokenRule("consultant_standin", decide, out, beta, dict(tau=tau),
-                           "assumption: Consultant Decoding's exact rule is not public (docs/theory.md §8.9)")
+                           "assumption: Consultant Decoding's exact rule is not public (docs/theory.md §8.9)",
+                           closed_pair=pair)
     return single_token_chain(rule, doc=consultant_standin.__doc__)
 
 
