@@ -144,12 +144,12 @@ def _out_fields_compiled(out, p, q, atol):
             return None
         if mr < 0:
             mr = work[1].max() if n else 0.0
-        t = float(0.5 * K.pairwise_sum(work[0], 0, n))
-        tv_pq = float(0.5 * K.pairwise_sum(work[4], 0, n))
+        t = float(0.5 * work[0].sum())
+        tv_pq = float(0.5 * work[4].sum())
         k1 = k2 = np.inf
         if same:
             k = n if dense else K.ratio_rows(out, p, work[1], work[2])[0]
-            pair = _kl_log_sums(out, p, work[:4], k, near, dense, True)
+            pair = _kl_log_sums(out, p, work, k, near, dense, True)
             if pair is None:
                 return None
             k1, k2 = pair
@@ -158,7 +158,7 @@ def _out_fields_compiled(out, p, q, atol):
                 if flag:
                     continue
                 k, near_xy, _ = K.ratio_rows(x, y, work[1], work[2])
-                one = _kl_log_sums(x, y, work[:4], k, near_xy, False, False)
+                one = _kl_log_sums(x, y, work, k, near_xy, False, False)
                 if one is None:
                     return None
                 if x is out:

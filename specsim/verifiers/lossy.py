@@ -448,13 +448,13 @@ def cactus(delta: float) -> LossyVerifier:
     def pair(p, q):
         fast = _jit.enabled()
         if fast:  # the caps, acc and the rejected ids in one compiled pass (same arithmetic)
-            from ._clip_kernels import cactus_caps, cactus_out, pairwise_sum
+            from ._clip_kernels import cactus_caps, cactus_out
             pc, qc = np.ascontiguousarray(p), np.ascontiguousarray(q)   # one compiled signature
             h, c, acc = np.empty((3, p.size))
             act = np.empty(p.size, dtype=np.int64)
             k = cactus_caps(pc, qc, 2.0 * delta, h, c, acc, act)
             act, ca = act[:k], c[:k]
-            beta_value = pairwise_sum(acc, 0, acc.size)
+            beta_value = acc.sum()
             rho_act = q[act] - acc[act]
         else:
             h, c = _cactus_h(p, delta)
