@@ -7,15 +7,16 @@ two passes each, with the same floating-point operations in the same order, so t
 are the numpy path's bit for bit wherever that is possible:
 
 - running sums are sequential, as ``np.cumsum`` is;
-- totals use :func:`pairwise_sum`, numpy's own pairwise summation of a contiguous float64 row
-  (8 accumulators in blocks of <= 128, halves split at multiples of 8), over the same terms in
-  the same order, so ``x.sum()`` and ``pairwise_sum(x, 0, x.size)`` agree exactly;
+- totals are left to numpy: a kernel writes the terms (packed in token order where numpy sums a
+  masked subset) and the caller sums them with ``.sum()``, numpy's pairwise summation of the
+  same terms in the same order;
 - logarithms of whole rows are left to numpy (its vectorised log is ~6x the speed of a scalar
   libm call in a loop); only the bisection of :func:`clip_level` takes scalar logs (``math.log``,
   which may differ from numpy's by an ulp, so clip levels agree to ~1e-16 relative, not exactly).
 
 The numpy code stays the reference and the path without numba.  First call in a fresh process:
-~2-4 s of compilation for the kernels here (cached on disk afterwards: ~50 ms to load).
+~3.5 s of compilation for the kernels here (cached on disk afterwards: the next process pays
+~0.4 s, most of it ``import numba``).
 """
 from __future__ import annotations
 
@@ -24,73 +25,6 @@ import math
 import numpy as np
 
 from specsim._jit import njit
-
-
-@njit
-def _block_sum(a, lo, n):
-    """numpy's pairwise sum of a[lo:lo + n] for n <= 128 (its leaf: 8 accumulators)."""
-    if n < 8:
-        res = 0.0
-        for i in range(lo, lo + n):
-            res += a[i]
-        return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i = lo + 8
-    stop = lo + n - n % 8
-    while i < stop:
-        r0 += a[i]
-        r1 += a[i + 1]
-        r2 += a[i + 2]
-        r3 += a[i + 3]
-        r4 += a[i + 4]
-        r5 += a[i + 5]
-        r6 += a[i + 6]
-        r7 += a[i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < lo + n:
-        res += a[i]
-        i += 1
-    return res
-
-
-@njit
-def pairwise_sum(a, lo, n):
-    """sum(a[lo:lo + n]) exactly as numpy's ``a[lo:lo + n].sum()`` computes it: halves split at a
-    multiple of 8 down to blocks of <= 128, left + right.  The recursion runs on an explicit stack
-    (a recursive kernel loaded from numba's disk cache crashed)."""
-    if n <= 128:
-        return _block_sum(a, lo, n)
-    f_lo = np.empty(64, np.int64)
-    f_n = np.empty(64, np.int64)
-    f_state = np.zeros(64, np.int64)             # 0: to expand, 1: left pending, 2: right pending
-    f_left = np.empty(64)
-    sp = 0
-    f_lo[0], f_n[0] = lo, n
-    while True:
-        m = f_n[sp]
-        if m > 128:
-            f_state[sp] = 1
-            n2 = m // 2
-            n2 -= n2 % 8
-            f_lo[sp + 1], f_n[sp + 1], f_state[sp + 1] = f_lo[sp], n2, 0
-            sp += 1
-            continue
-        v = _block_sum(a, f_lo[sp], m)
-        while True:                              # hand v up to the parents
-            if sp == 0:
-                return v
-            sp -= 1
-            if f_state[sp] == 1:                 # v is the left half: now the right one
-                f_left[sp] = v
-                f_state[sp] = 2
-                n2 = f_n[sp] // 2
-                n2 -= n2 % 8
-                f_lo[sp + 1], f_n[sp + 1], f_state[sp + 1] = f_lo[sp] + n2, f_n[sp] - n2, 0
-                sp += 1
-                break
-            v = f_left[sp] + v
 
 
 @njit
@@ -421,36 +355,24 @@ def cactus_out(p, q, r_tok, thr, suf_c, suf, acc, act, w_own, G):
 
 
 @njit
-def lenience_pair(p, q, l, out, rej, pos):
-    """Lenience's closed pair, the numpy arithmetic in two passes: acc = min(q, p / l) into ``out``,
-    the rejected mass sum (q - p / l)_+ and the residual (p - q)_+ / sum (p when that sum is 0):
-    out = acc + rejected * residual.  Returns beta = sum acc (sums pairwise, as numpy)."""
-    n = p.size
-    for i in range(n):
+def lenience_terms(p, q, l, acc, rej, pos):
+    """Lenience's closed pair in one pass, numpy's arithmetic: acc = min(q, p / l), rej =
+    (q - p / l)_+ (the rejected mass, summed by the caller), pos = (p - q)_+ (the residual)."""
+    for i in range(p.size):
         a = p[i] / l
         b = q[i]
-        out[i] = b if b <= a else a
+        acc[i] = b if b <= a else a
         t = b - a
         rej[i] = t if t >= 0.0 else 0.0
         u = p[i] - b
         pos[i] = u if u >= 0.0 else 0.0
-    beta = pairwise_sum(out, 0, n)
-    r = pairwise_sum(rej, 0, n)
-    s = pairwise_sum(pos, 0, n)
-    if s > 0.0:
-        for i in range(n):
-            out[i] += r * (pos[i] / s)
-    else:
-        for i in range(n):
-            out[i] += r * p[i]
-    return beta
 
 
 @njit
 def masked_mix(p, q, t, strict, out, kept, rest):
-    """out = q where keep else 0, with keep = p > t (``strict``) or p >= t; returns
-    (sum of q over keep, sum of q over the rest), each summed pairwise over the entries in token
-    order, as numpy's ``q[keep].sum()`` (``kept``, ``rest``: scratch rows)."""
+    """out = q where keep else 0, with keep = p > t (``strict``) or p >= t; q on keep and on the rest
+    packed in token order into ``kept`` and ``rest`` (the caller sums them, as numpy's
+    ``q[keep].sum()``).  Returns (#keep, #rest)."""
     nk = 0
     nr = 0
     for i in range(p.size):
@@ -464,4 +386,4 @@ def masked_mix(p, q, t, strict, out, kept, rest):
             out[i] = 0.0
             rest[nr] = b
             nr += 1
-    return pairwise_sum(kept, 0, nk), pairwise_sum(rest, 0, nr)
+    return nk, nr

@@ -54,8 +54,8 @@ def _masked_mix(p, q, t: float, strict: bool) -> tuple[np.ndarray, tuple[float, 
     p >= t, in one compiled pass (the same sums; used only when specsim._jit is enabled)."""
     from ._clip_kernels import masked_mix
     out, kept, rest = np.empty((3, p.size))
-    sums = masked_mix(np.ascontiguousarray(p), np.ascontiguousarray(q), float(t), strict, out, kept, rest)
-    return out, (float(sums[0]), float(sums[1]))
+    nk, nr = masked_mix(np.ascontiguousarray(p), np.ascontiguousarray(q), float(t), strict, out, kept, rest)
+    return out, (kept[:nk].sum(), rest[:nr].sum())
 
 
 def _onehot(V: int, t: int) -> np.ndarray:
@@ -285,10 +285,10 @@ def lenience(l: float) -> LossyVerifier:  # noqa: E741 (the paper's name)
     def pair(p, q):
         if not _jit.enabled():
             return out(p, q), beta(p, q)
-        from ._clip_kernels import lenience_pair
-        res, rej, pos = np.empty((3, p.size))
-        b = lenience_pair(np.ascontiguousarray(p), np.ascontiguousarray(q), l, res, rej, pos)
-        return res, b
+        from ._clip_kernels import lenience_terms
+        acc, rej, pos = np.empty((3, p.size))
+        lenience_terms(np.ascontiguousarray(p), np.ascontiguousarray(q), l, acc, rej, pos)
+        return acc + rej.sum() * normalize(pos, p), acc.sum()
 
     return single_token_chain(SingleTokenRule("lenience", decide, out, beta, dict(l=l), closed_pair=pair),
                               doc=lenience.__doc__)
@@ -589,7 +589,11 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
     def beta(p, q):
         return np.minimum(q, nu(p, q)).sum()
 
-    return single_token_chain(SingleTokenRule("ensemble", decide, nu, beta, dict(w=w, kind=kind)),
+    def pair(p, q):  # nu once for both closed forms (the geometric one costs three transcendental passes)
+        n = nu(p, q)
+        return n, np.minimum(q, n).sum()
+
+    return single_token_chain(SingleTokenRule("ensemble", decide, nu, beta, dict(w=w, kind=kind), closed_pair=pair),
                               doc=ensemble.__doc__)
 
 
