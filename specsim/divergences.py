@@ -73,7 +73,9 @@ def kl(a, b) -> float:
     One log over the support of a, vectorised (``scipy.special.rel_entr`` costs ~15x more at
     V ~ 1e5), with rel_entr's conventions.  The sum of a_v log(a_v / b_v) is numpy's pairwise
     sum, not ``np.dot``: a multi-threaded BLAS dot of 150,000 terms took 28 ms instead of 0.03 ms
-    on a loaded 2-core machine (its threads wait for cores).
+    on a loaded 2-core machine (its threads wait for cores).  With numba (specsim._jit) the
+    ratio and product passes are compiled around the same numpy log/log1p and sums: the same
+    float, ~1.3x faster at V = 151,936.
 
     Parameters: ``a``, ``b`` vectors of one length with finite entries >= 0 (``ValueError``
     naming the argument otherwise; NaN never comes out).
