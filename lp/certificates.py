@@ -16,7 +16,7 @@ import numpy as np
 from specsim import _jit
 from specsim._validate import as_pair, check_int, check_real
 from specsim.models import validate_model_pair
-from specsim.divergences import _kl_log_sums, kl, kl_pair, tv
+from specsim.divergences import kl, kl_pair, tv
 from specsim.drafts import chain
 from specsim.exact import check_lossless, output_law
 from specsim.models import Model
@@ -124,6 +124,28 @@ def _out_fields(out, p, q, atol, fam):
         edge += atol
         between = bool(np.all(out <= edge))
     return k1, k2, t, mr, between, bool(np.array_equal(out, q)), _support_note(out, p), None
+
+
+def _kl_log_sums(x, y, work, k, near, dense, both):
+    """The compiled tail of :func:`_out_fields_compiled`'s KL pair.  ``work`` =
+    (logs, lr, d, terms, terms_yx) rows, lr[:k] = x / y and d[:k] = (x - y) / y over the k entries
+    with x > 0 (y > 0 there): numpy's vectorised log and log1p of those rows, one compiled pass
+    for the products (:func:`specsim.verifiers._clip_kernels.kl_terms`), numpy's sums of them.
+    Returns (KL(x||y), -sum y log(x/y) if ``both`` else 0), clipped at 0, or None when a sum is not
+    finite (over- or underflowing ratios: the numpy path repairs those).  ``dense``: x > 0
+    everywhere (no compaction)."""
+    from specsim.verifiers import _clip_kernels as K
+
+    logs, lr, d, terms, terms_yx = work
+    with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+        logs = np.log(lr[:k], out=logs[:k])
+        log1ps = np.log1p(d[:k], out=d[:k]) if near else logs
+        K.kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx, dense)
+        xy = float(terms[:k].sum())
+        yx = -float(terms_yx[:k].sum()) if both else 0.0
+    if not (np.isfinite(xy) and np.isfinite(yx)):
+        return None
+    return max(xy, 0.0), max(yx, 0.0)
 
 
 def _out_fields_compiled(out, p, q, atol):

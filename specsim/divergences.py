@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim import _jit
-
 __all__ = ["DIVERGENCES", "kl", "kl_pair", "tv", "divergence"]
 
 #: The divergence kinds accepted everywhere, with the formula each names for ``D(a, b)``.
@@ -73,9 +71,7 @@ def kl(a, b) -> float:
     One log over the support of a, vectorised (``scipy.special.rel_entr`` costs ~15x more at
     V ~ 1e5), with rel_entr's conventions.  The sum of a_v log(a_v / b_v) is numpy's pairwise
     sum, not ``np.dot``: a multi-threaded BLAS dot of 150,000 terms took 28 ms instead of 0.03 ms
-    on a loaded 2-core machine (its threads wait for cores).  With numba (specsim._jit) the
-    ratio and product passes are compiled around the same numpy log/log1p and sums: the same
-    float, ~1.3x faster at V = 151,936.
+    on a loaded 2-core machine (its threads wait for cores).
 
     Parameters: ``a``, ``b`` vectors of one length with finite entries >= 0 (``ValueError``
     naming the argument otherwise; NaN never comes out).
@@ -88,10 +84,6 @@ def kl(a, b) -> float:
     a, b = _measures(a, b)
     if a.size == 0:
         return 0.0
-    if _jit.enabled():
-        val = _kl_compiled(a, b)
-        if val is not None:
-            return val
     if a.min() == 0.0:
         pos = a > 0.0
         a, b = a[pos], b[pos]
@@ -107,45 +99,6 @@ def kl(a, b) -> float:
             lr[bad] = np.log(a[bad]) - np.log(b[bad])
             val = _dot(a, lr)
     return float(max(val, 0.0))
-
-
-def _kl_log_sums(x, y, work, k, near, dense, both):
-    """The compiled tail of :func:`kl` (and of lp.certificates' compiled KL pair).  ``work`` =
-    (logs, lr, d, terms, terms_yx) rows, lr[:k] = x / y and d[:k] = (x - y) / y over the k entries
-    with x > 0 (y > 0 there): numpy's vectorised log and log1p of those rows, one compiled pass
-    for the products (:func:`specsim.verifiers._clip_kernels.kl_terms`), numpy's sums of them.
-    Returns (KL(x||y), -sum y log(x/y) if ``both`` else 0), clipped at 0, or None when a sum is not
-    finite (over- or underflowing ratios: the numpy path repairs those).  ``dense``: x > 0
-    everywhere (no compaction)."""
-    from specsim.verifiers import _clip_kernels as K
-
-    logs, lr, d, terms, terms_yx = work
-    with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-        logs = np.log(lr[:k], out=logs[:k])
-        log1ps = np.log1p(d[:k], out=d[:k]) if near else logs
-        K.kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx, dense)
-        xy = float(terms[:k].sum())
-        yx = -float(terms_yx[:k].sum()) if both else 0.0
-    if not (np.isfinite(xy) and np.isfinite(yx)):
-        return None
-    return max(xy, 0.0), max(yx, 0.0)
-
-
-def _kl_compiled(a, b) -> float | None:
-    """:func:`kl` of validated rows by compiled passes (the same terms, summed in the same order,
-    so the same float); None where the numpy path must decide (over- or underflowing ratios)."""
-    from specsim.verifiers import _clip_kernels as K
-
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    work = np.empty((5, a.size))
-    with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-        k, near, nonpos = K.ratio_rows(a, b, work[1], work[2])
-    if k == 0:
-        return 0.0
-    if nonpos:
-        return np.inf
-    sums = _kl_log_sums(a, b, work, k, near, k == a.size, False)
-    return None if sums is None else float(sums[0])
 
 
 def kl_pair(a, b) -> tuple[float, float]:
