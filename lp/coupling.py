@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from specsim import _jit
 from specsim._validate import as_distribution, as_pair, check_bool, check_int, check_real
 
 from ._race import wor_subset_quadrature
@@ -640,28 +641,38 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
     :data:`_WOR_BUCKET_MIN_V`, where a sort costs little.
     """
     V = p.size
-    qtot = float(q.sum())
-    star = int(np.argmax(q))
+    if V < _WOR_BUCKET_MIN_V:
+        return None
+    fast = _jit.enabled()
+    qtot, star = float(q.sum()), int(np.argmax(q))
     qstar = float(q[star])
     room = (qtot - np.arange(K) * qstar) * (1.0 - 1e-12)         # R_j, rounded down
-    if V < _WOR_BUCKET_MIN_V or room[-1] <= 0.0:
+    if room[-1] <= 0.0:
         return None
     c = float(np.sum(1.0 / room)) * (1.0 + 1e-9)
+    N = _N_BUCKETS
     # the O(V) rows in one block of >= 4 MB (huge pages): fresh 1.2 MB arrays each page-fault
     work = np.empty((7, V))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        r = np.divide(p, q, out=work[0])                         # inf: q = 0 < p; nan: p = q = 0
-    ids = _ratio_bucket_ids(r, c, out=work[1].view(np.int64))
-    N = _N_BUCKETS
-    sums = _bucket_sums(ids, out=work[2].view(np.int64))
-    Pb, Qb = sums(p), sums(q)
-    rest_star = float(q[:star].sum() + q[star + 1:].sum())
-    t = np.subtract(qtot, q, out=work[3])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        np.divide(q, t, out=t)                                   # q_a / rest_a, q_a <= q(V) / 2
-    t[star] = 0.0
-    Wb = sums(t)
-    del sums
+    r, ids = work[0], work[1].view(np.int64)
+    if fast:                                                     # one pass, compensated sums
+        from . import _race_kernels
+        shift = 52 - _MANT_BITS
+        (Pb, Qb, Wb, qmax_b), rest_star = _race_kernels.wor_bucket_pass(
+            p, q, int(np.float64(c).view(np.int64)) >> shift, shift, c, N, star, qtot, r, ids)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            np.divide(p, q, out=r)                               # inf: q = 0 < p; nan: p = q = 0
+        _ratio_bucket_ids(r, c, out=ids)
+        sums = _bucket_sums(ids, out=work[2].view(np.int64))
+        Pb, Qb = sums(p), sums(q)
+        rest_star = float(q[:star].sum() + q[star + 1:].sum())
+        t = np.subtract(qtot, q, out=work[3])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.divide(q, t, out=t)                               # q_a / rest_a, q_a <= q(V) / 2
+        t[star] = 0.0
+        Wb = sums(t)
+        del sums
+        qmax_b = None
     P_e, Q_e, W_e = _blocked_cumsum0(Pb[:N]), _blocked_cumsum0(Qb[:N]), _blocked_cumsum0(Wb[:N])
     lam_e = _blocked_cumsum0(Qb[::-1])[::-1][:N + 1]             # q of buckets >= b, dropped included
     miss2 = lam_e * (1.0 + W_e)
@@ -673,8 +684,9 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
         upper = opt = miss2                                      # exact at the edges
     else:
         opt = miss2 + (1.0 - miss2) * _iid_miss(lam_e, K - 2)
-        qmax_b = np.zeros(N + 1)
-        np.maximum.at(qmax_b, ids, q)
+        if qmax_b is None:
+            qmax_b = np.zeros(N + 1)
+            np.maximum.at(qmax_b, ids, q)
         qmax_e = np.maximum.accumulate(np.concatenate(([0.0], qmax_b[:N])))   # max q over buckets < b
         slack = (V + K + 2) * np.finfo(np.float64).eps
         low_q = 1.0 - miss2

@@ -1,0 +1,174 @@
+"""Compiled passes of the multi-draft bound without replacement (numba; see :mod:`specsim._jit`).
+
+:func:`lp.coupling.multidraft_bound` without replacement spends most of its time at V ~ 1.5e5 in
+a few full-row numpy chains: the bucketing of p/q with its per-bucket sums
+(:func:`lp.coupling._wor_buckets`), the split of the row into the block of tokens before the live
+buckets and the segment to sort, the block's sums for the chord screen and its power moments for
+the race quadrature (:func:`lp._race.small_token_state`).  Each kernel here is one pass over the
+row that does what the numpy chain does; the numpy code is the reference in the tests
+(tests/lp/test_race_kernels.py) and the path without numba.
+
+Sums are split as in the numpy path (sub-bins by token id) or compensated; results agree with it
+to rounding, not bit for bit.  All
+signatures take float64 / int64 arrays and Python floats / ints, so each kernel compiles once
+(a few seconds in total on the first call in a process without an on-disk cache).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from specsim._jit import njit
+
+#: Lanes (by token id) per bucket sum in :func:`wor_bucket_pass`: as lp.coupling._SUB_BINS.
+LANES = 32
+
+
+@njit
+def wor_bucket_pass(p, q, top_bits, shift, top, n_buckets, star, qtot, r, ids):
+    """One pass of :func:`lp.coupling._wor_buckets` step 2: r = p/q and its bucket per token
+    (written into ``r`` and ``ids``), and per bucket 0..n_buckets (the last: dropped tokens)
+    the sums of p, q, w_a = q_a / (qtot - q_a) (0 at ``star``) and the largest q.
+
+    The bucket of r <= ``top`` is max((bits(r) >> shift) - top_bits + n_buckets - 1, 0); r > top,
+    inf and nan go to ``n_buckets``.  Returns (a [4, n_buckets + 1] array (P, Q, W, max q), the
+    sum of q without ``star``).  Each bucket is summed in :data:`LANES` lanes by token id, as the
+    numpy path's sub-bins (a bucket of 150,000 tied tokens in runs of ~4,700 terms), which also
+    keeps consecutive tokens of one bucket off each other's additions; the sum without ``star``
+    is compensated (two-sum in registers).
+    """
+    nb = n_buckets + 1
+    acc = np.zeros(nb * LANES * 3)
+    qmax = np.zeros(nb)
+    lo = top_bits - (n_buckets - 1)
+    rest, rest_c = 0.0, 0.0
+    rb = r.view(np.int64)
+    for v in range(p.size):
+        pv, qv = p[v], q[v]
+        rv = pv / qv if qv != 0.0 else (np.inf if pv > 0.0 else np.nan)
+        r[v] = rv
+        if rv <= top:
+            b = (rb[v] >> shift) - lo
+            if b < 0:
+                b = 0
+        else:
+            b = n_buckets
+        ids[v] = b
+        i = 3 * (LANES * b + (v & (LANES - 1)))
+        acc[i] += pv
+        acc[i + 1] += qv
+        if v != star:
+            acc[i + 2] += qv / (qtot - qv)
+            t = rest + qv
+            bb = t - rest
+            rest_c += (rest - (t - bb)) + (qv - bb)
+            rest = t
+        if qv > qmax[b]:
+            qmax[b] = qv
+    out = np.empty((4, nb))
+    for b in range(nb):
+        for k in range(3):
+            t = 0.0
+            for lane in range(LANES):
+                t += acc[3 * (LANES * b + lane) + k]
+            out[k, b] = t
+        out[3, b] = qmax[b]
+    return out, rest + rest_c
+
+
+@njit
+def power_moments(q, tau, R):
+    """sum_v (q_v / tau)^r for r = 0..R (entry 0 is left 0), as :func:`lp._race.small_token_state`.
+
+    Tokens go eight at a time in scalar lanes (their multiplications do not wait on each other),
+    bases q_v * (1 / tau) (within an ulp of q_v / tau); a group stops once all its powers are
+    <= 1e-22 (each later term is smaller still: relative 1e-22 len(q) on sums >= 1, as the numpy
+    path's drop).  Group sums go into partial sums flushed every 1,024 tokens: runs of <= 128 terms.
+    """
+    M = np.zeros(R + 1)
+    part = np.zeros(R + 1)
+    n = q.size
+    inv = 1.0 / tau
+    for g in range(0, n, 8):
+        if g + 8 <= n:
+            b0, b1, b2, b3 = q[g] * inv, q[g + 1] * inv, q[g + 2] * inv, q[g + 3] * inv
+            b4, b5, b6, b7 = q[g + 4] * inv, q[g + 5] * inv, q[g + 6] * inv, q[g + 7] * inv
+        else:                                                    # the tail, zero-padded
+            b0 = q[g] * inv
+            b1 = q[g + 1] * inv if g + 1 < n else 0.0
+            b2 = q[g + 2] * inv if g + 2 < n else 0.0
+            b3 = q[g + 3] * inv if g + 3 < n else 0.0
+            b4 = q[g + 4] * inv if g + 4 < n else 0.0
+            b5 = q[g + 5] * inv if g + 5 < n else 0.0
+            b6 = q[g + 6] * inv if g + 6 < n else 0.0
+            b7 = 0.0
+        p0, p1, p2, p3, p4, p5, p6, p7 = b0, b1, b2, b3, b4, b5, b6, b7
+        for r in range(1, R + 1):
+            part[r] += ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
+            p0 *= b0
+            p1 *= b1
+            p2 *= b2
+            p3 *= b3
+            p4 *= b4
+            p5 *= b5
+            p6 *= b6
+            p7 *= b7
+            if max(max(max(p0, p1), max(p2, p3)), max(max(p4, p5), max(p6, p7))) <= 1e-22:
+                break
+        if (g & 1023) == 1016 or g + 8 >= n:
+            for r in range(1, R + 1):
+                M[r] += part[r]
+                part[r] = 0.0
+    return M
+
+
+@njit
+def _low_probability(e, n, m, K):
+    """P(N <= K - 1) of one :class:`lp._race.RaceState` entry, as its ``low_probability``."""
+    low = 0.0
+    if m > 700.0:
+        for j in range(K):
+            if n <= K - 1 - j and e[j] > 0.0:
+                low += np.exp(np.log(e[j]) - m)
+        return low
+    scale = np.exp(-m)
+    for j in range(K):
+        if n <= K - 1 - j:
+            low += e[j] * scale
+    return low
+
+
+@njit
+def race_prefix_lows(qtok, t, K, sure_at, e0, n0, m0, cols, low, e_end, n_end, m_end):
+    """:func:`lp._race.race_states` followed by ``low_probability``, one grid row at a time.
+
+    For each row i (time ``t[i]``, start state ``e0[:, i]``, ``n0[i]``, ``m0[i]``) the tokens
+    ``qtok`` go through the recursion e_j += o_v e_{j-1} (j descending), o_v = expm1(q_v t), tokens
+    with q_v t > ``sure_at`` counted as arrived; P(N <= K - 1) after each prefix length in
+    ``cols`` (ascending) is written into ``low[i]`` and the state after all tokens into
+    ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.  No [rows, tokens] temporaries.
+    """
+    g, w, nc = t.size, qtok.size, cols.size
+    e = np.empty(K)
+    for i in range(g):
+        ti = t[i]
+        for j in range(K):
+            e[j] = e0[j, i]
+        n, m = n0[i], m0[i]
+        c = 0
+        for v in range(w + 1):
+            while c < nc and cols[c] == v:
+                low[i, c] = _low_probability(e, n, m, K)
+                c += 1
+            if v == w:
+                break
+            x = qtok[v] * ti
+            if x > sure_at:                                      # inf included
+                n += 1.0
+            else:
+                m += x
+                o = np.expm1(x)
+                for j in range(K - 1, 0, -1):
+                    e[j] += o * e[j - 1]
+        for j in range(K):
+            e_end[j, i] = e[j]
+        n_end[i], m_end[i] = n, m
