@@ -248,6 +248,13 @@ def _compiled_prefixes(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, 
     return low, end
 
 
+def _join(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: RaceState) -> RaceState:
+    """``start`` (rows [g]) joined with all the tokens ``qtok`` at the rows ``t`` [g]."""
+    if _jit.enabled():
+        return _compiled_prefixes(qtok, t, K, sure_at, start, np.array([qtok.size]))[1]
+    return race_states(qtok, t[:, None], K, sure_at, start, np.array([qtok.size])).column(0)
+
+
 def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: RaceState,
                 work: np.ndarray | None = None) -> RaceState:
     """:class:`RaceState` of ``prior`` joined with the tokens ``q`` (order irrelevant) at the rows ``t`` [g].
@@ -275,21 +282,18 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
     tau = float(small.max()) if small.size else 0.0
     fast = t * tau <= x_max                                      # a prefix of the rows (t ascends)
     out = RaceState(np.empty((K, g)), np.zeros(g), np.zeros(g))
-    last_col = np.array([exact.size])
     if fast.any():
         state = prior.rows(fast).union(small_token_state(small, t[fast], K, x_max,
                                                          None if work is None else work[1:3]))
-        state = race_states(exact, t[fast, None], K, sure_at, state, last_col)
-        out.assign(fast, state.column(0))
+        out.assign(fast, _join(exact, t[fast], K, sure_at, state))
     slow = ~fast
     if slow.any():
         last = np.flatnonzero(fast)[-1:]
         if last.size and out.rows(last).low_probability()[0] < NEGLIGIBLE:
             out.mark_negligible(slow)
         else:
-            state = race_states(small, t[slow, None], K, sure_at, prior.rows(slow), np.array([small.size]))
-            state = race_states(exact, t[slow, None], K, sure_at, state.column(0), last_col)
-            out.assign(slow, state.column(0))
+            state = _join(small, t[slow], K, sure_at, prior.rows(slow))
+            out.assign(slow, _join(exact, t[slow], K, sure_at, state))
     return out
 
 

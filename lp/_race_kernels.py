@@ -172,3 +172,29 @@ def race_prefix_lows(qtok, t, K, sure_at, e0, n0, m0, cols, low, e_end, n_end, m
         for j in range(K):
             e_end[j, i] = e[j]
         n_end[i], m_end[i] = n, m
+
+
+@njit
+def chord_block_sums(q, T):
+    """(sum u_a, sum u_a q_a, sum u_a q_a^2, sum q_a^2), u_a = q_a / (T - q_a), over the block
+    ``q`` (the block's terms of :func:`lp.coupling._chord_screen`'s prefix sums) in one pass.
+
+    Four scalar lanes per sum, flushed into the totals every 1,024 tokens (runs of <= 256 terms).
+    """
+    acc = np.zeros(16)
+    tot = np.zeros(4)
+    n = q.size
+    for v in range(n):
+        x = q[v]
+        u = x / (T - x)
+        ux = u * x
+        k = 4 * (v & 3)
+        acc[k] += u
+        acc[k + 1] += ux
+        acc[k + 2] += ux * x
+        acc[k + 3] += x * x
+        if (v & 1023) == 1023 or v == n - 1:
+            for i in range(4):
+                tot[i] += (acc[i] + acc[4 + i]) + (acc[8 + i] + acc[12 + i])
+            acc[:] = 0.0
+    return tot[0], tot[1], tot[2], tot[3]

@@ -729,6 +729,16 @@ def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarra
     return order, valid
 
 
+def _stable_argsort(x: np.ndarray) -> np.ndarray:
+    """``np.argsort(x, kind="stable")``: the (vectorised) default sort, and the stable one only
+    where it finds a tie (~6x faster on ~1e4 distinct ratios)."""
+    o = np.argsort(x)
+    xs = x[o]
+    if np.any(xs[1:] == xs[:-1]):
+        o = np.argsort(x, kind="stable")
+    return o
+
+
 def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: float) -> MultidraftBound | None:
     """:func:`multidraft_bound` without replacement (2 <= k_eff < |supp q|) from the live buckets
     alone: no permutation or prefix sum of the whole row (docs/theory.md §6.6, "without a full sort").
@@ -749,7 +759,7 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     ids = b.ids
     before = ids < b_lo
     seg = np.flatnonzero((ids < b_hi) & ~before)
-    seg = seg[np.argsort(b.r[seg], kind="stable")]
+    seg = seg[_stable_argsort(b.r[seg])]
     m = seg.size
     nb = int(np.count_nonzero(before))
     joined = b.work[2, :nb + m]                                  # the block, then the segment
@@ -826,11 +836,16 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
     rest = Qc[:-1] + lam[1:]                                     # T - q_a, summed directly
     u = qs / rest
     uq = u * qs
-    ub = np.subtract(T_all, block, out=None if scratch is None else scratch[:block.size])   # masses <= T / 4
-    np.divide(block, ub, out=ub)
-    A1, A2 = before(u, ub.sum()), before(uq, np.einsum("i,i", ub, block))   # (einsum: no threads)
-    ub *= block
-    A3, S2 = before(uq * qs, np.einsum("i,i", ub, block)), before(qs * qs, np.einsum("i,i", block, block))
+    if _jit.enabled() and block.size:
+        from . import _race_kernels
+        b1, b2, b3, b0 = _race_kernels.chord_block_sums(block, T_all)
+    else:
+        ub = np.subtract(T_all, block, out=None if scratch is None else scratch[:block.size])   # masses <= T / 4
+        np.divide(block, ub, out=ub)
+        b1, b2 = ub.sum(), np.einsum("i,i", ub, block)           # (einsum: no threads)
+        ub *= block
+        b3, b0 = np.einsum("i,i", ub, block), np.einsum("i,i", block, block)
+    A1, A2, A3, S2 = before(u, b1), before(uq, b2), before(uq * qs, b3), before(qs * qs, b0)
     Q, L = Qc[at], lam[at]
     T = Q + L
     E2 = np.maximum(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
