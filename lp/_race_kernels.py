@@ -234,3 +234,67 @@ def chord_block_sums(q, T):
                 tot[i] += (acc[i] + acc[4 + i]) + (acc[8 + i] + acc[12 + i])
             acc[:] = 0.0
     return tot[0], tot[1], tot[2], tot[3]
+
+
+@njit
+def chord_bounds(Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, upper_obj):
+    """The per-prefix bounds of :func:`lp.coupling._chord_screen` in one pass along the prefixes.
+
+    The running sums over the tokens before prefix k (u_a = q_a / (T - q_a) with T - q_a summed
+    directly as Qc[a] + lam[a + 1]): A1 = sum u, A2 = sum u q, A3 = sum u q^2, S2 = sum q^2 and
+    the largest q start from the block's (``b1``, ``b2``, ``b3``, ``b0``, ``bmax``).  For each k
+    in ``at`` (ascending) writes Pc[k] + 1 - (the upper bound on Q_K) into ``upper_obj`` and
+    returns min over ``at`` of Pc[k] + 1 - (the lower bound), the same formulas as the numpy screen.
+    """
+    n = K - 2
+    A1, A2, A3, S2, qm = b1, b2, b3, b0, bmax
+    a = np.empty(n)
+    s = np.empty(n)
+    best = np.inf
+    c = 0
+    for k in range(qs.size + 1):
+        while c < at.size and at[c] == k:
+            Q, L = Qc[k], lam[k]
+            T = Q + L
+            E2 = max(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
+            M = min(2.0 * qm, Q)
+            Q2 = 1.0 - miss2[k]
+            l0 = Q / T
+            lM = Q / T - (L / (T * T)) * M
+            l0n = l0 ** n
+            slope = (l0n - max(lM, 0.0) ** n) / M if M > 0 else 0.0
+            upper_obj[c] = Pc[k] + (1.0 - (Q2 * l0n - slope * E2))
+            if L <= 0.0:
+                lower = 1.0
+            elif (n - 1) * qm + M > Q:
+                lower = 0.0                                      # a chord would go negative: none
+            else:
+                for i in range(n):
+                    x = i * qm
+                    a[i] = (Q - x) / (T - x) if x < Q else 0.0
+                    x = x + M
+                    gM = (Q - x) / (T - x) if x < Q else 0.0
+                    s[i] = (a[i] - gM) / M if M > 0 else 0.0
+                prod_a = 1.0
+                for i in range(n):
+                    prod_a *= a[i]
+                lin = 0.0
+                for i in range(n):
+                    pr = s[i]
+                    for j in range(n):
+                        if j != i:
+                            pr *= a[j]
+                    lin += pr
+                lower = Q2 * prod_a - E2 * lin
+            best = min(best, Pc[k] + (1.0 - lower))
+            c += 1
+        if k == qs.size:
+            break
+        x = qs[k]
+        u = x / (Qc[k] + lam[k + 1])
+        A1 += u
+        A2 += u * x
+        A3 += u * x * x
+        S2 += x * x
+        qm = max(qm, x)
+    return best

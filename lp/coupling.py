@@ -823,6 +823,18 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
     q_top = max(float(qs.max()) if qs.size else 0.0, float(block.max()) if block.size else 0.0)
     if qs.size == 0 or q_top > 0.25 * T_all:
         return optimistic, best_upper
+    margin = 4.0 * (n_tok + 10) * np.finfo(np.float64).eps
+    if _jit.enabled():                                           # the same bounds in one pass
+        from . import _race_kernels
+        if block.size:
+            b1, b2, b3, b0 = _race_kernels.chord_block_sums(block, T_all)
+        else:
+            b1 = b2 = b3 = b0 = 0.0
+        upper_obj = np.empty(at.size)
+        lower_best = _race_kernels.chord_bounds(Pc, qs, Qc, lam, miss2, K, at.astype(np.int64), b1, b2, b3, b0,
+                                                float(block.max()) if block.size else 0.0, upper_obj)
+        upper_obj -= margin
+        return np.maximum(optimistic, upper_obj), min(best_upper, lower_best + margin)
     # sums (and the running max) over the tokens before each prefix in ``at``: one reduceat per
     # quantity between consecutive prefixes, then running totals over those few segments
     bounds = np.concatenate(([0], at[(at > 0) & (at < qs.size)]))
@@ -836,15 +848,11 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
     rest = Qc[:-1] + lam[1:]                                     # T - q_a, summed directly
     u = qs / rest
     uq = u * qs
-    if _jit.enabled() and block.size:
-        from . import _race_kernels
-        b1, b2, b3, b0 = _race_kernels.chord_block_sums(block, T_all)
-    else:
-        ub = np.subtract(T_all, block, out=None if scratch is None else scratch[:block.size])   # masses <= T / 4
-        np.divide(block, ub, out=ub)
-        b1, b2 = ub.sum(), np.einsum("i,i", ub, block)           # (einsum: no threads)
-        ub *= block
-        b3, b0 = np.einsum("i,i", ub, block), np.einsum("i,i", block, block)
+    ub = np.subtract(T_all, block, out=None if scratch is None else scratch[:block.size])   # masses <= T / 4
+    np.divide(block, ub, out=ub)
+    b1, b2 = ub.sum(), np.einsum("i,i", ub, block)               # (einsum: no threads)
+    ub *= block
+    b3, b0 = np.einsum("i,i", ub, block), np.einsum("i,i", block, block)
     A1, A2, A3, S2 = before(u, b1), before(uq, b2), before(uq * qs, b3), before(qs * qs, b0)
     Q, L = Qc[at], lam[at]
     T = Q + L
@@ -867,7 +875,6 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
         lower_qk = Q2 * prod_a - E2 * lin
         lower_qk[(n - 1) * qm + M > Q] = 0.0                     # a chord would go negative: none
     lower_qk[L <= 0.0] = 1.0                                     # H holds supp q
-    margin = 4.0 * (n_tok + 10) * np.finfo(np.float64).eps
     optimistic = np.maximum(optimistic, Pc[at] + (1.0 - upper_qk) - margin)
     best_upper = min(best_upper, float(np.min(Pc[at] + (1.0 - lower_qk))) + margin)
     return optimistic, best_upper
