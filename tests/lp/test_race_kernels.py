@@ -38,11 +38,12 @@ def _both(f, *args):
     return fast, ref
 
 
-def _close(a, b, rel=1e-13):
+def _close(a, b, rel=1e-13, atol=1e-300):
+    """Equal within ``rel`` relative (``atol`` absolute: subnormal results have fewer digits)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     same_nan = np.isnan(a) == np.isnan(b)
     with np.errstate(invalid="ignore"):                          # inf - inf: equal infinities pass
-        ok = np.isnan(a) | (a == b) | (np.abs(a - b) <= rel * np.maximum(np.abs(a), np.abs(b)))
+        ok = np.isnan(a) | (a == b) | (np.abs(a - b) <= rel * np.maximum(np.abs(a), np.abs(b)) + atol)
     return bool(np.all(same_nan & ok))
 
 
@@ -148,7 +149,9 @@ def test_race_recursion_against_numpy(K, w, g, seed):
     cols = np.unique(rng.integers(0, w + 1, 1 + w // 3))
     ref = _race.race_states(qtok, t[:, None], K, _race.SURE, start, cols)
     lows, end = _race._compiled_prefixes(qtok, t, K, _race.SURE, start, cols)
-    assert _close(lows, ref.low_probability(), 1e-12)
+    # e^{-mass} at masses up to ~800 turns the mass's rounding (sums in another order) into a
+    # relative difference of a few 1e-13 (measured <= 6.5e-13 over 3,000 draws)
+    assert _close(lows, ref.low_probability(), 4e-12)
     last = ref.column(-1) if cols[-1] == w else _race.race_states(qtok, t[:, None], K, _race.SURE, start,
                                                                   np.array([w])).column(0)
     assert _close(end.esym, last.esym, 1e-12) and np.array_equal(end.arrived, last.arrived)
