@@ -19,8 +19,8 @@ import numpy as np
 
 from specsim._jit import njit
 
-#: Lanes (by token id) per bucket sum in :func:`wor_bucket_pass`: as lp.coupling._SUB_BINS.
-LANES = 32
+#: :func:`wor_bucket_pass` sums runs of this many consecutive tokens apart, then adds the runs.
+RUN = 4096
 
 
 @njit
@@ -31,46 +31,51 @@ def wor_bucket_pass(p, q, top_bits, shift, top, n_buckets, star, qtot, r, ids):
 
     The bucket of r <= ``top`` is max((bits(r) >> shift) - top_bits + n_buckets - 1, 0); r > top,
     inf and nan go to ``n_buckets``.  Returns (a [4, n_buckets + 1] array (P, Q, W, max q), the
-    sum of q without ``star``).  Each bucket is summed in :data:`LANES` lanes by token id, as the
-    numpy path's sub-bins (a bucket of 150,000 tied tokens in runs of ~4,700 terms), which also
-    keeps consecutive tokens of one bucket off each other's additions; the sum without ``star``
-    is compensated (two-sum in registers).
+    sum of q without ``star``).  The tokens go in runs of :data:`RUN` ids, each summed into a
+    table of its own (small enough to stay in cache) that is then added into the totals: a bucket
+    of 150,000 tied tokens is summed in runs of 4,096 terms, as the numpy path's sub-bins; the
+    sum without ``star`` is compensated (two-sum in registers).
     """
     nb = n_buckets + 1
-    acc = np.zeros(nb * LANES * 3)
+    part = np.zeros(3 * nb)
+    tot = np.zeros(3 * nb)
     qmax = np.zeros(nb)
     lo = top_bits - (n_buckets - 1)
     rest, rest_c = 0.0, 0.0
     rb = r.view(np.int64)
-    for v in range(p.size):
-        pv, qv = p[v], q[v]
-        rv = pv / qv if qv != 0.0 else (np.inf if pv > 0.0 else np.nan)
-        r[v] = rv
-        if rv <= top:
-            b = (rb[v] >> shift) - lo
-            if b < 0:
-                b = 0
-        else:
-            b = n_buckets
-        ids[v] = b
-        i = 3 * (LANES * b + (v & (LANES - 1)))
-        acc[i] += pv
-        acc[i + 1] += qv
-        if v != star:
-            acc[i + 2] += qv / (qtot - qv)
-            t = rest + qv
-            bb = t - rest
-            rest_c += (rest - (t - bb)) + (qv - bb)
-            rest = t
-        if qv > qmax[b]:
-            qmax[b] = qv
+    n = p.size
+    for a in range(0, n, RUN):
+        b_min, b_max = nb, 0
+        for v in range(a, min(a + RUN, n)):
+            pv, qv = p[v], q[v]
+            rv = pv / qv if qv != 0.0 else (np.inf if pv > 0.0 else np.nan)
+            r[v] = rv
+            if rv <= top:
+                b = (rb[v] >> shift) - lo
+                if b < 0:
+                    b = 0
+            else:
+                b = n_buckets
+            ids[v] = b
+            b_min = min(b_min, b)
+            b_max = max(b_max, b)
+            part[3 * b] += pv
+            part[3 * b + 1] += qv
+            if v != star:
+                part[3 * b + 2] += qv / (qtot - qv)
+                t = rest + qv
+                bb = t - rest
+                rest_c += (rest - (t - bb)) + (qv - bb)
+                rest = t
+            if qv > qmax[b]:
+                qmax[b] = qv
+        for i in range(3 * b_min, 3 * b_max + 3):
+            tot[i] += part[i]
+            part[i] = 0.0
     out = np.empty((4, nb))
     for b in range(nb):
         for k in range(3):
-            t = 0.0
-            for lane in range(LANES):
-                t += acc[3 * (LANES * b + lane) + k]
-            out[k, b] = t
+            out[k, b] = tot[3 * b + k]
         out[3, b] = qmax[b]
     return out, rest + rest_c
 
