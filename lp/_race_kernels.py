@@ -24,10 +24,11 @@ RUN = 4096
 
 
 @njit
-def wor_bucket_pass(p, q, top_bits, shift, top, n_buckets, star, qtot, r, ids):
+def wor_bucket_pass(p, q, top_bits, shift, top, n_buckets, star, qtot, with_max, r, ids):
     """One pass of :func:`lp.coupling._wor_buckets` step 2: r = p/q and its bucket per token
     (written into ``r`` and ``ids``), and per bucket 0..n_buckets (the last: dropped tokens)
-    the sums of p, q, w_a = q_a / (qtot - q_a) (0 at ``star``) and the largest q.
+    the sums of p, q, w_a = q_a / (qtot - q_a) (0 at ``star``) and the largest q (if ``with_max``,
+    else 0).
 
     The bucket of r <= ``top`` is max((bits(r) >> shift) - top_bits + n_buckets - 1, 0); r > top,
     inf and nan go to ``n_buckets``.  Returns (a [4, n_buckets + 1] array (P, Q, W, max q), the
@@ -67,8 +68,8 @@ def wor_bucket_pass(p, q, top_bits, shift, top, n_buckets, star, qtot, r, ids):
                 bb = t - rest
                 rest_c += (rest - (t - bb)) + (qv - bb)
                 rest = t
-            if qv > qmax[b]:
-                qmax[b] = qv
+            if with_max:
+                qmax[b] = max(qmax[b], qv)                       # (no branch on the data)
         for i in range(3 * b_min, 3 * b_max + 3):
             tot[i] += part[i]
             part[i] = 0.0

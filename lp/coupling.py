@@ -658,7 +658,7 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
         from . import _race_kernels
         shift = 52 - _MANT_BITS
         (Pb, Qb, Wb, qmax_b), rest_star = _race_kernels.wor_bucket_pass(
-            p, q, int(np.float64(c).view(np.int64)) >> shift, shift, c, N, star, qtot, r, ids)
+            p, q, int(np.float64(c).view(np.int64)) >> shift, shift, c, N, star, qtot, K > 2, r, ids)
     else:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             np.divide(p, q, out=r)                               # inf: q = 0 < p; nan: p = q = 0
