@@ -10,6 +10,10 @@ N_H(t) is Poisson-binomial: P(N_H(t) = j) = e^{-q(H) t} e_j(o), o_v = e^{q_v t} 
 elementary symmetric polynomial.  :class:`RaceState` holds that law (truncated at j < K) on a grid
 of times; :func:`wor_subset_quadrature` evaluates the integral on the sorted prefixes H_k used by
 :func:`lp.coupling.multidraft_bound`.
+
+With numba (:mod:`specsim._jit`) the recursion over tokens and the block's power moments run as
+compiled loops (:mod:`lp._race_kernels`); the numpy code here is the reference they are tested
+against and the path without numba.
 """
 from __future__ import annotations
 

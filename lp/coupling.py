@@ -366,9 +366,14 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`).
     Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bound_head`,
     docs/theory.md §6.6): only the tokens of the buckets that can hold the optimum are sorted and
-    summed.  At V = 151,936, against an AVX-512 argsort of the row: K = 2 ~1.4-1.7x, K = 3..8
-    ~2.5-3.2x with a uniform draft and 3.6-5.6x with an LLM-like one, where thousands of prefixes
-    survive the screens (``python benchmarks/issue27.py --only 1,3``).
+    summed.  With numba (the ``fast`` extra, :mod:`specsim._jit`) the full-row passes (bucketing
+    and bucket sums, the block/segment split, the block's sums and moments), the chord screen
+    and the race recursion are compiled (:mod:`lp._race_kernels`; ~2 s of compilation on the
+    first call of a process without an on-disk cache, ~0.3 s with one).  At V = 151,936, CPU
+    time against an AVX-512 argsort of the row (``python benchmarks/issue27.py --only 1``, a
+    shared 2-core machine): K = 2 ~0.8-1.05x, K = 3..8 ~1.5-1.7x with a uniform draft and
+    1.9-2.7x with an LLM-like one (2,431 prefixes integrated at K = 4); the numpy path
+    ~1.15-1.3x, 2.2-2.6x and 3.3-5.0x.
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
@@ -629,8 +634,9 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
        R_j = q(V) - j max q (the mass left after j draws, at least).  A token with p/q above
        c = that sum (or q = 0 < p) only raises the objective and is never in an optimal H.
     2. Bucket the rest by the top bits of p/q (monotone, so bucket edges are sorted prefixes).
-       Sub-binned weighted bincounts give p, q and sum q_a / (q(V) - q_a) per bucket (the largest
-       mass apart, as in :func:`_wor_miss_k2`), hence at every edge the exact K = 2 miss and, for
+       Sub-binned weighted bincounts (with numba: one compiled pass,
+       :func:`lp._race_kernels.wor_bucket_pass`) give p, q and sum q_a / (q(V) - q_a) per bucket
+       (the largest mass apart, as in :func:`_wor_miss_k2`), hence at every edge the exact K = 2 miss and, for
        K >= 3, the bounds of :func:`_wor_miss_race`: optimistic 1 - Q_2 (1 - lam)^(K-2) and
        pessimistic with m_j <= j max_H q.  Inside bucket b, p(H) >= p(edge b) and the miss is at
        least that of edge b + 1: a bucket whose lower bound exceeds the best edge's upper bound
