@@ -327,3 +327,72 @@ def split_head(ids, q, b_lo, b_hi, block, seg):
             seg[m] = v
             m += 1
     return nb, m
+
+
+@njit
+def wor_edge_bounds(Pb, Qb, Wb, qmax_b, K, V, sb, qstar, rest_star):
+    """The bucket-edge part of :func:`lp.coupling._wor_buckets` from the bucket sums of
+    :func:`wor_bucket_pass`, the same formulas in one loop per quantity (compensated prefix sums).
+
+    Returns (P_e, Q_e, W_e, lam_e, live, live_edge): p, q and w of the buckets < b and q of the
+    buckets >= b at every edge b = 0..N (N = len(Pb) - 1), the live buckets and the live edges.
+    ``sb`` is the bucket of the largest mass ``qstar`` and ``rest_star`` q(V) without it.
+    """
+    N = Pb.size - 1
+    P_e, Q_e, W_e, lam_e = np.zeros(N + 1), np.zeros(N + 1), np.zeros(N + 1), np.zeros(N + 1)
+    s, c = np.zeros(3), np.zeros(3)
+    for b in range(N):
+        for k in range(3):
+            x = Pb[b] if k == 0 else (Qb[b] if k == 1 else Wb[b])
+            a = s[k]
+            t = a + x
+            bb = t - a
+            c[k] += (a - (t - bb)) + (x - bb)
+            s[k] = t
+        P_e[b + 1], Q_e[b + 1], W_e[b + 1] = s[0] + c[0], s[1] + c[1], s[2] + c[2]
+    a, ca = 0.0, 0.0
+    for b in range(N, -1, -1):                                   # q of buckets >= b, dropped included
+        x = Qb[b]
+        t = a + x
+        bb = t - a
+        ca += (a - (t - bb)) + (x - bb)
+        a = t
+        lam_e[b] = a + ca
+    miss2 = np.empty(N + 1)
+    opt = np.empty(N + 1)
+    upper = np.empty(N + 1)
+    eps = np.finfo(np.float64).eps
+    slack = (V + K + 2) * eps
+    qm = 0.0                                                     # max q over buckets < b
+    for b in range(N + 1):
+        m2 = lam_e[b] * (1.0 + W_e[b])
+        if sb < N and rest_star > 0 and b > sb:
+            m2 += qstar * (lam_e[b] / rest_star)
+        m2 = min(m2, 1.0)
+        miss2[b] = m2
+        if K == 2:
+            opt[b] = m2
+            upper[b] = m2
+        else:
+            lam = min(lam_e[b], 1.0)
+            opt[b] = m2 + (1.0 - m2) * (-np.expm1((K - 2) * np.log1p(-lam)))
+            low_q = 1.0 - m2
+            for j in range(2, K):
+                left = max(Q_e[b] - j * qm - slack, 0.0)
+                low_q *= left / (lam_e[b] + left) if left > 0 else 0.0
+            if lam_e[b] <= 0.0:
+                low_q = 1.0
+            upper[b] = 1.0 - low_q
+            if b < N:
+                qm = max(qm, qmax_b[b])
+    cap = np.inf
+    for b in range(N + 1):
+        cap = min(cap, P_e[b] + upper[b])
+    cap += 1e-9
+    live = np.empty(N, dtype=np.bool_)
+    live_edge = np.empty(N + 1, dtype=np.bool_)
+    for b in range(N + 1):
+        live_edge[b] = P_e[b] + opt[b] <= cap
+        if b < N:
+            live[b] = (P_e[b] + opt[b + 1] <= cap) and Qb[b] > 0
+    return P_e, Q_e, W_e, lam_e, live, live_edge

@@ -679,6 +679,10 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
         Wb = sums(t)
         del sums
         qmax_b = None
+    if fast:                                                     # the edge bounds below, compiled
+        P_e, Q_e, W_e, lam_e, live, live_edge = _race_kernels.wor_edge_bounds(
+            Pb, Qb, Wb, qmax_b, K, V, int(ids[star]), qstar, rest_star)
+        return _WorBuckets(r, ids, P_e, Q_e, W_e, lam_e, live, live_edge, qtot, star, rest_star, work)
     P_e, Q_e, W_e = _blocked_cumsum0(Pb[:N]), _blocked_cumsum0(Qb[:N]), _blocked_cumsum0(Wb[:N])
     lam_e = _blocked_cumsum0(Qb[::-1])[::-1][:N + 1]             # q of buckets >= b, dropped included
     miss2 = lam_e * (1.0 + W_e)
