@@ -3,8 +3,8 @@
 :func:`lp.coupling.multidraft_bound` without replacement spent most of its time at V ~ 1.5e5 in
 chains of full-row numpy calls and in Python-level loops over grid rows.  The kernels here:
 
-- :func:`wor_bucket_pass`: the bucketing of p/q and the per-bucket sums of
-  :func:`lp.coupling._wor_buckets` in one pass;
+- :func:`wor_bucket_pass`, :func:`wor_edge_bounds`: the bucketing of p/q with the per-bucket
+  sums, and the bucket-edge bounds, of :func:`lp.coupling._wor_buckets`;
 - :func:`split_head`: the block (tokens before the live buckets) and the segment of
   :func:`lp.coupling._wor_bound_head`;
 - :func:`chord_block_sums`, :func:`chord_bounds`: the block's sums and the per-prefix bounds of
