@@ -22,7 +22,7 @@ from specsim import _jit
 from specsim._validate import as_pair
 from tests.lp.test_bucketed_bound import WOR_KINDS, _wor_rows
 
-pytestmark = pytest.mark.skipif(not _jit.enabled(), reason="numba not installed (the fast extra)")
+pytestmark = pytest.mark.skipif(not _jit.enabled(), reason="compiled kernels off (numba missing or SPECSIM_JIT=0)")
 
 
 @pytest.fixture
