@@ -237,18 +237,21 @@ def _power_moments(q: np.ndarray, tau: float, R: int, work: np.ndarray | None) -
 
 
 def _compiled_prefixes(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: RaceState,
-                       cols: np.ndarray) -> tuple[np.ndarray, RaceState]:
+                       cols: np.ndarray, low: np.ndarray | None = None, rows: np.ndarray | None = None,
+                       col0: int = 0) -> tuple[np.ndarray, RaceState]:
     """P(N <= K - 1) of ``start`` joined with each prefix of ``qtok`` in ``cols`` on the rows ``t``
-    [g] (a [g, len(cols)] array), and the state after all of ``qtok``: :func:`race_states` and
-    ``low_probability`` in one compiled loop (:mod:`lp._race_kernels`)."""
+    [g], and the state after all of ``qtok``: :func:`race_states` and ``low_probability`` in one
+    compiled loop (:mod:`lp._race_kernels`).  The probabilities go into ``low[rows[i], col0 + c]``
+    (default: a fresh [g, len(cols)] array, ``rows`` = 0..g-1), which is returned with the state."""
     from . import _race_kernels
     g = t.size
-    low = np.empty((g, cols.size))
+    if low is None:
+        low, rows = np.empty((g, cols.size)), np.arange(g)
     end = RaceState(np.empty((K, g)), np.empty(g), np.empty(g))
     c = np.ascontiguousarray
     _race_kernels.race_prefix_lows(c(qtok, dtype=np.float64), c(t, dtype=np.float64), int(K), float(sure_at),
                                    c(start.esym), c(start.arrived), c(start.mass), c(cols, dtype=np.int64),
-                                   low, *end)
+                                   low, c(rows, dtype=np.int64), int(col0), *end)
     return low, end
 
 
@@ -367,8 +370,7 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
             keep = start.low_probability() >= NEGLIGIBLE
             live, start = live[keep], start.rows(keep)
         if fast:                                                 # compiled: one row at a time
-            lows, end = _compiled_prefixes(qs[a:b], t[live], K, sure_at, start, cl - a)
-            low[live, pos:pos + cl.size] = lows
+            end = _compiled_prefixes(qs[a:b], t[live], K, sure_at, start, cl - a, low, live, pos)[1]
             state.assign(live, end)
             done, pos = b, pos + cl.size
             continue

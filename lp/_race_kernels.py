@@ -172,14 +172,14 @@ REFRESH = 32
 
 
 @njit
-def race_prefix_lows(qtok, t, K, sure_at, e0, n0, m0, cols, low, e_end, n_end, m_end):
+def race_prefix_lows(qtok, t, K, sure_at, e0, n0, m0, cols, low, rows, col0, e_end, n_end, m_end):
     """:func:`lp._race.race_states` followed by ``low_probability``, without [rows, tokens] temporaries.
 
     Row i (time ``t[i]``) starts from ``e0[:, i]``, ``n0[i]``, ``m0[i]``; the tokens ``qtok`` go
     through the recursion e_j += o_v e_{j-1} (j descending), o_v = expm1(q_v t), tokens with
     q_v t > ``sure_at`` counted as arrived.  P(N <= K - 1) after each prefix length in ``cols``
-    (ascending) is written into ``low[i]``, the state after all tokens into ``e_end[:, i]``,
-    ``n_end[i]``, ``m_end[i]``.  Tokens outside, rows inside: the rows' recursions are
+    (ascending, the c-th) is written into ``low[rows[i], col0 + c]``, the state after all tokens
+    into ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.  Tokens outside, rows inside: the rows' recursions are
     independent, so they overlap in the pipeline.
     """
     g, w, nc = t.size, qtok.size, cols.size
@@ -196,13 +196,13 @@ def race_prefix_lows(qtok, t, K, sure_at, e0, n0, m0, cols, low, e_end, n_end, m
         while c < nc and cols[c] == v:
             for i in range(g):
                 if m[i] > 700.0:
-                    low[i, c] = _low_probability(e[:, i], n[i], m[i], K)
+                    low[rows[i], col0 + c] = _low_probability(e[:, i], n[i], m[i], K)
                 else:
                     acc = 0.0
                     for j in range(K):
                         if n[i] <= K - 1 - j:
                             acc += e[j, i]
-                    low[i, c] = acc * scale[i]
+                    low[rows[i], col0 + c] = acc * scale[i]
             c += 1
         if v == w:
             break
