@@ -11,7 +11,8 @@ work runs in child processes).
    bucketed path (no full sort) and the previous one-sort path (``_sorted_prefix_bound``), both
    from validated rows, against one ``np.argsort`` of p/q (goal: <= 0.3x).  Without replacement
    (K = 2, 3, 4, 8; goal: <= 1.5x): the default path (the live buckets alone,
-   :func:`lp.coupling._wor_bound_head`, default step :func:`lp.coupling.auto_step`), the
+   :func:`lp.coupling._wor_bound_head`, default step :func:`lp.coupling.auto_step`; compiled
+   passes of lp/_race_kernels.py when numba is installed), the same without them (numpy path), the
    previous default (the whole row permuted into the bucketed order of
    :func:`lp.coupling._wor_bucketed_order`, then summed) and the one-sort path
    (``_sorted_prefix_bound``, same step), for a uniform draft with |error| against its exact Q_sub
@@ -95,7 +96,12 @@ def goal_summary(run: Run, goal: str, rows: list[dict], subject: str, limit: flo
 
 def goal1(run: Run) -> None:
     from lp.coupling import _iid_bound_bucketed, _sorted_prefix_bound, _wor_bucketed_order, auto_step, multidraft_bound
+    from specsim import _jit
     from specsim._validate import as_pair
+
+    def numpy_path(f, *args):                  # the same call without the compiled kernels
+        with _jit.disabled():
+            return f(*args)
 
     def bucketed_order(p, q, K):               # the previous default without replacement
         order, valid = _wor_bucketed_order(p, q, K)
@@ -126,12 +132,16 @@ def goal1(run: Run) -> None:
         for j in range(K):
             qsub *= np.maximum(h - j, 0.0) / (V - j)
         exact = float(np.min(Pc + 1.0 - qsub))
+        with _jit.disabled():
+            err_numpy = abs(multidraft_bound(p, qu, K, False).value - exact)
         err = {"multidraft_bound (new)": abs(multidraft_bound(p, qu, K, False).value - exact),
+               "multidraft_bound, numpy path": err_numpy,
                "bucketed order (previous)": abs(bucketed_order(p, qu, K).value - exact),
                "one sort (old)": abs(_sorted_prefix_bound(p, qu, K, K, False, auto_step(K)).value - exact)}
         wor_rows.append(interleaved(
             run, f"V={V}, K={K}, w/o repl., uniform q", argsort,
             [("multidraft_bound (new)", lambda K=K: multidraft_bound(p, qu, K, False)),
+             ("multidraft_bound, numpy path", lambda K=K: numpy_path(multidraft_bound, p, qu, K, False)),
              ("bucketed order (previous)", lambda K=K: bucketed_order(p, qu, K)),
              ("one sort (old)", lambda K=K: _sorted_prefix_bound(p, qu, K, K, False, auto_step(K)))],
             max(1, run.repeats // 2), params={"V": V, "K": K, "replacement": False, "draft": "uniform"},
@@ -139,14 +149,17 @@ def goal1(run: Run) -> None:
     for K in (2, 3, 4, 8):                     # the LLM-like draft: new path against the old one
         new, old = multidraft_bound(p, q, K, False), _sorted_prefix_bound(p, q, K, K, False, auto_step(K))
         prev = bucketed_order(p, q, K)
+        ref = numpy_path(multidraft_bound, p, q, K, False)
         wor_rows.append(interleaved(
             run, f"V={V}, K={K}, w/o repl., LLM-like q", argsort,
             [("multidraft_bound (new)", lambda K=K: multidraft_bound(p, q, K, False)),
+             ("multidraft_bound, numpy path", lambda K=K: numpy_path(multidraft_bound, p, q, K, False)),
              ("bucketed order (previous)", lambda K=K: bucketed_order(p, q, K)),
              ("one sort (old)", lambda K=K: _sorted_prefix_bound(p, q, K, K, False, auto_step(K)))],
             max(1, run.repeats // 2), params={"V": V, "K": K, "replacement": False, "draft": "llm-like"},
             metrics={"multidraft_bound (new)": {"alpha": new.value, "abs_diff_old": abs(new.value - old.value),
-                                                "abs_diff_previous": abs(new.value - prev.value)}}))
+                                                "abs_diff_previous": abs(new.value - prev.value),
+                                                "abs_diff_numpy_path": abs(new.value - ref.value)}}))
     goal_summary(run, "1 (without replacement)", wor_rows, "multidraft_bound (new)", 1.5)
 
 

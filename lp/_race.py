@@ -10,6 +10,10 @@ N_H(t) is Poisson-binomial: P(N_H(t) = j) = e^{-q(H) t} e_j(o), o_v = e^{q_v t} 
 elementary symmetric polynomial.  :class:`RaceState` holds that law (truncated at j < K) on a grid
 of times; :func:`wor_subset_quadrature` evaluates the integral on the sorted prefixes H_k used by
 :func:`lp.coupling.multidraft_bound`.
+
+With numba (:mod:`specsim._jit`) the recursion over tokens and the block's power moments run as
+compiled loops (:mod:`lp._race_kernels`); the numpy code here is the reference they are tested
+against and the path without numba.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+
+from specsim import _jit
 
 __all__ = ["RaceState", "race_states", "small_token_state", "block_state", "wor_subset_quadrature",
            "SURE", "EXACT_TOP", "NEGLIGIBLE", "CLUSTER_GAP", "CHUNK"]
@@ -191,20 +197,7 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
     R = K
     while max(2.0 * m ** (R + 1) * x ** (R + 1 - m) for m in range(1, K)) > 1e-17 * math.factorial(R + 1):
         R += 1
-    moments = np.zeros(R + 1)                                    # sum_v (q_v / tau)^r >= 1
-    if work is None:
-        work = np.empty((2, q.size))
-    base = np.divide(q, tau, out=work[0, :q.size])
-    power = work[1, :q.size]
-    power[:] = base
-    for r in range(1, R + 1):
-        moments[r] = power.sum()
-        if r < R:
-            power *= base
-            if r & (r - 1) == 0:                                  # r = 1, 2, 4, ...: drop dead terms
-                keep = power > 1e-22                              # (relative 1e-22 len(q) <= 2e-16),
-                if np.count_nonzero(keep) < 0.75 * keep.size:     # when that saves more than the copies
-                    base, power = base[keep], power[keep]
+    moments = _power_moments(q, tau, R, work)                    # sum_v (q_v / tau)^r >= 1
     a1 = np.array([0.0] + [1.0 / math.factorial(r) for r in range(1, R + 1)])
     x_powers = (tau * t)[:, None] ** np.arange(R + 1)[None, :]   # [g, R + 1]
     a = a1.copy()
@@ -218,6 +211,55 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
             acc += (-1.0) ** (i - 1) * e[j - i] * psum[i]
         e[j] = np.maximum(acc / j, 0.0)
     return RaceState(e, np.zeros(g), float(q.sum()) * t)
+
+
+def _power_moments(q: np.ndarray, tau: float, R: int, work: np.ndarray | None) -> np.ndarray:
+    """sum_v (q_v / tau)^r, r = 0..R (entry 0 unused), terms (q_v / tau)^r below 1e-22 dropped
+    (relative 1e-22 len(q) <= 2e-16); compiled when :func:`specsim._jit.enabled`."""
+    if _jit.enabled():
+        from . import _race_kernels
+        return _race_kernels.power_moments(q, tau, R)
+    moments = np.zeros(R + 1)
+    if work is None:
+        work = np.empty((2, q.size))
+    base = np.divide(q, tau, out=work[0, :q.size])
+    power = work[1, :q.size]
+    power[:] = base
+    for r in range(1, R + 1):
+        moments[r] = power.sum()
+        if r < R:
+            power *= base
+            if r & (r - 1) == 0:                                  # r = 1, 2, 4, ...: drop dead terms
+                keep = power > 1e-22                              # once a quarter of them are,
+                if np.count_nonzero(keep) < 0.75 * keep.size:     # when that saves more than the copies
+                    base, power = base[keep], power[keep]
+    return moments
+
+
+def _compiled_prefixes(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: RaceState,
+                       cols: np.ndarray, low: np.ndarray | None = None, rows: np.ndarray | None = None,
+                       col0: int = 0) -> tuple[np.ndarray, RaceState]:
+    """P(N <= K - 1) of ``start`` joined with each prefix of ``qtok`` in ``cols`` on the rows ``t``
+    [g], and the state after all of ``qtok``: :func:`race_states` and ``low_probability`` in one
+    compiled loop (:mod:`lp._race_kernels`).  The probabilities go into ``low[rows[i], col0 + c]``
+    (default: a fresh [g, len(cols)] array, ``rows`` = 0..g-1), which is returned with the state."""
+    from . import _race_kernels
+    g = t.size
+    if low is None:
+        low, rows = np.empty((g, cols.size)), np.arange(g)
+    end = RaceState(np.empty((K, g)), np.empty(g), np.empty(g))
+    c = np.ascontiguousarray
+    _race_kernels.race_prefix_lows(c(qtok, dtype=np.float64), c(t, dtype=np.float64), int(K), float(sure_at),
+                                   c(start.esym), c(start.arrived), c(start.mass), c(cols, dtype=np.int64),
+                                   low, c(rows, dtype=np.int64), int(col0), *end)
+    return low, end
+
+
+def _join(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: RaceState) -> RaceState:
+    """``start`` (rows [g]) joined with all the tokens ``qtok`` at the rows ``t`` [g]."""
+    if _jit.enabled():
+        return _compiled_prefixes(qtok, t, K, sure_at, start, np.array([qtok.size]))[1]
+    return race_states(qtok, t[:, None], K, sure_at, start, np.array([qtok.size])).column(0)
 
 
 def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: RaceState,
@@ -247,21 +289,18 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
     tau = float(small.max()) if small.size else 0.0
     fast = t * tau <= x_max                                      # a prefix of the rows (t ascends)
     out = RaceState(np.empty((K, g)), np.zeros(g), np.zeros(g))
-    last_col = np.array([exact.size])
     if fast.any():
         state = prior.rows(fast).union(small_token_state(small, t[fast], K, x_max,
                                                          None if work is None else work[1:3]))
-        state = race_states(exact, t[fast, None], K, sure_at, state, last_col)
-        out.assign(fast, state.column(0))
+        out.assign(fast, _join(exact, t[fast], K, sure_at, state))
     slow = ~fast
     if slow.any():
         last = np.flatnonzero(fast)[-1:]
         if last.size and out.rows(last).low_probability()[0] < NEGLIGIBLE:
             out.mark_negligible(slow)
         else:
-            state = race_states(small, t[slow, None], K, sure_at, prior.rows(slow), np.array([small.size]))
-            state = race_states(exact, t[slow, None], K, sure_at, state.column(0), last_col)
-            out.assign(slow, state.column(0))
+            state = _join(small, t[slow], K, sure_at, prior.rows(slow))
+            out.assign(slow, _join(exact, t[slow], K, sure_at, state))
     return out
 
 
@@ -320,6 +359,7 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     sorted_ks = ks[order]
     clusters = np.split(sorted_ks, np.flatnonzero(np.diff(sorted_ks) > CLUSTER_GAP) + 1)
     state = RaceState.empty(K, G)
+    fast = _jit.enabled()
     live = np.arange(G)                                          # rows not yet negligible
     low = np.zeros((G, ks.size))                                 # P(N_H(t) <= K - 1), sorted ks
     done, pos = 0, 0
@@ -329,6 +369,11 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
             start = block_state(qs[done:a], t[live], K, sure_at, state.rows(live), work)
             keep = start.low_probability() >= NEGLIGIBLE
             live, start = live[keep], start.rows(keep)
+        if fast:                                                 # compiled: one row at a time
+            end = _compiled_prefixes(qs[a:b], t[live], K, sure_at, start, cl - a, low, live, pos)[1]
+            state.assign(live, end)
+            done, pos = b, pos + cl.size
+            continue
         chunk = max(1, CHUNK // (b - a + cl.size))               # rows per pass (independent)
         for i in range(0, live.size, chunk):
             rows = live[i:i + chunk]

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from specsim import _jit
 from specsim._validate import as_distribution, as_pair, check_bool, check_int, check_real
 
 from ._race import wor_subset_quadrature
@@ -365,9 +366,14 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     their prefixes is summarised once per grid point (see :func:`lp._race.wor_subset_quadrature`).
     Without replacement no full sort is made either (K >= 2, V >= 4096: :func:`_wor_bound_head`,
     docs/theory.md §6.6): only the tokens of the buckets that can hold the optimum are sorted and
-    summed.  At V = 151,936, against an AVX-512 argsort of the row: K = 2 ~1.4-1.7x, K = 3..8
-    ~2.5-3.2x with a uniform draft and 3.6-5.6x with an LLM-like one, where thousands of prefixes
-    survive the screens (``python benchmarks/issue27.py --only 1,3``).
+    summed.  With numba (the ``fast`` extra, :mod:`specsim._jit`) the full-row passes (bucketing
+    and bucket sums, the block/segment split, the block's sums and moments), the chord screen
+    and the race recursion are compiled (:mod:`lp._race_kernels`; ~2 s of compilation on the
+    first call of a process without an on-disk cache, ~0.3 s with one).  At V = 151,936, CPU
+    time against an AVX-512 argsort of the row (``python benchmarks/issue27.py --only 1``, a
+    shared 2-core machine): K = 2 ~0.8-1.05x, K = 3..8 ~1.5-1.7x with a uniform draft and
+    1.9-2.7x with an LLM-like one (2,431 prefixes integrated at K = 4); the numpy path
+    ~1.15-1.3x, 2.2-2.6x and 3.3-5.0x.
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
@@ -628,8 +634,9 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
        R_j = q(V) - j max q (the mass left after j draws, at least).  A token with p/q above
        c = that sum (or q = 0 < p) only raises the objective and is never in an optimal H.
     2. Bucket the rest by the top bits of p/q (monotone, so bucket edges are sorted prefixes).
-       Sub-binned weighted bincounts give p, q and sum q_a / (q(V) - q_a) per bucket (the largest
-       mass apart, as in :func:`_wor_miss_k2`), hence at every edge the exact K = 2 miss and, for
+       Sub-binned weighted bincounts (with numba: one compiled pass,
+       :func:`lp._race_kernels.wor_bucket_pass`) give p, q and sum q_a / (q(V) - q_a) per bucket
+       (the largest mass apart, as in :func:`_wor_miss_k2`), hence at every edge the exact K = 2 miss and, for
        K >= 3, the bounds of :func:`_wor_miss_race`: optimistic 1 - Q_2 (1 - lam)^(K-2) and
        pessimistic with m_j <= j max_H q.  Inside bucket b, p(H) >= p(edge b) and the miss is at
        least that of edge b + 1: a bucket whose lower bound exceeds the best edge's upper bound
@@ -640,28 +647,42 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
     :data:`_WOR_BUCKET_MIN_V`, where a sort costs little.
     """
     V = p.size
-    qtot = float(q.sum())
-    star = int(np.argmax(q))
+    if V < _WOR_BUCKET_MIN_V:
+        return None
+    fast = _jit.enabled()
+    qtot, star = float(q.sum()), int(np.argmax(q))
     qstar = float(q[star])
     room = (qtot - np.arange(K) * qstar) * (1.0 - 1e-12)         # R_j, rounded down
-    if V < _WOR_BUCKET_MIN_V or room[-1] <= 0.0:
+    if room[-1] <= 0.0:
         return None
     c = float(np.sum(1.0 / room)) * (1.0 + 1e-9)
+    N = _N_BUCKETS
     # the O(V) rows in one block of >= 4 MB (huge pages): fresh 1.2 MB arrays each page-fault
     work = np.empty((7, V))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        r = np.divide(p, q, out=work[0])                         # inf: q = 0 < p; nan: p = q = 0
-    ids = _ratio_bucket_ids(r, c, out=work[1].view(np.int64))
-    N = _N_BUCKETS
-    sums = _bucket_sums(ids, out=work[2].view(np.int64))
-    Pb, Qb = sums(p), sums(q)
-    rest_star = float(q[:star].sum() + q[star + 1:].sum())
-    t = np.subtract(qtot, q, out=work[3])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        np.divide(q, t, out=t)                                   # q_a / rest_a, q_a <= q(V) / 2
-    t[star] = 0.0
-    Wb = sums(t)
-    del sums
+    r, ids = work[0], work[1].view(np.int64)
+    if fast:                                                     # one pass, compensated sums
+        from . import _race_kernels
+        shift = 52 - _MANT_BITS
+        (Pb, Qb, Wb, qmax_b), rest_star = _race_kernels.wor_bucket_pass(
+            p, q, int(np.float64(c).view(np.int64)) >> shift, shift, c, N, star, qtot, K > 2, r, ids)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            np.divide(p, q, out=r)                               # inf: q = 0 < p; nan: p = q = 0
+        _ratio_bucket_ids(r, c, out=ids)
+        sums = _bucket_sums(ids, out=work[2].view(np.int64))
+        Pb, Qb = sums(p), sums(q)
+        rest_star = float(q[:star].sum() + q[star + 1:].sum())
+        t = np.subtract(qtot, q, out=work[3])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.divide(q, t, out=t)                               # q_a / rest_a, q_a <= q(V) / 2
+        t[star] = 0.0
+        Wb = sums(t)
+        del sums
+        qmax_b = None
+    if fast:                                                     # the edge bounds below, compiled
+        P_e, Q_e, W_e, lam_e, live, live_edge = _race_kernels.wor_edge_bounds(
+            Pb, Qb, Wb, qmax_b, K, V, int(ids[star]), qstar, rest_star)
+        return _WorBuckets(r, ids, P_e, Q_e, W_e, lam_e, live, live_edge, qtot, star, rest_star, work)
     P_e, Q_e, W_e = _blocked_cumsum0(Pb[:N]), _blocked_cumsum0(Qb[:N]), _blocked_cumsum0(Wb[:N])
     lam_e = _blocked_cumsum0(Qb[::-1])[::-1][:N + 1]             # q of buckets >= b, dropped included
     miss2 = lam_e * (1.0 + W_e)
@@ -673,8 +694,9 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
         upper = opt = miss2                                      # exact at the edges
     else:
         opt = miss2 + (1.0 - miss2) * _iid_miss(lam_e, K - 2)
-        qmax_b = np.zeros(N + 1)
-        np.maximum.at(qmax_b, ids, q)
+        if qmax_b is None:
+            qmax_b = np.zeros(N + 1)
+            np.maximum.at(qmax_b, ids, q)
         qmax_e = np.maximum.accumulate(np.concatenate(([0.0], qmax_b[:N])))   # max q over buckets < b
         slack = (V + K + 2) * np.finfo(np.float64).eps
         low_q = 1.0 - miss2
@@ -717,6 +739,16 @@ def _wor_bucketed_order(p: np.ndarray, q: np.ndarray, K: int) -> tuple[np.ndarra
     return order, valid
 
 
+def _stable_argsort(x: np.ndarray) -> np.ndarray:
+    """``np.argsort(x, kind="stable")``: the (vectorised) default sort, and the stable one only
+    where it finds a tie (~6x faster on ~1e4 distinct ratios)."""
+    o = np.argsort(x)
+    xs = x[o]
+    if np.any(xs[1:] == xs[:-1]):
+        o = np.argsort(x, kind="stable")
+    return o
+
+
 def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: float) -> MultidraftBound | None:
     """:func:`multidraft_bound` without replacement (2 <= k_eff < |supp q|) from the live buckets
     alone: no permutation or prefix sum of the whole row (docs/theory.md §6.6, "without a full sort").
@@ -735,13 +767,18 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     b_lo = int(marks[0])
     b_hi = max(int(marks[-1]), int(np.flatnonzero(b.live)[-1]) + 1 if b.live.any() else 0)
     ids = b.ids
-    before = ids < b_lo
-    seg = np.flatnonzero((ids < b_hi) & ~before)
-    seg = seg[np.argsort(b.r[seg], kind="stable")]
-    m = seg.size
-    nb = int(np.count_nonzero(before))
+    if _jit.enabled():                                           # block and segment in one pass
+        from . import _race_kernels
+        seg = np.empty(p.size, dtype=np.int64)
+        nb, m = _race_kernels.split_head(ids, q, b_lo, b_hi, b.work[2], seg)
+        seg = seg[:m]
+    else:
+        before = ids < b_lo
+        seg = np.flatnonzero((ids < b_hi) & ~before)
+        m, nb = seg.size, int(np.count_nonzero(before))
+        np.compress(before, q, out=b.work[2, :nb])
+    seg = seg[_stable_argsort(b.r[seg])]
     joined = b.work[2, :nb + m]                                  # the block, then the segment
-    np.compress(before, q, out=joined[:nb])
     ps, qs = p[seg], np.take(q, seg, out=joined[nb:])
     Pc = _cumsum0(ps)
     Pc += b.P_e[b_lo]
@@ -768,6 +805,7 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
         miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size, work=b.work[3:])
     obj = Pc + miss
     k = int(np.argmin(obj))
+    before = ids < b_lo
     before[seg[:k]] = True
     return MultidraftBound(min(float(obj[k]), 1.0), np.flatnonzero(before), int(K), False,
                            float(Pc[k]), 1.0 - float(miss[k]), "prefix")
@@ -801,6 +839,18 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
     q_top = max(float(qs.max()) if qs.size else 0.0, float(block.max()) if block.size else 0.0)
     if qs.size == 0 or q_top > 0.25 * T_all:
         return optimistic, best_upper
+    margin = 4.0 * (n_tok + 10) * np.finfo(np.float64).eps
+    if _jit.enabled():                                           # the same bounds in one pass
+        from . import _race_kernels
+        if block.size:
+            b1, b2, b3, b0 = _race_kernels.chord_block_sums(block, T_all)
+        else:
+            b1 = b2 = b3 = b0 = 0.0
+        upper_obj = np.empty(at.size)
+        lower_best = _race_kernels.chord_bounds(Pc, qs, Qc, lam, miss2, K, at.astype(np.int64), b1, b2, b3, b0,
+                                                float(block.max()) if block.size else 0.0, upper_obj)
+        upper_obj -= margin
+        return np.maximum(optimistic, upper_obj), min(best_upper, lower_best + margin)
     # sums (and the running max) over the tokens before each prefix in ``at``: one reduceat per
     # quantity between consecutive prefixes, then running totals over those few segments
     bounds = np.concatenate(([0], at[(at > 0) & (at < qs.size)]))
@@ -816,9 +866,10 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
     uq = u * qs
     ub = np.subtract(T_all, block, out=None if scratch is None else scratch[:block.size])   # masses <= T / 4
     np.divide(block, ub, out=ub)
-    A1, A2 = before(u, ub.sum()), before(uq, np.einsum("i,i", ub, block))   # (einsum: no threads)
+    b1, b2 = ub.sum(), np.einsum("i,i", ub, block)               # (einsum: no threads)
     ub *= block
-    A3, S2 = before(uq * qs, np.einsum("i,i", ub, block)), before(qs * qs, np.einsum("i,i", block, block))
+    b3, b0 = np.einsum("i,i", ub, block), np.einsum("i,i", block, block)
+    A1, A2, A3, S2 = before(u, b1), before(uq, b2), before(uq * qs, b3), before(qs * qs, b0)
     Q, L = Qc[at], lam[at]
     T = Q + L
     E2 = np.maximum(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
@@ -840,7 +891,6 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
         lower_qk = Q2 * prod_a - E2 * lin
         lower_qk[(n - 1) * qm + M > Q] = 0.0                     # a chord would go negative: none
     lower_qk[L <= 0.0] = 1.0                                     # H holds supp q
-    margin = 4.0 * (n_tok + 10) * np.finfo(np.float64).eps
     optimistic = np.maximum(optimistic, Pc[at] + (1.0 - upper_qk) - margin)
     best_upper = min(best_upper, float(np.min(Pc[at] + (1.0 - lower_qk))) + margin)
     return optimistic, best_upper

@@ -148,6 +148,9 @@ def test_issue27(tmp_path):
     wor = [r for r in data["rows"] if r["name"] == "multidraft_bound (new)"]
     assert len(wor) == 8
     assert all(r["metrics"].get("abs_err", r["metrics"].get("abs_diff_old")) <= 1e-12 for r in wor)
+    assert all(r["metrics"].get("abs_err", r["metrics"].get("abs_diff_numpy_path")) <= 1e-12 for r in wor)
+    numpy_rows = [r for r in data["rows"] if r["name"] == "multidraft_bound, numpy path"]
+    assert len(numpy_rows) == 8 and all(r["metrics"].get("abs_err", 0.0) <= 1e-12 for r in numpy_rows)
     cert = [r for r in data["rows"] if r["name"] == "certify (new)"]
     assert len(cert) == 9 and all(r["metrics"]["max_field_diff_old"] <= 1e-10 for r in cert)
     assert set(data["context"]["goals"]) == {"1 (with replacement)", "1 (without replacement)", "3"}

@@ -1,0 +1,398 @@
+"""Compiled passes of the multi-draft bound without replacement (numba; see :mod:`specsim._jit`).
+
+:func:`lp.coupling.multidraft_bound` without replacement spent most of its time at V ~ 1.5e5 in
+chains of full-row numpy calls and in Python-level loops over grid rows.  The kernels here:
+
+- :func:`wor_bucket_pass`, :func:`wor_edge_bounds`: the bucketing of p/q with the per-bucket
+  sums, and the bucket-edge bounds, of :func:`lp.coupling._wor_buckets`;
+- :func:`split_head`: the block (tokens before the live buckets) and the segment of
+  :func:`lp.coupling._wor_bound_head`;
+- :func:`chord_block_sums`, :func:`chord_bounds`: the block's sums and the per-prefix bounds of
+  :func:`lp.coupling._chord_screen`;
+- :func:`power_moments`, :func:`race_prefix_lows`: the block's moments and the race recursion
+  with P(N <= K - 1) per prefix (:mod:`lp._race`).
+
+The numpy code they replace is the reference in the tests (tests/lp/test_race_kernels.py) and
+the path without numba.  Sums run in the same short runs as the numpy path (or compensated), so
+results agree with it to rounding, not bit for bit.  Every kernel takes float64 / int64 arrays
+and Python floats / ints / bools, so each compiles once: ~2 s in all on the first call of a
+process without an on-disk cache (measured on a loaded 2-core machine), ~0.3 s with one.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from specsim._jit import njit
+
+#: :func:`wor_bucket_pass` sums runs of this many consecutive tokens apart, then adds the runs.
+RUN = 4096
+
+
+@njit
+def wor_bucket_pass(p, q, top_bits, shift, top, n_buckets, star, qtot, with_max, r, ids):
+    """One pass of :func:`lp.coupling._wor_buckets` step 2: r = p/q and its bucket per token
+    (written into ``r`` and ``ids``), and per bucket 0..n_buckets (the last: dropped tokens)
+    the sums of p, q, w_a = q_a / (qtot - q_a) (0 at ``star``) and the largest q (if ``with_max``,
+    else 0).
+
+    The bucket of r <= ``top`` is max((bits(r) >> shift) - top_bits + n_buckets - 1, 0); r > top,
+    inf and nan go to ``n_buckets``.  Returns (a [4, n_buckets + 1] array (P, Q, W, max q), the
+    sum of q without ``star``).  The tokens go in runs of :data:`RUN` ids, each summed into a
+    table of its own (small enough to stay in cache) that is then added into the totals: a bucket
+    of 150,000 tied tokens is summed in runs of 4,096 terms, as the numpy path's sub-bins; the
+    sum without ``star`` is compensated (two-sum in registers).
+    """
+    nb = n_buckets + 1
+    part = np.zeros(3 * nb)
+    tot = np.zeros(3 * nb)
+    qmax = np.zeros(nb)
+    lo = top_bits - (n_buckets - 1)
+    rest, rest_c = 0.0, 0.0
+    rb = r.view(np.int64)
+    n = p.size
+    for a in range(0, n, RUN):
+        b_min, b_max = nb, 0
+        for v in range(a, min(a + RUN, n)):
+            pv, qv = p[v], q[v]
+            rv = pv / qv if qv != 0.0 else (np.inf if pv > 0.0 else np.nan)
+            r[v] = rv
+            if rv <= top:
+                b = (rb[v] >> shift) - lo
+                if b < 0:
+                    b = 0
+            else:
+                b = n_buckets
+            ids[v] = b
+            b_min = min(b_min, b)
+            b_max = max(b_max, b)
+            part[3 * b] += pv
+            part[3 * b + 1] += qv
+            if v != star:
+                part[3 * b + 2] += qv / (qtot - qv)
+                t = rest + qv
+                bb = t - rest
+                rest_c += (rest - (t - bb)) + (qv - bb)
+                rest = t
+            if with_max:
+                qmax[b] = max(qmax[b], qv)                       # (no branch on the data)
+        for i in range(3 * b_min, 3 * b_max + 3):
+            tot[i] += part[i]
+            part[i] = 0.0
+    out = np.empty((4, nb))
+    for b in range(nb):
+        for k in range(3):
+            out[k, b] = tot[3 * b + k]
+        out[3, b] = qmax[b]
+    return out, rest + rest_c
+
+
+@njit
+def power_moments(q, tau, R):
+    """sum_v (q_v / tau)^r for r = 0..R (entry 0 is left 0), as :func:`lp._race.small_token_state`.
+
+    Tokens go eight at a time in scalar lanes (their multiplications do not wait on each other),
+    bases q_v * (1 / tau) (within an ulp of q_v / tau); a group stops once all its powers are
+    <= 1e-22 (each later term is smaller still: relative 1e-22 len(q) on sums >= 1, as the numpy
+    path's drop).  Group sums go into partial sums flushed every 1,024 tokens: runs of <= 128 terms.
+    """
+    M = np.zeros(R + 1)
+    part = np.zeros(R + 1)
+    n = q.size
+    inv = 1.0 / tau
+    for g in range(0, n, 8):
+        if g + 8 <= n:
+            b0, b1, b2, b3 = q[g] * inv, q[g + 1] * inv, q[g + 2] * inv, q[g + 3] * inv
+            b4, b5, b6, b7 = q[g + 4] * inv, q[g + 5] * inv, q[g + 6] * inv, q[g + 7] * inv
+        else:                                                    # the tail, zero-padded
+            b0 = q[g] * inv
+            b1 = q[g + 1] * inv if g + 1 < n else 0.0
+            b2 = q[g + 2] * inv if g + 2 < n else 0.0
+            b3 = q[g + 3] * inv if g + 3 < n else 0.0
+            b4 = q[g + 4] * inv if g + 4 < n else 0.0
+            b5 = q[g + 5] * inv if g + 5 < n else 0.0
+            b6 = q[g + 6] * inv if g + 6 < n else 0.0
+            b7 = 0.0
+        p0, p1, p2, p3, p4, p5, p6, p7 = b0, b1, b2, b3, b4, b5, b6, b7
+        for r in range(1, R + 1):
+            part[r] += ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
+            p0 *= b0
+            p1 *= b1
+            p2 *= b2
+            p3 *= b3
+            p4 *= b4
+            p5 *= b5
+            p6 *= b6
+            p7 *= b7
+            if max(max(max(p0, p1), max(p2, p3)), max(max(p4, p5), max(p6, p7))) <= 1e-22:
+                break
+        if (g & 1023) == 1016 or g + 8 >= n:
+            for r in range(1, R + 1):
+                M[r] += part[r]
+                part[r] = 0.0
+    return M
+
+
+@njit
+def _low_probability(e, n, m, K):
+    """P(N <= K - 1) of one :class:`lp._race.RaceState` entry, as its ``low_probability``."""
+    low = 0.0
+    if m > 700.0:
+        for j in range(K):
+            if n <= K - 1 - j and e[j] > 0.0:
+                low += np.exp(np.log(e[j]) - m)
+        return low
+    scale = np.exp(-m)
+    for j in range(K):
+        if n <= K - 1 - j:
+            low += e[j] * scale
+    return low
+
+
+@njit
+def _expm1(x):
+    """expm1(x) for x >= 0: the Taylor series (nested, positive terms) up to 2^-4, where the
+    first omitted term is < 5e-18 relative; the library call above (q_v t is mostly far smaller)."""
+    if x > 0.0625:
+        return np.expm1(x)
+    s = 1.0 + x * (1.0 / 10.0)
+    s = 1.0 + x * (1.0 / 9.0) * s
+    s = 1.0 + x * (1.0 / 8.0) * s
+    s = 1.0 + x * (1.0 / 7.0) * s
+    s = 1.0 + x * (1.0 / 6.0) * s
+    s = 1.0 + x * (1.0 / 5.0) * s
+    s = 1.0 + x * (1.0 / 4.0) * s
+    s = 1.0 + x * (1.0 / 3.0) * s
+    s = 1.0 + x * 0.5 * s
+    return x * s
+
+
+#: race_prefix_lows recomputes e^{-mass} with exp after this many tokens (in between it is
+#: multiplied by 1 / (1 + o_v) = e^{-q_v t}: <= ~2 ulp each, so <= ~64 ulp of drift).
+REFRESH = 32
+
+
+@njit
+def race_prefix_lows(qtok, t, K, sure_at, e0, n0, m0, cols, low, rows, col0, e_end, n_end, m_end):
+    """:func:`lp._race.race_states` followed by ``low_probability``, without [rows, tokens] temporaries.
+
+    Row i (time ``t[i]``) starts from ``e0[:, i]``, ``n0[i]``, ``m0[i]``; the tokens ``qtok`` go
+    through the recursion e_j += o_v e_{j-1} (j descending), o_v = expm1(q_v t), tokens with
+    q_v t > ``sure_at`` counted as arrived.  P(N <= K - 1) after each prefix length in ``cols``
+    (ascending, the c-th) is written into ``low[rows[i], col0 + c]``, the state after all tokens
+    into ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.  Tokens outside, rows inside: the rows' recursions are
+    independent, so they overlap in the pipeline.
+    """
+    g, w, nc = t.size, qtok.size, cols.size
+    e, n, m = e_end, n_end, m_end
+    scale = np.empty(g)                                          # e^{-m}, refreshed every REFRESH tokens
+    for i in range(g):
+        for j in range(K):
+            e[j, i] = e0[j, i]
+        n[i], m[i] = n0[i], m0[i]
+        scale[i] = np.exp(-m[i])
+    since = 0
+    c = 0
+    for v in range(w + 1):
+        while c < nc and cols[c] == v:
+            for i in range(g):
+                if m[i] > 700.0:
+                    low[rows[i], col0 + c] = _low_probability(e[:, i], n[i], m[i], K)
+                else:
+                    acc = 0.0
+                    for j in range(K):
+                        if n[i] <= K - 1 - j:
+                            acc += e[j, i]
+                    low[rows[i], col0 + c] = acc * scale[i]
+            c += 1
+        if v == w:
+            break
+        qv = qtok[v]
+        refresh = since == REFRESH
+        since = 0 if refresh else since + 1
+        for i in range(g):
+            x = qv * t[i]
+            if x > sure_at:                                      # inf included
+                n[i] += 1.0
+            else:
+                m[i] += x
+                o = _expm1(x)
+                for j in range(K - 1, 0, -1):
+                    e[j, i] += o * e[j - 1, i]
+                scale[i] = np.exp(-m[i]) if refresh else scale[i] * (1.0 / (1.0 + o))
+
+
+@njit
+def chord_block_sums(q, T):
+    """(sum u_a, sum u_a q_a, sum u_a q_a^2, sum q_a^2), u_a = q_a / (T - q_a), over the block
+    ``q`` (the block's terms of :func:`lp.coupling._chord_screen`'s prefix sums) in one pass.
+
+    Four scalar lanes per sum, flushed into the totals every 1,024 tokens (runs of <= 256 terms).
+    """
+    acc = np.zeros(16)
+    tot = np.zeros(4)
+    n = q.size
+    for v in range(n):
+        x = q[v]
+        u = x / (T - x)
+        ux = u * x
+        k = 4 * (v & 3)
+        acc[k] += u
+        acc[k + 1] += ux
+        acc[k + 2] += ux * x
+        acc[k + 3] += x * x
+        if (v & 1023) == 1023 or v == n - 1:
+            for i in range(4):
+                tot[i] += (acc[i] + acc[4 + i]) + (acc[8 + i] + acc[12 + i])
+            acc[:] = 0.0
+    return tot[0], tot[1], tot[2], tot[3]
+
+
+@njit
+def chord_bounds(Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, upper_obj):
+    """The per-prefix bounds of :func:`lp.coupling._chord_screen` in one pass along the prefixes.
+
+    The running sums over the tokens before prefix k (u_a = q_a / (T - q_a) with T - q_a summed
+    directly as Qc[a] + lam[a + 1]): A1 = sum u, A2 = sum u q, A3 = sum u q^2, S2 = sum q^2 and
+    the largest q start from the block's (``b1``, ``b2``, ``b3``, ``b0``, ``bmax``).  For each k
+    in ``at`` (ascending) writes Pc[k] + 1 - (the upper bound on Q_K) into ``upper_obj`` and
+    returns min over ``at`` of Pc[k] + 1 - (the lower bound), the same formulas as the numpy screen.
+    """
+    n = K - 2
+    A1, A2, A3, S2, qm = b1, b2, b3, b0, bmax
+    a = np.empty(n)
+    s = np.empty(n)
+    best = np.inf
+    c = 0
+    for k in range(qs.size + 1):
+        while c < at.size and at[c] == k:
+            Q, L = Qc[k], lam[k]
+            T = Q + L
+            E2 = max(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
+            M = min(2.0 * qm, Q)
+            Q2 = 1.0 - miss2[k]
+            l0 = Q / T
+            lM = Q / T - (L / (T * T)) * M
+            l0n = l0 ** n
+            slope = (l0n - max(lM, 0.0) ** n) / M if M > 0 else 0.0
+            upper_obj[c] = Pc[k] + (1.0 - (Q2 * l0n - slope * E2))
+            if L <= 0.0:
+                lower = 1.0
+            elif (n - 1) * qm + M > Q:
+                lower = 0.0                                      # a chord would go negative: none
+            else:
+                for i in range(n):
+                    x = i * qm
+                    a[i] = (Q - x) / (T - x) if x < Q else 0.0
+                    x = x + M
+                    gM = (Q - x) / (T - x) if x < Q else 0.0
+                    s[i] = (a[i] - gM) / M if M > 0 else 0.0
+                prod_a = 1.0
+                for i in range(n):
+                    prod_a *= a[i]
+                lin = 0.0
+                for i in range(n):
+                    pr = s[i]
+                    for j in range(n):
+                        if j != i:
+                            pr *= a[j]
+                    lin += pr
+                lower = Q2 * prod_a - E2 * lin
+            best = min(best, Pc[k] + (1.0 - lower))
+            c += 1
+        if k == qs.size:
+            break
+        x = qs[k]
+        u = x / (Qc[k] + lam[k + 1])
+        A1 += u
+        A2 += u * x
+        A3 += u * x * x
+        S2 += x * x
+        qm = max(qm, x)
+    return best
+
+
+@njit
+def split_head(ids, q, b_lo, b_hi, block, seg):
+    """The block and the segment of :func:`lp.coupling._wor_bound_head` in one pass: the draft
+    masses of the tokens in buckets < ``b_lo`` into ``block`` (token order, as ``np.compress``) and
+    the ids of the tokens in buckets [b_lo, b_hi) into ``seg`` (ascending).  Returns their counts."""
+    nb = 0
+    m = 0
+    for v in range(ids.size):
+        b = ids[v]
+        if b < b_lo:
+            block[nb] = q[v]
+            nb += 1
+        elif b < b_hi:
+            seg[m] = v
+            m += 1
+    return nb, m
+
+
+@njit
+def wor_edge_bounds(Pb, Qb, Wb, qmax_b, K, V, sb, qstar, rest_star):
+    """The bucket-edge part of :func:`lp.coupling._wor_buckets` from the bucket sums of
+    :func:`wor_bucket_pass`, the same formulas in one loop per quantity (compensated prefix sums).
+
+    Returns (P_e, Q_e, W_e, lam_e, live, live_edge): p, q and w of the buckets < b and q of the
+    buckets >= b at every edge b = 0..N (N = len(Pb) - 1), the live buckets and the live edges.
+    ``sb`` is the bucket of the largest mass ``qstar`` and ``rest_star`` q(V) without it.
+    """
+    N = Pb.size - 1
+    P_e, Q_e, W_e, lam_e = np.zeros(N + 1), np.zeros(N + 1), np.zeros(N + 1), np.zeros(N + 1)
+    s, c = np.zeros(3), np.zeros(3)
+    for b in range(N):
+        for k in range(3):
+            x = Pb[b] if k == 0 else (Qb[b] if k == 1 else Wb[b])
+            a = s[k]
+            t = a + x
+            bb = t - a
+            c[k] += (a - (t - bb)) + (x - bb)
+            s[k] = t
+        P_e[b + 1], Q_e[b + 1], W_e[b + 1] = s[0] + c[0], s[1] + c[1], s[2] + c[2]
+    a, ca = 0.0, 0.0
+    for b in range(N, -1, -1):                                   # q of buckets >= b, dropped included
+        x = Qb[b]
+        t = a + x
+        bb = t - a
+        ca += (a - (t - bb)) + (x - bb)
+        a = t
+        lam_e[b] = a + ca
+    miss2 = np.empty(N + 1)
+    opt = np.empty(N + 1)
+    upper = np.empty(N + 1)
+    eps = np.finfo(np.float64).eps
+    slack = (V + K + 2) * eps
+    qm = 0.0                                                     # max q over buckets < b
+    for b in range(N + 1):
+        m2 = lam_e[b] * (1.0 + W_e[b])
+        if sb < N and rest_star > 0 and b > sb:
+            m2 += qstar * (lam_e[b] / rest_star)
+        m2 = min(m2, 1.0)
+        miss2[b] = m2
+        if K == 2:
+            opt[b] = m2
+            upper[b] = m2
+        else:
+            lam = min(lam_e[b], 1.0)
+            opt[b] = m2 + (1.0 - m2) * (-np.expm1((K - 2) * np.log1p(-lam)))
+            low_q = 1.0 - m2
+            for j in range(2, K):
+                left = max(Q_e[b] - j * qm - slack, 0.0)
+                low_q *= left / (lam_e[b] + left) if left > 0 else 0.0
+            if lam_e[b] <= 0.0:
+                low_q = 1.0
+            upper[b] = 1.0 - low_q
+            if b < N:
+                qm = max(qm, qmax_b[b])
+    cap = np.inf
+    for b in range(N + 1):
+        cap = min(cap, P_e[b] + upper[b])
+    cap += 1e-9
+    live = np.empty(N, dtype=np.bool_)
+    live_edge = np.empty(N + 1, dtype=np.bool_)
+    for b in range(N + 1):
+        live_edge[b] = P_e[b] + opt[b] <= cap
+        if b < N:
+            live[b] = (P_e[b] + opt[b + 1] <= cap) and Qb[b] > 0
+    return P_e, Q_e, W_e, lam_e, live, live_edge

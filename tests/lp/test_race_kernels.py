@@ -1,0 +1,209 @@
+"""The compiled passes of the bound without replacement (lp/_race_kernels.py) against the numpy
+paths they shortcut (``_jit.disabled()``, the reference), and against exact values: brute force
+over all subsets at V = 9, and the uniform draft's Q_sub = C(|H|, K) / C(V, K) at V = 151,936.
+
+Rows: random, LLM-like, tied, one-hot target, one-hot draft, subnormal, near-one-hot, uniform
+draft (the generator of test_bucketed_bound.py); small rows go through the bucketed path with
+``_WOR_BUCKET_MIN_V`` lowered.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lp.coupling
+from lp import _race
+from lp.coupling import _check_K, _wor_buckets, multidraft_bound, multidraft_bound_bruteforce
+from specsim import _jit
+from specsim._validate import as_pair
+from tests.lp.test_bucketed_bound import WOR_KINDS, _wor_rows
+
+pytestmark = pytest.mark.skipif(not _jit.enabled(), reason="compiled kernels off (numba missing or SPECSIM_JIT=0)")
+
+
+@pytest.fixture
+def bucket_small_rows(monkeypatch):
+    monkeypatch.setattr(lp.coupling, "_WOR_BUCKET_MIN_V", 2)
+
+
+def _both(f, *args):
+    """f(*args) on the compiled path, then on the numpy reference."""
+    fast = f(*args)
+    with _jit.disabled():
+        ref = f(*args)
+    return fast, ref
+
+
+def _close(a, b, rel=1e-13, atol=1e-300):
+    """Equal within ``rel`` relative (``atol`` absolute: subnormal results have fewer digits)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    same_nan = np.isnan(a) == np.isnan(b)
+    with np.errstate(invalid="ignore"):                          # inf - inf: equal infinities pass
+        ok = np.isnan(a) | (a == b) | (np.abs(a - b) <= rel * np.maximum(np.abs(a), np.abs(b)) + atol)
+    return bool(np.all(same_nan & ok))
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+@pytest.mark.parametrize("V", [9, 1500])
+def test_bucket_pass_against_numpy(kind, V, bucket_small_rows):
+    """r, bucket ids, live buckets and edges equal; bucket-edge sums (p, q, the K = 2 weights, lam)
+    and the mass without the largest entry within 1e-13 relative."""
+    for seed in (0, 1):
+        p, q = as_pair(*_wor_rows(kind, V, seed))
+        for K in (2, 3, 8):
+            if _check_K(q, K, False) >= int(np.count_nonzero(q)):
+                continue
+            fast, ref = _both(_wor_buckets, p, q, K)
+            assert (fast is None) == (ref is None), (kind, K)
+            if fast is None:
+                continue
+            assert np.array_equal(fast.ids, ref.ids) and _close(fast.r, ref.r, 0.0), (kind, K)
+            assert np.array_equal(fast.live, ref.live) and np.array_equal(fast.live_edge, ref.live_edge)
+            for name in ("P_e", "Q_e", "W_e", "lam_e"):
+                assert _close(getattr(fast, name), getattr(ref, name)), (kind, K, name)
+            assert _close(fast.rest_star, ref.rest_star) and fast.star == ref.star
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+def test_bound_against_numpy_and_bruteforce_V9(kind, bucket_small_rows):
+    """V = 9, K = 2..4: the compiled path's value equals the numpy path's and the brute-force
+    optimum over all 2^V subsets (exact set law) to 1e-12."""
+    for seed in range(3):
+        p, q = as_pair(*_wor_rows(kind, 9, seed))
+        for K in (2, 3, 4):
+            fast, ref = _both(multidraft_bound, p, q, K, False)
+            exact = multidraft_bound_bruteforce(p, q, K, replacement=False)
+            assert abs(fast.value - ref.value) <= 1e-12 and abs(fast.value - exact.value) <= 1e-12, (kind, K, seed)
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+def test_bound_against_numpy_V1500(kind, bucket_small_rows):
+    """V = 1500 (most buckets pruned), K = 2, 3, 4, 8: value, p(H), Q_sub(H) within 1e-12, and
+    p(H) re-summed from the returned H."""
+    p, q = as_pair(*_wor_rows(kind, 1500, 5))
+    for K in (2, 3, 4, 8):
+        fast, ref = _both(multidraft_bound, p, q, K, False)
+        assert abs(fast.value - ref.value) <= 1e-12, (kind, K)
+        assert abs(fast.p_H - ref.p_H) <= 1e-12 and abs(fast.q_subset - ref.q_subset) <= 1e-12, (kind, K)
+        assert abs(math.fsum(p[fast.H]) - fast.p_H) <= 1e-12
+
+
+@pytest.mark.parametrize("K", [3, 8])
+def test_uniform_draft_exact_at_V_151936(K):
+    """A uniform draft at V = 151,936 (LLM-like target): Q_sub(H) = C(|H|, K) / C(V, K) exactly, so
+    alpha* = min_h [p(h smallest p) + 1 - C(h, K) / C(V, K)]; the compiled path within 1e-12, as
+    the numpy path."""
+    V = 151_936
+    p = _wor_rows("llm", V, 2)[0]
+    q = np.full(V, 1.0 / V)
+    p, q = as_pair(p, q)
+    Pc = np.concatenate(([0.0], np.cumsum(np.sort(p))))
+    h = np.arange(V + 1, dtype=np.float64)
+    qsub = np.ones(V + 1)
+    for j in range(K):
+        qsub *= np.maximum(h - j, 0.0) / (V - j)
+    exact = float(np.min(Pc + 1.0 - qsub))
+    fast, ref = _both(multidraft_bound, p, q, K, False)
+    assert abs(fast.value - exact) <= 1e-12 and abs(ref.value - exact) <= 1e-12, (fast.value, ref.value, exact)
+    assert abs(fast.q_subset - math.comb(fast.H.size, K) / math.comb(V, K)) <= 1e-12
+
+
+def test_bound_against_numpy_llm_like_V_151936():
+    """The benchmark's LLM-like row (thousands of prefixes integrated at K = 4)."""
+    p, q = as_pair(*_wor_rows("llm", 151_936, 0))
+    for K in (2, 4):
+        fast, ref = _both(multidraft_bound, p, q, K, False)
+        assert abs(fast.value - ref.value) <= 1e-12, K
+
+
+# --------------------------------------------------------------------------- kernels one by one
+@pytest.mark.parametrize("kind", ["llm", "uniform", "tied", "subnormal"])
+def test_power_moments_against_numpy(kind):
+    q = _wor_rows(kind, 3000, 1)[1]
+    q = q[q > 0]
+    for R in (3, 12, 30):
+        fast, ref = _both(_race._power_moments, q, float(q.max()), R, None)
+        assert _close(fast[1:], ref[1:], 1e-14), (kind, R)
+
+
+def _random_state(rng, K, g):
+    e = rng.random((K, g)) * 10.0 ** rng.uniform(-5, 5, (K, g))
+    e[0] = 1.0
+    return _race.RaceState(e, rng.integers(0, 2, g).astype(np.float64), rng.uniform(0, 800, g))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 8), st.integers(0, 60), st.integers(1, 12), st.integers(0, 2 ** 32 - 1))
+def test_race_recursion_against_numpy(K, w, g, seed):
+    """race_states + low_probability (numpy) against the compiled loop: tokens with q t from 1e-12
+    to past the sure level (arrived), start masses past 700 (the logarithmic branch), prefix
+    columns anywhere in 0..w."""
+    rng = np.random.default_rng(seed)
+    qtok = 10.0 ** rng.uniform(-8, 0, w)
+    t = np.sort(10.0 ** rng.uniform(-4, 3, g))
+    start = _random_state(rng, K, g)
+    cols = np.unique(rng.integers(0, w + 1, 1 + w // 3))
+    ref = _race.race_states(qtok, t[:, None], K, _race.SURE, start, cols)
+    lows, end = _race._compiled_prefixes(qtok, t, K, _race.SURE, start, cols)
+    # e^{-mass} at masses up to ~800 turns the mass's rounding (sums in another order) into a
+    # relative difference of a few 1e-13 (measured <= 6.5e-13 over 3,000 draws)
+    assert _close(lows, ref.low_probability(), 4e-12)
+    last = ref.column(-1) if cols[-1] == w else _race.race_states(qtok, t[:, None], K, _race.SURE, start,
+                                                                  np.array([w])).column(0)
+    assert _close(end.esym, last.esym, 1e-12) and np.array_equal(end.arrived, last.arrived)
+    assert _close(end.mass, last.mass, 1e-13)
+
+
+def test_chord_block_sums_against_numpy():
+    from lp._race_kernels import chord_block_sums
+
+    rng = np.random.default_rng(3)
+    for block in (rng.dirichlet(np.full(5000, 0.2)) * 0.2, np.full(40_000, 1e-5), np.array([0.1])):
+        T = 1.0
+        u = block / (T - block)
+        ref = (u.sum(), u @ block, (u * block) @ block, block @ block)
+        assert _close(chord_block_sums(block, T), ref, 1e-13)
+
+
+def test_numpy_reference_really_differs_from_a_broken_kernel(monkeypatch, bucket_small_rows):
+    """Negative control: a compiled bucket pass that drops one token's q is caught by the comparison."""
+    from lp import _race_kernels
+
+    good = _race_kernels.wor_bucket_pass
+
+    def broken(p, q, *args):
+        q = q.copy()
+        q[0] *= 0.5
+        return good(p, q, *args)
+
+    monkeypatch.setattr(_race_kernels, "wor_bucket_pass", broken)
+    p, q = as_pair(*_wor_rows("random", 1500, 0))
+    fast, ref = _both(_wor_buckets, p, q, 3)
+    assert not _close(fast.Q_e, ref.Q_e)
+
+
+@pytest.mark.parametrize("kind", ["llm", "uniform", "tied", "random"])
+def test_chord_screen_against_numpy(kind, bucket_small_rows, monkeypatch):
+    """The compiled chord screen (block sums and per-prefix bounds) against the numpy one on the
+    arguments the head path passes it: the sharpened optimistic objectives and the cap agree to 1e-13."""
+    calls = []
+    original = lp.coupling._chord_screen
+
+    def record(*args):
+        calls.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(lp.coupling, "_chord_screen", record)
+    p, q = as_pair(*_wor_rows(kind, 3000, 4))
+    for K in (3, 4, 8):
+        multidraft_bound(p, q, K, False)
+    sharpened = 0
+    for args in calls:
+        (opt_f, cap_f), (opt_r, cap_r) = _both(original, *args)
+        assert np.max(np.abs(opt_f - opt_r)) <= 1e-13 and abs(cap_f - cap_r) <= 1e-13
+        sharpened += bool(np.any(opt_f > args[7]))               # args[7]: the optimistic objectives in
+    assert sharpened                                             # (not only the early return)
