@@ -37,7 +37,8 @@ def test_compare_never_imports_cvxpy(argv):
 
 def test_importing_the_cli_loads_no_solver_or_plotting_stack():
     code = ("import sys, specsim.cli\n"
-            "print(sorted(m for m in ('cvxpy', 'scipy', 'torch', 'matplotlib', 'transformers', 'lp') if m in sys.modules))")
+            "print(sorted(m for m in ('cvxpy', 'scipy', 'torch', 'matplotlib', 'transformers', 'lp', 'numba')"
+            " if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
@@ -54,3 +55,14 @@ def test_direct_highs_equals_the_cvxpy_ladder(V, L, seed):
     # chains: the optimum is block verification's E[tau], and the LP's verifier is lossless
     assert abs(fast.value - check_lossless(block, target, draft_model, L).expected_accepted) <= 1e-8
     assert check_lossless(fast.verifier, target, draft_model, L).lossless
+
+
+def test_importing_the_packages_loads_no_numba():
+    """The compiled kernels (specsim._jit) are imported inside their fast paths only: importing
+    numba costs ~0.2 s, which no import of the packages pays."""
+    code = ("import sys, specsim, specsim.exact, specsim.verifiers, lp, lp.coupling, lp.certificates, lp.frontier\n"
+            "print('numba' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
