@@ -183,7 +183,8 @@ class ClipFamily:
             mask = -1
         self.ps, self.qs, self.r = row["ps"][:m], row["qs"][:m], row["r"][:m]
         order = key[:m]
-        if not K.gather(key, m, mask, p, q, self.ps, self.qs, self.r):   # keys tied above the id bits
+        if (not K.gather(key, m, mask, p, q, self.ps, self.qs, self.r)    # keys tied above the id bits
+                and not K.repair_order(self.r, self.ps, self.qs, order, 4 * m)):
             fix = np.argsort(self.r, kind="stable")
             order = order[fix]
             self.ps[:], self.qs[:], self.r[:] = self.ps[fix], self.qs[fix], self.r[fix]

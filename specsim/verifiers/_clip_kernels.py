@@ -72,6 +72,30 @@ def gather(key, m, mask, p, q, ps, qs, r):
 
 
 @njit
+def repair_order(r, ps, qs, order, budget):
+    """Stable insertion sort of r, carrying ps, qs and order along, for rows that :func:`gather`
+    found out of order (ratios tied above the packed keys' id bits: a few short runs).  Linear in
+    m plus the number of inversions; gives up (returns False) once more than ``budget`` entries
+    have been moved, leaving the arrays a permutation in which equal ratios keep their relative
+    order, so the caller's stable argsort still yields the order of the numpy path."""
+    moved = 0
+    for i in range(1, r.size):
+        v = r[i]
+        if not v < r[i - 1]:
+            continue
+        a, c, o = ps[i], qs[i], order[i]
+        j = i
+        while j > 0 and v < r[j - 1]:
+            r[j], ps[j], qs[j], order[j] = r[j - 1], ps[j - 1], qs[j - 1], order[j - 1]
+            j -= 1
+        r[j], ps[j], qs[j], order[j] = v, a, c, o
+        moved += i - j
+        if moved > budget:
+            return False
+    return True
+
+
+@njit
 def prefix_sums(ps, qs, r, Pc, Qc, Psuf, Qsuf, G):
     """Pc, Qc (running sums with a leading 0), Psuf, Qsuf (suffix sums, Psuf[m] = 0) and
     G_j = r_j Pc_j - Qc_j, all sequential as np.cumsum; returns n0 = #{r <= 0}."""
