@@ -11,6 +11,7 @@ from specsim import _jit
 from specsim.drafts import chain
 from specsim.testing.strategies import adversarial_pairs, model_pairs
 from specsim.verifiers import chain as chain_module
+from tests.specsim.test_exact_level_stacking import _extreme_model
 
 pytestmark = pytest.mark.skipif(not _jit.enabled(), reason="numba not installed (the fast extra)")
 
@@ -44,15 +45,6 @@ def _assert_agree(t, d, L):
         assert c.worst_sequence == c0.worst_sequence
     assert abs(c.max_abs_error - c0.max_abs_error) <= 1e-15
     assert abs(c.block_efficiency - c0.block_efficiency) <= 1e-14
-
-
-def _extreme_model(shift, V=3):
-    """Zero, subnormal, tied, one-hot and near-one-hot rows, varying along the prefix."""
-    tiny = 5e-324
-    rows = [np.eye(V)[0], np.array([1 - 2 * tiny, tiny, tiny] + [0.0] * (V - 3)), np.full(V, 1 / V),
-            np.array([0.5, 0.5] + [0.0] * (V - 2)), np.array([0.0, 1 - 1e-15, 1e-15] + [0.0] * (V - 3)),
-            np.eye(V)[V - 1]]
-    return s.Model(lambda prefix: rows[(sum(prefix) * 7 + len(prefix) + shift) % len(rows)], V, f"rows{shift}")
 
 
 @pytest.mark.parametrize("V,L,concentration", [(2, 1, 1.0), (2, 9, 0.3), (3, 5, 0.1), (4, 6, 1.0),
