@@ -481,6 +481,9 @@ _N_BUCKETS = 4096
 _SUB_BINS = 32
 #: Prefix sums over at most this many terms are sequential; longer ones go block by block.
 _BLOCK = 64
+#: A bucket of the i.i.d. bound is opened if its lower bound is within this of the best edge
+#: objective: the edge objectives carry rounding of ~1e-15, and opening a few more costs little.
+_OPEN_SLACK = 1e-14
 
 
 def _blocked_cumsum0(x: np.ndarray) -> np.ndarray:
@@ -513,12 +516,17 @@ def _sub_bin_pattern(V: int) -> np.ndarray:
     return pattern
 
 
+def _bucket_floor(top: float) -> int:
+    """The shifted bit pattern that is bucket 0 when the last bucket holds ``top``."""
+    return (int(np.float64(top).view(np.int64)) >> (52 - _MANT_BITS)) - (_N_BUCKETS - 1)
+
+
 def _ratio_bucket_ids(r: np.ndarray, top: float, out: np.ndarray | None = None) -> np.ndarray:
     """Bucket of each ratio r = p/q: its sign-free IEEE pattern shifted right by 52 - _MANT_BITS
     (monotone in r), _N_BUCKETS buckets ending at the bucket of ``top`` (smaller ratios share
     bucket 0); r > top, inf and nan go to bucket _N_BUCKETS (dropped).  ``out``: int64 row."""
     shift = 52 - _MANT_BITS
-    lo = (int(np.float64(top).view(np.int64)) >> shift) - (_N_BUCKETS - 1)
+    lo = _bucket_floor(top)
     ids = np.right_shift(r.view(np.int64), shift, out=out)   # (every step in place: at V ~ 1e5 a
     ids -= lo                                                # fresh array's page faults cost as
     np.maximum(ids, 0, out=ids)                              # much as the arithmetic)
@@ -558,6 +566,21 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     :func:`_blocked_cumsum0`; lam is summed from the top (accurate when small) and the miss
     1 - (1 - lam)^K is -expm1(K log1p(-lam)).
     """
+    if _jit.enabled():                                           # the same steps in two compiled passes
+        from . import _bound_kernels
+        value, p_H, lam_H, ids, edge = _bound_kernels.iid_bound(
+            np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), int(K),
+            _bucket_floor(K), _N_BUCKETS, 52 - _MANT_BITS, _OPEN_SLACK)
+        H = np.flatnonzero(ids < edge)
+    else:
+        value, p_H, lam_H, H = _iid_bound_numpy(p, q, K)
+    return MultidraftBound(min(value, 1.0), H, K, True, p_H, 1.0 - float(_iid_miss(np.array([lam_H]), K)[0]),
+                           "prefix")
+
+
+def _iid_bound_numpy(p: np.ndarray, q: np.ndarray, K: int) -> tuple[float, float, float, np.ndarray]:
+    """:func:`_iid_bound_bucketed` in numpy calls (the path without numba, and the reference of
+    the compiled one): (value, p(H), lam(H), H)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         r = p / q                                                # inf: q = 0 < p; nan: p = q = 0
     ids = _ratio_bucket_ids(r, K)                                # dropped: r > K, inf, nan
@@ -569,8 +592,7 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     lam_edge = _blocked_cumsum0(Qb[::-1])[::-1][:nb]             # q of buckets >= b, dropped included
     obj_edge = P_edge + _iid_miss(lam_edge, K)
     lower = P_edge[:-1] + _iid_miss(lam_edge[1:], K)             # inside bucket b
-    # 1e-14: the edge objectives carry rounding of ~1e-15; opening a few more buckets costs little
-    opened = (lower <= obj_edge.min() + 1e-14) & (Qb[:-1] > 0)   # q = 0 only for p = 0: all in at the edge
+    opened = (lower <= obj_edge.min() + _OPEN_SLACK) & (Qb[:-1] > 0)   # q = 0 only for p = 0: all in at the edge
     ke = int(np.argmin(obj_edge))
     best = (float(obj_edge[ke]), float(P_edge[ke]), float(lam_edge[ke]))
     H = None
@@ -599,9 +621,7 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
             H = np.flatnonzero(r <= rt[starts[kr]])              # the prefix through that run
     if H is None:
         H = np.flatnonzero(ids < ke)
-    value, p_H, lam_H = best
-    return MultidraftBound(min(value, 1.0), H, K, True, p_H, 1.0 - float(_iid_miss(np.array([lam_H]), K)[0]),
-                           "prefix")
+    return (*best, H)
 
 
 #: Rows shorter than this are sorted outright without replacement (tests lower it to exercise the

@@ -6,7 +6,8 @@ References, independent of the bucketing:
   prefix sums in exact p/q order (sorted by ``Fraction`` keys) and the objective
   p(H) + 1 - q(H)^K at EVERY prefix are exact rationals (rows normalised by their exact sums);
 - the old sort-based path ``_sorted_prefix_bound``, kept as the reference at V = 151,936;
-- without replacement, the exact Q_sub of a uniform draft, C(|H|, K) / C(V, K).
+- without replacement, the exact Q_sub of a uniform draft, C(|H|, K) / C(V, K);
+- for the compiled path (lp/_bound_kernels.py), the numpy path under ``_jit.disabled()``.
 """
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from lp import coupling
 from lp.coupling import _check_K, _iid_bound_bucketed, _sorted_prefix_bound, auto_step, multidraft_bound
+from specsim import _jit
 from specsim._validate import as_pair
 
 TOL = 1e-13
@@ -160,6 +165,130 @@ def test_dropped_tokens_and_zero_draft_mass():
         b = multidraft_bound(p, q, K)
         assert 3 not in b.H.tolist()
         assert abs(b.value - float(_exact_iid_alpha(p, q, K))) <= TOL
+
+
+# --------------------------------------------------------------------------- the compiled path
+# lp/_bound_kernels.py (numba, specsim._jit) against the numpy path it replaces (with
+# _jit.disabled(): the reference) and against exact integers.  Where ties make the optimal H
+# ambiguous (equal objectives to rounding) the two paths may return different sets: then each set
+# must attain the exact optimum to TOL, which the comparison below checks instead of equality.
+needs_numba = pytest.mark.skipif(not _jit.enabled(), reason="compiled path off (numba missing or SPECSIM_JIT=0)")
+
+
+def _compare_compiled(p, q, K, exact=None, label=""):
+    """The compiled bound against the numpy one (and ``exact``, a Fraction, when given)."""
+    fast = _iid_bound_bucketed(p, q, K)
+    with _jit.disabled():
+        ref = _iid_bound_bucketed(p, q, K)
+    assert abs(fast.value - ref.value) <= TOL, label
+    assert fast.H.dtype == ref.H.dtype and np.all(np.diff(fast.H) > 0), label
+    if np.array_equal(fast.H, ref.H):
+        assert abs(fast.p_H - ref.p_H) <= TOL and abs(fast.q_subset - ref.q_subset) <= TOL, label
+    else:                                                       # tied objectives: both must be optimal
+        target = float(exact) if exact is not None else ref.value
+        assert abs(float(_exact_objective(p, q, K, fast.H.tolist())) - target) <= TOL, label
+    if exact is not None:
+        assert abs(fast.value - float(exact)) <= TOL, label
+        assert abs(float(_exact_objective(p, q, K, fast.H.tolist())) - float(exact)) <= TOL, label
+    return fast
+
+
+@needs_numba
+def test_compiled_path_is_taken_and_switched_off(monkeypatch):
+    import sys
+
+    p, q = as_pair(*_rows("llm", 64, 0))
+    calls = []
+    real = coupling._iid_bound_numpy
+    monkeypatch.setattr(coupling, "_iid_bound_numpy", lambda *a: calls.append(1) or real(*a))
+    _iid_bound_bucketed(p, q, 2)
+    assert not calls and "lp._bound_kernels" in sys.modules
+    with _jit.disabled():
+        _iid_bound_bucketed(p, q, 2)
+    assert calls == [1]
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("V", [3, 5, 24])
+def test_compiled_against_numpy_and_exact_small_V(kind, V):
+    for K in range(1, 9):
+        for seed in range(2):
+            p, q = as_pair(*_rows(kind, V, 100 * V + seed))
+            _compare_compiled(p, q, K, _exact_iid_alpha(p, q, K), (kind, V, K, seed))
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", KINDS)
+def test_compiled_against_numpy_and_exact_with_pruning(kind):
+    p, q = as_pair(*_rows(kind, 1500, 11))
+    for K in (1, 2, 3, 5, 8):
+        _compare_compiled(p, q, K, _exact_iid_alpha(p, q, K), (kind, K))
+
+
+@needs_numba
+def test_compiled_dropped_and_empty_tokens():
+    """p/q > K, q = 0 < p and p = q = 0 entries, and ratios exactly K (kept: r <= K)."""
+    p = np.array([0.0, 0.1, 0.2, 0.3, 0.0, 0.15, 0.25])
+    q = np.array([0.3, 0.05, 0.1, 0.0, 0.0, 0.4, 0.15])
+    p, q = as_pair(p / p.sum(), q / q.sum())
+    for K in range(1, 9):
+        b = _compare_compiled(p, q, K, _exact_iid_alpha(p, q, K), K)
+        assert 3 not in b.H.tolist()
+
+
+@needs_numba
+@given(st.integers(3, 40), st.integers(1, 8), st.integers(0, 2 ** 32 - 1), st.sampled_from([1, 2, 3, 5]))
+def test_compiled_against_exact_random_tied_rows(V, K, seed, levels):
+    """Ratios drawn from a few levels (many exact ties, some zero entries on either side)."""
+    rng = np.random.default_rng(seed)
+    q = rng.integers(0, 4, V).astype(float)
+    ratio = rng.choice([1.0, 0.5, 2.0, 0.0, 16.0][:levels], V)     # 16 > K: dropped
+    p = q * ratio + (q == 0) * rng.integers(0, 2, V)
+    if p.sum() == 0 or q.sum() == 0:
+        return
+    p, q = as_pair(p / p.sum(), q / q.sum())
+    _compare_compiled(p, q, K, _exact_iid_alpha(p, q, K), (V, K, seed))
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", ["llm", "tied", "one-hot draft", "subnormal", "near-one-hot"])
+def test_compiled_against_numpy_at_V_151936(kind):
+    p, q = as_pair(*_rows(kind, 151_936, 5))
+    for K in (1, 2, 3, 4, 8):
+        _compare_compiled(p, q, K, label=(kind, K))
+
+
+@needs_numba
+def test_compiled_150000_ties_against_exact_integers():
+    """The tie row of test_bucketed_150000_ties_against_exact_integers at K = 2 (per-bucket TwoSum
+    instead of sub-bins), with exact integers at every prefix."""
+    K = 2
+    p, q = as_pair(*_tie_row(151_936, 150_000, 4))
+    a, b = _ints(p), _ints(q)
+    A, B = sum(a), sum(b)
+    order = sorted(range(len(a)), key=lambda v: Fraction(a[v], b[v]))
+    best, pa, qb = A * B ** K, 0, 0
+    for v in order:
+        pa, qb = pa + a[v], qb + b[v]
+        best = min(best, pa * B ** K + A * B ** K - A * qb ** K)
+    _compare_compiled(p, q, K, Fraction(best, A * B ** K))
+
+
+@needs_numba
+def test_compiled_optimum_inside_a_bucket_and_negative_control(monkeypatch):
+    """Ratios 0.5 (q mass 0.5), then 1.0 and 1.01 (one bucket, q = 0.001 each), then 1.5: at K = 2
+    the optimum takes the 1.0 token alone (1e-6 below either edge), so the bucket must be opened.
+    Negative control: with no bucket ever opened the bound stops at an edge, and the comparison
+    with exact integers must notice."""
+    q = np.concatenate((np.full(10, 0.05), [0.001, 0.001], np.full(10, 0.0498)))
+    p = np.concatenate((np.full(10, 0.025), [0.001, 0.00101], np.full(10, (1 - 0.25 - 0.00201) / 10)))
+    p, q = as_pair(p / p.sum(), q / q.sum())
+    exact = _exact_iid_alpha(p, q, 2)
+    assert _compare_compiled(p, q, 2, exact).H.tolist() == list(range(11))
+    monkeypatch.setattr(coupling, "_OPEN_SLACK", -1.0)
+    with pytest.raises(AssertionError):
+        _compare_compiled(p, q, 2, exact)
 
 
 @pytest.mark.parametrize("K", [3, 8])
