@@ -7,15 +7,18 @@ The same algorithm as the numpy path of :func:`lp.coupling._iid_bound_bucketed` 
    nan dropped) and per-bucket sums of p and q, each bucket compensated by TwoSum (Knuth): a
    bucket of 150,000 tied tokens is summed to ~1 ulp, where the numpy path needs sub-bins;
 2. on the 4,097 buckets: edge objectives, the lower bound inside each bucket, the buckets to open;
-3. a second pass over the (int16) bucket ids gathers the opened buckets' tokens grouped by bucket;
-   each bucket is sorted by p/q (skipped when all its ratios are equal) and evaluated at the ends
-   of its runs of equal ratio, with p(H) and lam = q(V minus H) from the edge sums plus
-   compensated sums inside the bucket;
+3. a second pass over the bucket ids (int16: 4,097 buckets) gathers the opened buckets' tokens
+   branch-free; a counting sort groups them by bucket and copies their p and q out (read later
+   in ratio order, the full rows would cost a cache miss per token); each bucket is sorted by p/q
+   (skipped when its ratios are all equal; one counting pass on the next 8 bits of the ratio,
+   then insertion sort) and evaluated at the ends of its runs of equal ratio, with p(H) and
+   lam = q(V minus H) from the edge sums plus compensated sums inside the bucket;
 4. H is the tokens with bucket < the best edge, the tokens of the best run's bucket through that
    run relabelled -1: one ``np.flatnonzero`` outside.
 
-Division by zero never happens (q = 0 tokens are dropped before dividing); no fastmath.  The
-first call in a process compiles (~1-2 s) unless numba's on-disk cache (``__pycache__``) holds it.
+p/q is formed by ``np.divide`` (numpy semantics: q = 0 gives inf or nan, dropped like r > K);
+no fastmath.  The first call compiles the kernels, ~6-7 s on a shared 2-core machine, unless
+numba's on-disk cache (``__pycache__``) already holds them.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import numpy as np
 from specsim._jit import njit
 
 _CHUNK = 256                         # p/q goes through a small buffer to read its bit pattern
+_INSERTION = 48                      # runs up to this size are sorted by insertion
 
 
 @njit
@@ -34,6 +38,45 @@ def _miss(lam, K):
     if lam >= 1.0:
         return 1.0
     return -math.expm1(K * math.log1p(-lam))
+
+
+@njit
+def _sort_bucket(rt, tok, pt, qt, a, e, sub_shift):
+    """Sort rt[a:e] ascending, permuting tok, pt, qt alike.  Inside a bucket b > 0 the ratios share
+    their top bits: one counting pass on the next 8 bits (``sub_shift``; -1 for bucket 0) leaves
+    only the inversions inside those 256 sub-buckets, which insertion sort removes; np.argsort
+    where sub-buckets are large (near-ties) or the bucket is small."""
+    m = e - a
+    if m > _INSERTION and sub_shift >= 0:
+        bits = rt.view(np.int64)
+        count = np.zeros(257, np.int64)
+        for j in range(a, e):
+            count[((bits[j] >> sub_shift) & 255) + 1] += 1
+        if count.max() <= _INSERTION:
+            for k in range(256):
+                count[k + 1] += count[k]
+            r2, p2, q2, t2 = np.empty(m), np.empty(m), np.empty(m), np.empty(m, np.int64)
+            for j in range(a, e):
+                k = (bits[j] >> sub_shift) & 255
+                d = count[k]
+                r2[d], p2[d], q2[d], t2[d] = rt[j], pt[j], qt[j], tok[j]
+                count[k] = d + 1
+            rt[a:e], pt[a:e], qt[a:e], tok[a:e] = r2, p2, q2, t2
+            m = 0                                  # nearly sorted: insertion sort below
+    if m > _INSERTION:
+        o = np.argsort(rt[a:e])
+        tok[a:e] = tok[a:e][o]
+        rt[a:e] = rt[a:e][o]
+        pt[a:e] = pt[a:e][o]
+        qt[a:e] = qt[a:e][o]
+        return
+    for j in range(a + 1, e):                      # insertion sort: no allocation
+        x, v, xp, xq = rt[j], tok[j], pt[j], qt[j]
+        i = j - 1
+        while i >= a and rt[i] > x:
+            rt[i + 1], tok[i + 1], pt[i + 1], qt[i + 1] = rt[i], tok[i], pt[i], qt[i]
+            i -= 1
+        rt[i + 1], tok[i + 1], pt[i + 1], qt[i + 1] = x, v, xp, xq
 
 
 @njit
@@ -48,7 +91,6 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
     nb = n_buckets + 1
     ids = np.empty(V, np.int16)
     acc = np.zeros(4 * nb)             # per bucket: sum of p, its correction, sum of q, its correction
-    count = np.zeros(nb, np.int64)
     top = float(K)
     rbuf = np.empty(_CHUNK)
     bits = rbuf.view(np.int64)
@@ -60,7 +102,6 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
             ids[s + j] = b if rbuf[j] <= top else n_buckets
         for i in range(s, e):
             b = ids[i]
-            count[b] += 1
             # TwoSum (Knuth): each addition's rounding error goes into the bucket's correction
             k = 4 * b
             x, s0 = p[i], acc[k]
@@ -104,56 +145,58 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
             best, ke = o, b
     best_P, best_lam = P_edge[ke], lam_edge[ke]
     # buckets to open (q = 0 only where p = 0: such a bucket is all in at its edge)
-    opened = np.zeros(nb, np.bool_)
-    start = np.zeros(nb + 1, np.int64)
-    n_open = 0
+    opened = np.zeros(nb, np.int64)
+    any_open = False
     for b in range(n_buckets):
-        start[b] = n_open
         if Qb[b] > 0.0 and P_edge[b] + _miss(lam_edge[b + 1], K) <= best + slack:
-            opened[b] = True
-            n_open += count[b]
-    start[n_buckets] = n_open
-    start[nb] = n_open
+            opened[b] = 1
+            any_open = True
     run_bucket = -1
     run_thr = 0.0
-    if n_open > 0:
-        # branch-free: the other buckets write to a spare slot at the end and do not advance
-        tok = np.empty(n_open + 1, np.int64)
-        fill = np.full(nb, n_open)
-        step = np.zeros(nb, np.int64)
-        for b in range(n_buckets):
-            if opened[b]:
-                fill[b] = start[b]
-                step[b] = 1
+    start = np.zeros(nb + 1, np.int64)          # opened bucket b: tok[start[b]:start[b + 1]]
+    if any_open:
+        # branch-free append of the opened buckets' tokens (the write slot advances only for them)
+        found = np.empty(V + 1, np.int64)
+        n_open = 0
         for i in range(V):
-            b = ids[i]
-            k = fill[b]
-            tok[k] = i
-            fill[b] = k + step[b]
-        rt = np.empty(n_open)
+            found[n_open] = i
+            n_open += opened[ids[i]]
+        # grouped by bucket (a counting sort of the few)
         for j in range(n_open):
-            rt[j] = p[tok[j]] / q[tok[j]]
+            start[ids[found[j]] + 1] += 1
+        for b in range(nb):
+            start[b + 1] += start[b]
+        fill = start[:nb].copy()
+        # their p and q copied out once: later passes read them in ratio order, which would be
+        # a cache miss per token on the full rows
+        tok = np.empty(n_open, np.int64)
+        pt = np.empty(n_open)
+        qt = np.empty(n_open)
+        for j in range(n_open):
+            i = found[j]
+            k = fill[ids[i]]
+            tok[k], pt[k], qt[k] = i, p[i], q[i]
+            fill[ids[i]] = k + 1
+        rt = pt / qt
         lam_tail = np.empty(n_open + 1)
         for b in range(n_buckets):
-            if not opened[b]:
-                continue
             a, e = start[b], start[b + 1]
+            if a == e:
+                continue
             tied = True
             for j in range(a + 1, e):
                 if rt[j] != rt[a]:
                     tied = False
                     break
             if not tied:
-                o = np.argsort(rt[a:e], kind="mergesort")
-                tok[a:e] = tok[a:e][o]
-                rt[a:e] = rt[a:e][o]
+                _sort_bucket(rt, tok, pt, qt, a, e, shift - 8 if b > 0 else -1)
             # q of the bucket's tokens after j, compensated, from the top
             s = 0.0
             c = 0.0
             lam_tail[e] = 0.0
             for j in range(e - 1, a - 1, -1):
                 lam_tail[j + 1] = s + c
-                x = q[tok[j]]
+                x = qt[j]
                 t = s + x
                 z = t - s
                 c += (s - (t - z)) + (x - z)
@@ -161,7 +204,7 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
             s = 0.0
             c = 0.0
             for j in range(a, e):
-                x = p[tok[j]]
+                x = pt[j]
                 t = s + x
                 z = t - s
                 c += (s - (t - z)) + (x - z)

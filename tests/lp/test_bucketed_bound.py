@@ -275,6 +275,58 @@ def test_compiled_150000_ties_against_exact_integers():
     _compare_compiled(p, q, K, Fraction(best, A * B ** K))
 
 
+def _wide_bucket_row(seed):
+    """Ratio 0 (300 tokens), 0.5 (q mass 0.48375), 2000 tokens in one bucket [1, 1.015) (q mass
+    0.002), 300 near-ties at 1.05, the rest at ~1.54: at K = 2 the optimum lies inside the wide
+    bucket (2 Q crosses its ratios), 1.2e-6 below every edge."""
+    rng = np.random.default_rng(seed)
+    q_parts = [rng.dirichlet(np.ones(n)) * m for n, m in ((300, 0.02), (400, 0.48375), (2000, 0.002),
+                                                          (300, 0.01), (400, 0.48425))]
+    ratios = [2.0 ** -80 * rng.random(300), np.full(400, 0.5), 1.0 + 0.015 * rng.random(2000),
+              1.05 * (1 + 2.0 ** -40 * rng.integers(0, 2 ** 10, 300))]
+    q = np.concatenate(q_parts)
+    p_head = np.concatenate([r * qp for r, qp in zip(ratios, q_parts)])
+    p = np.concatenate((p_head, q_parts[-1] * (1 - p_head.sum()) / q_parts[-1].sum()))
+    perm = rng.permutation(q.size)
+    return as_pair(p[perm], q[perm])
+
+
+@needs_numba
+def test_compiled_optimum_inside_a_wide_bucket():
+    p, q = _wide_bucket_row(1)
+    exact = _exact_iid_alpha(p, q, 2)
+    b = _compare_compiled(p, q, 2, exact)
+    assert 700 < b.H.size < 2700                                # inside the wide bucket
+
+
+@needs_numba
+@pytest.mark.parametrize("case", ["small", "wide bucket", "near-ties", "bucket 0"])
+def test_compiled_bucket_sort_paths(case):
+    """The kernel's in-bucket sort (insertion, 8-bit counting pass, argsort fallback) orders the
+    ratios and carries token ids, p and q along."""
+    from lp import _bound_kernels
+
+    rng = np.random.default_rng(len(case))
+    n = {"small": 40, "wide bucket": 3000, "near-ties": 500, "bucket 0": 500}[case]
+    if case == "near-ties":                                     # one 8-bit sub-bucket: argsort
+        r = 1.25 * (1 + 2.0 ** -40 * rng.integers(0, 2 ** 10, n))
+    elif case == "bucket 0":                                    # many octaves: no counting pass
+        r = 2.0 ** -rng.uniform(60, 200, n)
+    else:
+        r = 1.25 * (1 + rng.random(n) / 80)                   # in [1 + 16/64, 1 + 17/64): one bucket
+    r[: n // 10] = r[n // 10: 2 * (n // 10)]                    # some exact ties
+    qv = rng.random(n)
+    pv = r * qv
+    tok = rng.permutation(10 * n)[:n].astype(np.int64)
+    rt, pt, qt, tk = r.copy(), pv.copy(), qv.copy(), tok.copy()
+    sub_shift = -1 if case == "bucket 0" else 52 - coupling._MANT_BITS - 8
+    _bound_kernels._sort_bucket(rt, tk, pt, qt, 0, n, sub_shift)
+    assert np.array_equal(rt, np.sort(r))
+    back = {t: i for i, t in enumerate(tok.tolist())}
+    idx = np.array([back[t] for t in tk.tolist()])
+    assert np.array_equal(rt, r[idx]) and np.array_equal(pt, pv[idx]) and np.array_equal(qt, qv[idx])
+
+
 @needs_numba
 def test_compiled_optimum_inside_a_bucket_and_negative_control(monkeypatch):
     """Ratios 0.5 (q mass 0.5), then 1.0 and 1.01 (one bucket, q = 0.001 each), then 1.5: at K = 2
