@@ -11,13 +11,13 @@ The same algorithm as the numpy path of :func:`lp.coupling._iid_bound_bucketed` 
    branch-free; a counting sort groups them by bucket and copies their p and q out (read later
    in ratio order, the full rows would cost a cache miss per token); each bucket is sorted by p/q
    (skipped when its ratios are all equal; one counting pass on the next 8 bits of the ratio,
-   then insertion sort) and evaluated at the ends of its runs of equal ratio, with p(H) and
+   then insertion sort; heapsort for near-ties) and evaluated at the ends of its runs of equal ratio, with p(H) and
    lam = q(V minus H) from the edge sums plus compensated sums inside the bucket;
 4. H is the tokens with bucket < the best edge, the tokens of the best run's bucket through that
    run relabelled -1: one ``np.flatnonzero`` outside.
 
 p/q is formed by ``np.divide`` (numpy semantics: q = 0 gives inf or nan, dropped like r > K);
-no fastmath.  The first call compiles the kernels, ~6-7 s on a shared 2-core machine, unless
+no fastmath.  The first call compiles the kernels, ~3 s on a shared 2-core machine, unless
 numba's on-disk cache (``__pycache__``) already holds them.
 """
 from __future__ import annotations
@@ -44,39 +44,83 @@ def _miss(lam, K):
 def _sort_bucket(rt, tok, pt, qt, a, e, sub_shift):
     """Sort rt[a:e] ascending, permuting tok, pt, qt alike.  Inside a bucket b > 0 the ratios share
     their top bits: one counting pass on the next 8 bits (``sub_shift``; -1 for bucket 0) leaves
-    only the inversions inside those 256 sub-buckets, which insertion sort removes; np.argsort
-    where sub-buckets are large (near-ties) or the bucket is small."""
+    only the inversions inside those 256 sub-buckets, which insertion sort removes; heapsort where
+    a sub-bucket is large (near-ties) or for bucket 0.  (Written as plain loops: numba's argsort,
+    fancy indexing and slice-tuple assignments would triple the compile time.)"""
     m = e - a
     if m > _INSERTION and sub_shift >= 0:
         bits = rt.view(np.int64)
         count = np.zeros(257, np.int64)
         for j in range(a, e):
             count[((bits[j] >> sub_shift) & 255) + 1] += 1
-        if count.max() <= _INSERTION:
+        largest = 0
+        for k in range(257):
+            largest = max(largest, count[k])
+        if largest <= _INSERTION:
             for k in range(256):
                 count[k + 1] += count[k]
             r2, p2, q2, t2 = np.empty(m), np.empty(m), np.empty(m), np.empty(m, np.int64)
             for j in range(a, e):
                 k = (bits[j] >> sub_shift) & 255
                 d = count[k]
-                r2[d], p2[d], q2[d], t2[d] = rt[j], pt[j], qt[j], tok[j]
+                r2[d] = rt[j]
+                p2[d] = pt[j]
+                q2[d] = qt[j]
+                t2[d] = tok[j]
                 count[k] = d + 1
-            rt[a:e], pt[a:e], qt[a:e], tok[a:e] = r2, p2, q2, t2
+            for d in range(m):
+                rt[a + d] = r2[d]
+                pt[a + d] = p2[d]
+                qt[a + d] = q2[d]
+                tok[a + d] = t2[d]
             m = 0                                  # nearly sorted: insertion sort below
     if m > _INSERTION:
-        o = np.argsort(rt[a:e])
-        tok[a:e] = tok[a:e][o]
-        rt[a:e] = rt[a:e][o]
-        pt[a:e] = pt[a:e][o]
-        qt[a:e] = qt[a:e][o]
+        _heapsort(rt, tok, pt, qt, a, e)
         return
     for j in range(a + 1, e):                      # insertion sort: no allocation
         x, v, xp, xq = rt[j], tok[j], pt[j], qt[j]
         i = j - 1
         while i >= a and rt[i] > x:
-            rt[i + 1], tok[i + 1], pt[i + 1], qt[i + 1] = rt[i], tok[i], pt[i], qt[i]
+            rt[i + 1] = rt[i]
+            tok[i + 1] = tok[i]
+            pt[i + 1] = pt[i]
+            qt[i + 1] = qt[i]
             i -= 1
-        rt[i + 1], tok[i + 1], pt[i + 1], qt[i + 1] = x, v, xp, xq
+        rt[i + 1] = x
+        tok[i + 1] = v
+        pt[i + 1] = xp
+        qt[i + 1] = xq
+
+
+@njit
+def _swap(rt, tok, pt, qt, i, j):
+    rt[i], rt[j] = rt[j], rt[i]
+    tok[i], tok[j] = tok[j], tok[i]
+    pt[i], pt[j] = pt[j], pt[i]
+    qt[i], qt[j] = qt[j], qt[i]
+
+
+@njit
+def _heapsort(rt, tok, pt, qt, a, e):
+    """rt[a:e] ascending by heapsort (O(m log m), in place), permuting tok, pt, qt alike."""
+    m = e - a
+    for start in range(m // 2 - 1, -1, -1):
+        _sift_down(rt, tok, pt, qt, a, start, m)
+    for end in range(m - 1, 0, -1):
+        _swap(rt, tok, pt, qt, a, a + end)
+        _sift_down(rt, tok, pt, qt, a, 0, end)
+
+
+@njit
+def _sift_down(rt, tok, pt, qt, a, root, n):
+    while 2 * root + 1 < n:
+        child = 2 * root + 1
+        if child + 1 < n and rt[a + child] < rt[a + child + 1]:
+            child += 1
+        if rt[a + root] >= rt[a + child]:
+            return
+        _swap(rt, tok, pt, qt, a + root, a + child)
+        root = child
 
 
 @njit
@@ -114,8 +158,11 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
             z = t - s0
             acc[k + 3] += (s0 - (t - z)) + (x - z)
             acc[k + 2] = t
-    Pb = acc[0::4] + acc[1::4]
-    Qb = acc[2::4] + acc[3::4]
+    Pb = np.empty(nb)
+    Qb = np.empty(nb)
+    for b in range(nb):
+        Pb[b] = acc[4 * b] + acc[4 * b + 1]
+        Qb[b] = acc[4 * b + 2] + acc[4 * b + 3]
     # edges b = 0..n_buckets: p of the buckets < b (dropped excluded), q of the buckets >= b
     P_edge = np.empty(nb)
     lam_edge = np.empty(nb + 1)
@@ -166,7 +213,9 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
             start[ids[found[j]] + 1] += 1
         for b in range(nb):
             start[b + 1] += start[b]
-        fill = start[:nb].copy()
+        fill = np.empty(nb, np.int64)
+        for b in range(nb):
+            fill[b] = start[b]
         # their p and q copied out once: later passes read them in ratio order, which would be
         # a cache miss per token on the full rows
         tok = np.empty(n_open, np.int64)
@@ -177,7 +226,9 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
             k = fill[ids[i]]
             tok[k], pt[k], qt[k] = i, p[i], q[i]
             fill[ids[i]] = k + 1
-        rt = pt / qt
+        rt = np.empty(n_open)
+        for j in range(n_open):
+            rt[j] = pt[j] / qt[j]                 # q > 0 in every kept bucket
         lam_tail = np.empty(n_open + 1)
         for b in range(n_buckets):
             a, e = start[b], start[b + 1]

@@ -380,9 +380,9 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     and only the few buckets that can hold the optimum are sorted, within 1e-13 of exact integer
     arithmetic on random, tied, one-hot, subnormal and near-one-hot rows
     (tests/lp/test_bucketed_bound.py).  At V = 151,936 on an LLM-like row, against one AVX-512
-    argsort of p/q (``python benchmarks/issue27.py --only 1``, shared 2-core machine): compiled
-    (numba installed) 0.35-0.44x from validated rows, 0.49-0.57x for this call with its input
-    validation; the numpy path 0.64-0.87x.
+    argsort of p/q (``python benchmarks/issue27.py --only 1``, CPU time, shared 2-core machine):
+    compiled (numba installed) 0.34-0.47x from validated rows, 0.47-0.61x for this call with
+    its input validation; the numpy path 0.6-0.9x.
 
     Parameters: ``p`` target, ``q`` draft (probability rows under the input contract of
     docs/design.md), ``K`` >= 1 drafts (an integer), ``replacement`` (a bool: i.i.d. drafts if
@@ -572,7 +572,7 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     With numba (specsim._jit) the same steps run compiled (:mod:`lp._bound_kernels`): one pass
     for the ratios, bucket ids and per-bucket sums (TwoSum-compensated instead of sub-binned),
     one over the bucket ids to gather the opened buckets' tokens, then H by ``np.flatnonzero``.
-    Its first call in a fresh environment compiles for ~6-7 s (later processes load numba's
+    Its first call in a fresh environment compiles for ~3 s (later processes load numba's
     cache).  The numpy steps below are the path without numba and the tests' reference.
     """
     if _jit.enabled():                                           # the same steps in two compiled passes

@@ -302,13 +302,13 @@ def test_compiled_optimum_inside_a_wide_bucket():
 @needs_numba
 @pytest.mark.parametrize("case", ["small", "wide bucket", "near-ties", "bucket 0"])
 def test_compiled_bucket_sort_paths(case):
-    """The kernel's in-bucket sort (insertion, 8-bit counting pass, argsort fallback) orders the
+    """The kernel's in-bucket sort (insertion, 8-bit counting pass, heapsort fallback) orders the
     ratios and carries token ids, p and q along."""
     from lp import _bound_kernels
 
     rng = np.random.default_rng(len(case))
     n = {"small": 40, "wide bucket": 3000, "near-ties": 500, "bucket 0": 500}[case]
-    if case == "near-ties":                                     # one 8-bit sub-bucket: argsort
+    if case == "near-ties":                                     # one 8-bit sub-bucket: heapsort
         r = 1.25 * (1 + 2.0 ** -40 * rng.integers(0, 2 ** 10, n))
     elif case == "bucket 0":                                    # many octaves: no counting pass
         r = 2.0 ** -rng.uniform(60, 200, n)
