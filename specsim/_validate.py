@@ -111,8 +111,9 @@ def as_distribution(v, name: str = "distribution", atol: float | None = None) ->
     Parameters: ``v`` (list, numpy array of a float dtype, or torch tensor), ``name`` (used in the
     message), ``atol`` (sum tolerance; ``None``: the dtype-aware default).
 
-    Returns: a fresh float64 1-D array, renormalised; ``ValueError`` naming the first offending
-    token, ``TypeError`` for non-numeric input.
+    Returns: a fresh float64 1-D array, renormalised, with no negative zeros (-0.0 is a valid
+    entry, but as a divisor it makes a likelihood ratio -inf); ``ValueError`` naming the first
+    offending token, ``TypeError`` for non-numeric input.
 
     >>> from specsim._validate import as_distribution
     >>> as_distribution([0.25, 0.75])
@@ -129,7 +130,9 @@ def as_distribution(v, name: str = "distribution", atol: float | None = None) ->
         raise ValueError(f"{name}: expected a 1-D probability vector, got shape {a.shape}")
     if a.size < 1:
         raise ValueError(f"{name}: empty probability vector")
-    return a / _check_row(a, name, _row_atol(atol, eps, a.size))
+    out = a / _check_row(a, name, _row_atol(atol, eps, a.size))
+    out += 0.0          # -0.0 -> +0.0: a ratio p/q with q = -0.0 would be -inf, sorting first
+    return out
 
 
 def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | None = None) -> np.ndarray:
@@ -169,9 +172,11 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
         # the same contiguous reduction); the per-row loop below only names the first bad row
         sums = arr.sum(axis=1)
         if (np.abs(sums - 1.0) <= tol).all():
-            return arr / sums[:, None]
+            out = arr / sums[:, None]
+            out += 0.0  # -0.0 -> +0.0, as in as_distribution
+            return out
     sums = np.array([_check_row(row, f"{name}[{i}]", tol) for i, row in enumerate(arr)])
-    return arr / sums[:, None] if arr.size else arr.astype(np.float64)
+    return arr / sums[:, None] + 0.0 if arr.size else arr.astype(np.float64)
 
 
 def as_pair(p, q, atol: float | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -3,6 +3,7 @@
 One table per module, rows ``(id, call, exception, message pattern)``; each table is one
 parametrised test, so a new case is one line.
 """
+import contextlib
 import re
 
 import numpy as np
@@ -450,3 +451,19 @@ def test_check_seed_names_the_argument():
     g = np.random.default_rng(0)
     assert as_rng(g) is g
     assert as_rng(5).random() == np.random.default_rng(5).random()
+
+
+def test_negative_zeros_come_out_positive():
+    """-0.0 is a valid probability, but as a divisor it makes p/q = -inf, which sorted first in the
+    K-draft bound (the value for q = (-0.0, 1) was 1.0 instead of 0.5).  Validated rows carry no
+    negative zeros, and the bound agrees with q = (+0.0, 1) on every path."""
+    from lp.coupling import multidraft_bound
+    from specsim import _jit
+
+    assert not np.signbit(as_distribution([-0.0, 1.0])).any()
+    assert not np.signbit(as_rows([[-0.0, 1.0], [0.5, 0.5]], "q")).any()
+    for off in (False, True):
+        with _jit.disabled() if off else contextlib.nullcontext():
+            for replacement in (True, False):
+                got = multidraft_bound([0.5, 0.5], [-0.0, 1.0], 2, replacement).value
+                assert got == multidraft_bound([0.5, 0.5], [0.0, 1.0], 2, replacement).value == 0.5
