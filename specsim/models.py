@@ -96,6 +96,7 @@ class Model:
         self._shifted: dict[Prefix, "Model"] = {}
         self._cache: dict[Prefix, np.ndarray] = {}
         self._tables: list[np.ndarray] = []
+        self._stacked: dict[int, np.ndarray] = {}  # stacked_table(L)
         self._joints: list[np.ndarray] = []  # _joints[k - 1] = P over V^k
         self._zeros: list[tuple[np.ndarray, bool]] = []  # _zeros[k - 1]: see zero_strings
 
@@ -136,6 +137,22 @@ class Model:
             rows.setflags(write=False)
             self._tables.append(rows)
         return self._tables[: L + 1]
+
+    def stacked_table(self, L: int) -> np.ndarray:
+        """:meth:`table`'s levels 0..L as one read-only array [sum_k V^k, V] (level k from row
+        sum_{j<k} V^j), built once per L: compiled code takes one array where it cannot take a
+        list of them.
+
+        >>> from specsim.models import iid
+        >>> iid([0.25, 0.75]).stacked_table(1).tolist()
+        [[0.25, 0.75], [0.25, 0.75], [0.25, 0.75]]
+        """
+        stacked = self._stacked.get(L)
+        if stacked is None:
+            stacked = np.concatenate(self.table(L))
+            stacked.setflags(write=False)
+            self._stacked[L] = stacked
+        return stacked
 
     def rows(self, prefixes) -> np.ndarray:
         """p(.|s) for n prefixes of one length k at once: row i is ``self(prefixes[i])``.

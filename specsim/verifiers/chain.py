@@ -214,15 +214,16 @@ def _block_process_law(drafting, target, draft_model, L: int, emitted, depth_mas
     if not isinstance(drafting, Chain):
         return None
     V = target.V
-    ptab, qtab = target.table(L), draft_model.table(L - 1)
-    if _jit.enabled() and sum(V ** i for i in range(L + 1)) <= _JIT_ROWS:
+    if _jit.enabled() and (V ** (L + 1) - 1) // (V - 1) <= _JIT_ROWS:
         from ._chain_kernels import block_process_law
         start = np.cumsum([0] + [V ** i for i in range(L + 1)])
-        flat, mass, n = block_process_law(np.concatenate(ptab), np.concatenate(qtab), start, L, V, emitted[L + 1])
+        flat, mass, n = block_process_law(target.stacked_table(L), draft_model.stacked_table(L - 1), start, L, V,
+                                          emitted[L + 1])
         depth_mass += mass
         for m in range(1, L + 1):
             emitted[m] += flat[start[m] - 1:start[m + 1] - 1]
         return int(n)
+    ptab, qtab = target.table(L), draft_model.table(L - 1)
     # The row-wise steps run once per group of levels stacked, not once per level: the same
     # elementwise and row operations, so the same bits, in fewer numpy calls (at V = 4 the
     # per-call overhead of ~50 calls a level dominated).  Only levels totalling <= _STACK_ROWS
