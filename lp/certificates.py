@@ -202,8 +202,8 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     passes.  With numba (specsim._jit) the family's set-up, the divergence fields, the clip-level
     bisections and the heavier closed forms run as compiled passes giving the same numbers (the
     KL frontiers to ~1e-16 relative): 4.5-6x one ``np.sort(p)`` at V = 151,936 against 8-13x for
-    the numpy path (``python benchmarks/issue27.py --only 3``, idle 2-core machine; first call in a process ~3.5 s of
-    compilation, cached on disk).
+    the numpy path (``python benchmarks/issue27.py --only 3``, idle 2-core machine; the first
+    call in a process compiles for ~3.5 s, later processes load the disk cache).
 
     Parameters: ``rule`` (a lossy verifier from :mod:`specsim.verifiers.lossy` or its
     ``SingleTokenRule``), ``p`` target and ``q`` draft (probability vectors over the same V >= 2
