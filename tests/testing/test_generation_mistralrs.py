@@ -15,10 +15,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from specsim.testing.generation import SamplingParams, check_generation, finished
+from specsim.testing.generation import SamplingParams, check_generation
 from specsim.testing.generation.mistralrs import IDENTITY_TEMPLATE, mistralrs_engine, mistralrs_params
 from specsim.testing.generation.toy import LOGIT_SHIFT, TOKEN_TEXT, default_models, toy_engine
 from specsim.testing.sampler import SamplerError
+from tests.testing.adapter_checks import assert_clean_fake_passes
 
 EOS = 3
 VOCAB = [t.encode() for t in TOKEN_TEXT]
@@ -104,15 +105,7 @@ def test_mistralrs_adapter_passes_clean_fake_and_flags_mutant():
     """Two-sample mode: the clean fake passes (EOS and stop string inside blocks, logprobs equal on
     both paths); a speculative path that applies the presence penalty at the bonus position only is
     flagged."""
-    clean = _engine()
-    res = check_generation(clean, prompt=(1, 0), params=PARAMS, n=400, seed=1)
-    assert res.mode == "two-sample" and res.verdict == "PASS", str(res)
-    rng = np.random.default_rng(5)
-    for th in PARAMS.values():  # the adapter's stop reason is where the setting says generation stops
-        for spec in (True, False):
-            toks, reason, lps = clean.generate((1, 0), th.max_new_tokens, th, spec, rng)
-            assert reason == finished(toks, th, TOKEN_TEXT) and finished(toks[:-1], th, TOKEN_TEXT) is None
-            assert len(lps) == len(toks)
+    assert_clean_fake_passes(_engine(), PARAMS)
     bad = _engine(mutant="penalty_bonus_only")
     res = check_generation(bad, prompt=(1, 0), params={"presence": PARAMS["eos+presence"]}, n=400, seed=1)
     assert res.verdict == "FAIL", str(res)

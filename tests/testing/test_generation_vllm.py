@@ -18,6 +18,7 @@ from specsim.testing.generation import SamplingParams, check_generation, finishe
 from specsim.testing.generation.toy import LOGIT_SHIFT, TOKEN_TEXT, default_models
 from specsim.testing.generation.vllm import vllm_engine, vllm_params
 from specsim.testing.sampler import SamplerError
+from tests.testing.adapter_checks import assert_clean_fake_passes
 
 
 class FakeLogprob:
@@ -133,15 +134,7 @@ def test_vllm_adapter_passes_clean_fake_and_flags_lossy_draft_rows():
     """Two-sample mode: the fake's rejection sampling passes (stop string and EOS inside blocks,
     penalties counted per emitted token, logprobs equal on both paths); draft rows that lost theta
     (uniform) are flagged."""
-    clean = _engine()
-    res = check_generation(clean, prompt=(1, 0), params=PARAMS, n=400, seed=1)
-    assert res.mode == "two-sample" and res.verdict == "PASS", str(res)
-    rng = np.random.default_rng(5)
-    for th in PARAMS.values():  # the adapter's stop reason is where the setting says generation stops
-        for spec in (True, False):
-            toks, reason, lps = clean.generate((1, 0), th.max_new_tokens, th, spec, rng)
-            assert reason == finished(toks, th, TOKEN_TEXT) and finished(toks[:-1], th, TOKEN_TEXT) is None
-            assert len(lps) == len(toks)
+    assert_clean_fake_passes(_engine(), PARAMS)
     lossy = _engine(uniform_draft_rows=True)
     res = check_generation(lossy, prompt=(1, 0), params=PARAMS, n=400, seed=1)
     assert res.verdict == "FAIL", str(res)
@@ -149,7 +142,7 @@ def test_vllm_adapter_passes_clean_fake_and_flags_lossy_draft_rows():
     target, draft = default_models()
     blind = vllm_engine(FakeLLM(target), FakeLLM(target, draft, uniform_draft_rows=True), V=4, logprobs=False,
                         sampling_params=FakeSamplingParams)
-    assert blind.generate((1, 0), 3, PARAMS["stop_strings"], True, rng)[2] is None
+    assert blind.generate((1, 0), 3, PARAMS["stop_strings"], True, np.random.default_rng(5))[2] is None
     res = check_generation(blind, prompt=(1, 0), params=PARAMS, n=400, seed=1)
     assert res.verdict == "FAIL" and all("logprob" not in r.witness for r in res.rows), str(res)
 
