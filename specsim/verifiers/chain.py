@@ -189,8 +189,8 @@ def _block_parts(drafts, p, q):
 #: Levels of block verification's process law are stacked while their rows total at most this.
 _STACK_ROWS = 4096
 #: Tables of at most this many rows go through the compiled law (specsim._jit) when numba is
-#: there: the numpy law's per-call overhead dominates below; above, stacking the table for the
-#: kernel copies as much as the numpy law reads.
+#: there.  Its gain is the numpy law's per-call overhead, which larger tables amortise, while the
+#: stacked copy it reads (Model.stacked_table, cached) doubles the tables' memory.
 _JIT_ROWS = 1 << 20
 
 
