@@ -29,14 +29,14 @@ RUN = 4096
 
 
 @njit
-def wor_bucket_pass(p, q, top_bits, shift, top, n_buckets, star, qtot, with_max, r, ids):
+def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, ids):
     """One pass of :func:`lp.coupling._wor_buckets` step 2: r = p/q and its bucket per token
     (written into ``r`` and ``ids``), and per bucket 0..n_buckets (the last: dropped tokens)
     the sums of p, q, w_a = q_a / (qtot - q_a) (0 at ``star``) and the largest q (if ``with_max``,
     else 0).
 
-    The bucket of r <= ``top`` is max((bits(r) >> shift) - top_bits + n_buckets - 1, 0); r > top,
-    inf and nan go to ``n_buckets``.  Returns (a [4, n_buckets + 1] array (P, Q, W, max q), the
+    The bucket of r <= ``top`` is max((bits(r) >> shift) - lo, 0) (``lo``:
+    :func:`lp.coupling._bucket_floor` of ``top``); r > top, inf and nan go to ``n_buckets``.  Returns (a [4, n_buckets + 1] array (P, Q, W, max q), the
     sum of q without ``star``).  The tokens go in runs of :data:`RUN` ids, each summed into a
     table of its own (small enough to stay in cache) that is then added into the totals: a bucket
     of 150,000 tied tokens is summed in runs of 4,096 terms, as the numpy path's sub-bins; the
@@ -46,7 +46,6 @@ def wor_bucket_pass(p, q, top_bits, shift, top, n_buckets, star, qtot, with_max,
     part = np.zeros(3 * nb)
     tot = np.zeros(3 * nb)
     qmax = np.zeros(nb)
-    lo = top_bits - (n_buckets - 1)
     rest, rest_c = 0.0, 0.0
     rb = r.view(np.int64)
     n = p.size

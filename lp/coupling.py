@@ -678,7 +678,6 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
     V = p.size
     if V < _WOR_BUCKET_MIN_V:
         return None
-    fast = _jit.enabled()
     qtot, star = float(q.sum()), int(np.argmax(q))
     qstar = float(q[star])
     room = (qtot - np.arange(K) * qstar) * (1.0 - 1e-12)         # R_j, rounded down
@@ -689,29 +688,25 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
     # the O(V) rows in one block of >= 4 MB (huge pages): fresh 1.2 MB arrays each page-fault
     work = np.empty((7, V))
     r, ids = work[0], work[1].view(np.int64)
-    if fast:                                                     # one pass, compensated sums
+    if _jit.enabled():                                           # the pass and the edge bounds below, compiled
         from . import _race_kernels
-        shift = 52 - _MANT_BITS
         (Pb, Qb, Wb, qmax_b), rest_star = _race_kernels.wor_bucket_pass(
-            p, q, int(np.float64(c).view(np.int64)) >> shift, shift, c, N, star, qtot, K > 2, r, ids)
-    else:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            np.divide(p, q, out=r)                               # inf: q = 0 < p; nan: p = q = 0
-        _ratio_bucket_ids(r, c, out=ids)
-        sums = _bucket_sums(ids, out=work[2].view(np.int64))
-        Pb, Qb = sums(p), sums(q)
-        rest_star = float(q[:star].sum() + q[star + 1:].sum())
-        t = np.subtract(qtot, q, out=work[3])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            np.divide(q, t, out=t)                               # q_a / rest_a, q_a <= q(V) / 2
-        t[star] = 0.0
-        Wb = sums(t)
-        del sums
-        qmax_b = None
-    if fast:                                                     # the edge bounds below, compiled
+            p, q, _bucket_floor(c), 52 - _MANT_BITS, c, N, star, qtot, K > 2, r, ids)
         P_e, Q_e, W_e, lam_e, live, live_edge = _race_kernels.wor_edge_bounds(
             Pb, Qb, Wb, qmax_b, K, V, int(ids[star]), qstar, rest_star)
         return _WorBuckets(r, ids, P_e, Q_e, W_e, lam_e, live, live_edge, qtot, star, rest_star, work)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        np.divide(p, q, out=r)                                   # inf: q = 0 < p; nan: p = q = 0
+    _ratio_bucket_ids(r, c, out=ids)
+    sums = _bucket_sums(ids, out=work[2].view(np.int64))
+    Pb, Qb = sums(p), sums(q)
+    rest_star = float(q[:star].sum() + q[star + 1:].sum())
+    t = np.subtract(qtot, q, out=work[3])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.divide(q, t, out=t)                                   # q_a / rest_a, q_a <= q(V) / 2
+    t[star] = 0.0
+    Wb = sums(t)
+    del sums
     P_e, Q_e, W_e = _blocked_cumsum0(Pb[:N]), _blocked_cumsum0(Qb[:N]), _blocked_cumsum0(Wb[:N])
     lam_e = _blocked_cumsum0(Qb[::-1])[::-1][:N + 1]             # q of buckets >= b, dropped included
     miss2 = lam_e * (1.0 + W_e)
@@ -723,9 +718,8 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
         upper = opt = miss2                                      # exact at the edges
     else:
         opt = miss2 + (1.0 - miss2) * _iid_miss(lam_e, K - 2)
-        if qmax_b is None:
-            qmax_b = np.zeros(N + 1)
-            np.maximum.at(qmax_b, ids, q)
+        qmax_b = np.zeros(N + 1)
+        np.maximum.at(qmax_b, ids, q)
         qmax_e = np.maximum.accumulate(np.concatenate(([0.0], qmax_b[:N])))   # max q over buckets < b
         slack = (V + K + 2) * np.finfo(np.float64).eps
         low_q = 1.0 - miss2
