@@ -790,13 +790,13 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     b_lo = int(marks[0])
     b_hi = max(int(marks[-1]), int(np.flatnonzero(b.live)[-1]) + 1 if b.live.any() else 0)
     ids = b.ids
+    before = ids < b_lo                                          # the block (H's part below b_lo)
     if _jit.enabled():                                           # block and segment in one pass
         from . import _race_kernels
         seg = np.empty(p.size, dtype=np.int64)
         nb, m = _race_kernels.split_head(ids, q, b_lo, b_hi, b.work[2], seg)
         seg = seg[:m]
     else:
-        before = ids < b_lo
         seg = np.flatnonzero((ids < b_hi) & ~before)
         m, nb = seg.size, int(np.count_nonzero(before))
         np.compress(before, q, out=b.work[2, :nb])
@@ -828,7 +828,6 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
         miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size, work=b.work[3:])
     obj = Pc + miss
     k = int(np.argmin(obj))
-    before = ids < b_lo
     before[seg[:k]] = True
     return MultidraftBound(min(float(obj[k]), 1.0), np.flatnonzero(before), int(K), False,
                            float(Pc[k]), 1.0 - float(miss[k]), "prefix")
