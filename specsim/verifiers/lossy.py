@@ -243,11 +243,10 @@ def typical(epsilon: float = 0.09, delta: float = 0.3, residual: str = "argmax",
         if not _jit.enabled():
             return out(p, q), beta(p, q)
         t = tau(p)                                # one entropy pass for both closed forms
-        res, (kept, rest) = _masked_mix(p, q, t, True)
-        res += rest * res_of(p, t)
-        return res, kept
+        mix, (kept, rest) = _masked_mix(p, q, t, True)
+        mix += rest * res(p, t)
+        return mix, kept
 
-    res_of = res
     params = dict(epsilon=epsilon, delta=delta, residual=residual, entropy_eps=entropy_eps)
     return single_token_chain(SingleTokenRule("typical", decide, out, beta, params, closed_pair=pair),
                               doc=typical.__doc__)
