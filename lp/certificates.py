@@ -21,7 +21,8 @@ from specsim.drafts import chain
 from specsim.exact import check_lossless, output_law
 from specsim.models import Model
 from specsim.verifiers.base import Verifier
-from specsim.verifiers.lossy import ClipFamily, LossyVerifier, SingleTokenRule, single_token_chain
+from specsim.verifiers._clip_family import clip_family
+from specsim.verifiers.lossy import LossyVerifier, SingleTokenRule, single_token_chain
 
 from .frontier import _frontier_beta
 
@@ -221,7 +222,7 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     r = _rule_of(rule)
     p, q = as_pair(p, q)
     atol = check_real(atol, "atol", 0.0, 1.0)
-    fam = ClipFamily(p, q)  # one ratio sort for the rule (mentored, Cactus) and both KL frontiers
+    fam = clip_family(p, q)  # one ratio sort for the rule (mentored, Cactus) and both KL frontiers
     with fam.shared():
         out, beta = r.out_beta(p, q)
     fields = _out_fields_compiled(out, p, q, atol) if _jit.enabled() else None

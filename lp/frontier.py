@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specsim import _jit
 from specsim._validate import as_pair, check_real
 from specsim.divergences import validate_kind, divergence, tv
-from specsim.verifiers._clip_family import ClipFamily
+from specsim.verifiers._clip_family import ClipFamily, _GroupedClipFamily, clip_family
 
 from ._solvers import CONIC_SOLVERS, check_solvers, solve
 
@@ -83,37 +82,13 @@ class FrontierCurve:
     b: np.ndarray
 
 
-#: divergence kinds as the compiled kernels number them
-_KIND_CODE = {"tv": 0, "kl": 1, "kl_reverse": 2}
-
-
 class _ClipDivergence:
     """D(pi(a), p) for the clip family in O(log V) per a, by prefix sums in ratio order."""
 
     def __init__(self, fam: ClipFamily, kind: str):
         self.fam, self.kind = fam, kind
         self.n0 = fam.n0  # tokens with q = 0 < p: the first n0 in ratio order
-        # M_j = sum of the middle terms over the first j tokens in ratio order, built in place in a
-        # row of the family's work block (built once per family and kind)
-        self.M, fresh = fam.spare_row("divergence " + kind, fam.r.size + 1)
-        M = self.M
-        if not fresh:
-            return
-        if _jit.enabled():
-            from specsim.verifiers import _clip_kernels as K
-            K.mid_cumsum(_KIND_CODE[kind], fam.ps, fam.qs, fam.logr if kind != "tv" else fam.ps, M)
-            return
-        M[0] = 0.0
-        mid = M[1:]
-        if kind == "tv":
-            np.subtract(fam.ps, fam.qs, out=mid)
-            np.maximum(mid, 0.0, out=mid)  # (p - q)_+
-        elif kind == "kl":
-            np.multiply(fam.qs, fam.logr, out=mid)  # q log r (q = 0 where r = 0)
-        else:
-            np.multiply(fam.ps, fam.logr, out=mid)
-            np.negative(mid, out=mid)  # -p log r
-        np.cumsum(mid, out=mid)
+        self.M = fam.mid(kind)  # M_j = sum of the middle terms over the first j tokens in ratio order
 
     def __call__(self, a: float, mass: float = 1.0) -> float:
         f = self.fam
@@ -161,10 +136,8 @@ def _clip_level(fam: ClipFamily, D: "_ClipDivergence", eps: float) -> float:
     hi = max(fam.a_max, 1.0)
     if eps == 0.0:
         return 1.0
-    if _jit.enabled():  # the same bisection compiled (scalar logs by libm: a may differ by an ulp)
-        from specsim.verifiers import _clip_kernels as K
-        return float(K.clip_level(_KIND_CODE[D.kind], float(eps), float(fam.a_max), fam.r, fam.ps, fam.qs,
-                                  fam.Pc, fam.Qc, fam.Psuf, fam.Qsuf, fam.G, float(fam.q0), D.M, int(fam.n0)))
+    if isinstance(fam, _GroupedClipFamily):  # the same bisection compiled (scalar logs by libm: a may differ by an ulp)
+        return fam.clip_level(D.kind, eps)
     if D(hi) <= eps:
         return hi
     return _bisect(lambda a: D(a) <= eps, 1.0, hi)[0]
@@ -189,8 +162,7 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDiv
     if fam.n0 > 0 or fam.q0 > 0:                   # D(q, p) = inf one way; pi may mix (KL(p||pi))
         return _frontier_clip(p, q, eps, kind, fam, dfun).beta
     # D(q, p) = sum q log r (KL(q||p)) or -sum p log r (KL(p||q)) over the family (p, q > 0)
-    d_q = float(np.multiply(fam.qs if kind == "kl" else fam.ps, fam.logr).sum())
-    d_q = max(d_q if kind == "kl" else -d_q, 0.0)
+    d_q = max(fam.q_divergence(kind), 0.0)
     if abs(d_q - eps) <= 1e-9 * max(1.0, eps):
         # the budget is D(q, p) up to rounding (a rule that emits q): decide with the direct sum
         # exactly as _frontier_clip does, and only run it when q does not fit the budget
@@ -200,7 +172,7 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDiv
     if d_q <= eps:
         return 1.0
     a = 1.0 if eps == 0.0 else _clip_level(fam, dfun or _ClipDivergence(fam, kind), eps)
-    hi = int(np.searchsorted(fam.r, a, "right"))
+    hi = fam.rank(a, "right")
     return float(fam.Qc[hi] + a * fam.Psuf[hi])
 
 
@@ -212,7 +184,7 @@ def _frontier_clip(p, q, eps, kind, fam=None, dfun=None) -> FrontierPoint:
         ratios = q[pos] / p[pos]
         a = np.inf if np.any(q[~pos] > 0) else float(ratios.max())
         return FrontierPoint(kind, eps, 1.0, q.copy(), a, float(ratios.min()), d_q)
-    fam = fam or ClipFamily(p, q)
+    fam = fam or clip_family(p, q)
     D = dfun or _ClipDivergence(fam, kind)
     a = _clip_level(fam, D, eps)
     b, mix = fam.b(a), None
@@ -286,7 +258,7 @@ def frontier_curve(p, q, budgets, divergence: str = "tv") -> FrontierCurve:
     if kind == "tv":
         pts = [_frontier_tv(p, q, e) for e in eps]
     else:
-        fam = ClipFamily(p, q)
+        fam = clip_family(p, q)
         D = _ClipDivergence(fam, kind)
         pts = [_frontier_point(p, q, e, kind, fam) if e == np.inf else _frontier_clip(p, q, e, kind, fam, D)
                for e in eps]

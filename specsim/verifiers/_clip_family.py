@@ -12,7 +12,7 @@ import numpy as np
 
 from specsim import _jit
 
-__all__ = ["ClipFamily"]
+__all__ = ["ClipFamily", "clip_family"]
 
 
 def _cumsum0(x: np.ndarray, res: np.ndarray | None = None) -> np.ndarray:
@@ -85,8 +85,11 @@ class ClipFamily:
     only O(V log V) step of a certificate: ``with fam.shared():`` lets rule closed forms that need
     it (mentored, Cactus) reuse ``fam`` through :meth:`of` instead of sorting again.
 
-    With numba (specsim._jit) the set-up is three compiled passes around numpy's sort of the
-    packed keys (:mod:`specsim.verifiers._clip_kernels`), giving the same arrays bit for bit.
+    This class sorts every ratio (numpy): it is the reference and the path without numba.
+    :func:`clip_family` gives :class:`_GroupedClipFamily` when numba is there (specsim._jit), which
+    answers the same queries without the full sort.  Queries go through :meth:`rank`,
+    :meth:`ratios_at`, :meth:`mid` and :meth:`q_divergence`; the prefix arrays (``Pc``, ``Qc``,
+    ``Psuf``, ``Qsuf``) are read at positions a query returned.
 
     Parameters: ``p`` (target) and ``q`` (draft), float64 distributions of one size (trusted:
     callers validate them); ``ValueError`` when q/p overflows.
@@ -112,21 +115,14 @@ class ClipFamily:
         self._block = block = np.empty((len(self._ROWS) + self._SPARE, n + 1))
         self._spare: dict = {}
         row = dict(zip(self._ROWS, block))
-        if _jit.enabled():
-            pos, n0 = None, self._setup_compiled(p, q, n, row, block)
-        else:
-            pos, n0 = p > 0, None
-            self._setup_numpy(p, q, n, pos, row, block)
+        pos = p > 0
+        self._setup_numpy(p, q, n, pos, row, block)
         m = self.r.size
         #: draft mass where p = 0, summed directly (clip puts nothing there)
-        if m < n:
-            pos = p > 0 if pos is None else pos
-            self.q0 = float(q[~pos].sum())
-        else:
-            self.q0 = 0.0
+        self.q0 = float(q[~pos].sum()) if m < n else 0.0
         self.a_max = float(self.r[-1]) if self.r.size else 1.0
         #: tokens with q = 0 < p: the first n0 in ratio order (r = 0)
-        self.n0 = int(np.searchsorted(self.r, 0.0, "right")) if n0 is None else int(n0)
+        self.n0 = int(np.searchsorted(self.r, 0.0, "right"))
         self._logr = None
         self._logr_row = row["logr"][:m]
 
@@ -138,7 +134,7 @@ class ClipFamily:
             with np.errstate(over="ignore"):  # reported below as a ValueError
                 np.divide(q, p, out=r_in)
         else:
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 r_in[:] = np.where(pos, q / np.where(pos, p, 1.0), np.inf)
         #: q/p in token order (inf where p = 0)
         self.r_tokens = r_in
@@ -162,47 +158,14 @@ class ClipFamily:
         self.G = np.multiply(self.r, self.Pc[:-1], out=row["G"][:m])
         self.G -= self.Qc[:-1]
 
-    def _setup_compiled(self, p, q, n, row, block) -> int:
-        """:meth:`_setup_numpy`'s arrays by three compiled passes around numpy's sort of the packed
-        keys (the same values bit for bit: same order, sequential running sums); returns n0."""
-        from . import _clip_kernels as K
-
-        r_in = row["r_in"][:n]
-        pack = _PACKED_SORT_MIN <= n < 2 ** 31
-        b = max(int(n - 1).bit_length(), 1)
-        key = block[1, :n].view(np.int64)
-        p, q = np.ascontiguousarray(p), np.ascontiguousarray(q)   # one compiled signature
-        with np.errstate(over="ignore"):
-            m = K.ratio_keys(p, q, r_in, key, b, pack)
-        self.r_tokens = r_in
-        if pack:
-            key.sort()
-            mask = (1 << b) - 1
-        else:
-            key[:] = np.argsort(r_in)
-            mask = -1
-        self.ps, self.qs, self.r = row["ps"][:m], row["qs"][:m], row["r"][:m]
-        order = key[:m]
-        if (not K.gather(key, m, mask, p, q, self.ps, self.qs, self.r)    # keys tied above the id bits
-                and not K.repair_order(self.r, self.ps, self.qs, order, 4 * m)):
-            fix = np.argsort(self.r, kind="stable")
-            order = order[fix]
-            self.ps[:], self.qs[:], self.r[:] = self.ps[fix], self.qs[fix], self.r[fix]
-        self.idx = order
-        self._check_finite()
-        self.Pc, self.Qc = row["Pc"][:m + 1], row["Qc"][:m + 1]
-        self.Psuf, self.Qsuf = row["Psuf"][:m + 1], row["Qsuf"][:m + 1]
-        self.G = row["G"][:m]
-        self.Ptot = 0.0
-        n0 = K.prefix_sums(self.ps, self.qs, self.r, self.Pc, self.Qc, self.Psuf, self.Qsuf, self.G)
-        self.Ptot = self.Pc[-1]
-        return n0
-
     def _check_finite(self):
         if self.r.size and not np.isfinite(self.r[-1]):  # p_v subnormal under draft mass: q/p overflows
-            v = int(self.idx[-1])
-            p, q = self.p, self.q
-            raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
+            self._overflow(int(np.flatnonzero((self.r_tokens == np.inf) & (self.p > 0))[-1]))
+
+    def _overflow(self, v: int):
+        """``ValueError`` naming the last token whose ratio overflows."""
+        p, q = self.p, self.q
+        raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
                              "ratio is not representable; set such p entries to 0 or floor them")
 
     def spare_row(self, name: str, size: int) -> tuple[np.ndarray, bool]:
@@ -225,6 +188,44 @@ class ClipFamily:
             self._logr[:self.n0] = 0.0
         return self._logr
 
+    def rank(self, x: float, side: str) -> int:
+        """#{r < x} (``side="left"``) or #{r <= x} (``"right"``) in ratio order."""
+        return int(np.searchsorted(self.r, x, side))
+
+    def ranks(self, xs: np.ndarray, side: str) -> np.ndarray:
+        """:meth:`rank` of every entry of ``xs``."""
+        return np.searchsorted(self.r, xs, side)
+
+    def ratios_at(self, js: np.ndarray) -> np.ndarray:
+        """The ratios at positions ``js`` of the ratio order."""
+        return self.r[js]
+
+    def mid(self, kind: str) -> np.ndarray:
+        """M_j = the running sum (leading 0) of the frontier's middle terms over the first j tokens
+        in ratio order: (p - q)_+ (``"tv"``), q log r (``"kl"``, KL(pi||p)), -p log r
+        (``"kl_reverse"``); built once per kind, in a row of the family's work block."""
+        M, fresh = self.spare_row("divergence " + kind, self.r.size + 1)
+        if not fresh:
+            return M
+        M[0] = 0.0
+        mid = M[1:]
+        if kind == "tv":
+            np.subtract(self.ps, self.qs, out=mid)
+            np.maximum(mid, 0.0, out=mid)  # (p - q)_+
+        elif kind == "kl":
+            np.multiply(self.qs, self.logr, out=mid)  # q log r (q = 0 where r = 0)
+        else:
+            np.multiply(self.ps, self.logr, out=mid)
+            np.negative(mid, out=mid)  # -p log r
+        np.cumsum(mid, out=mid)
+        return M
+
+    def q_divergence(self, kind: str) -> float:
+        """KL(q||p) (``"kl"``) or KL(p||q) (``"kl_reverse"``) from the family's log-ratios, before
+        clipping at 0 (p, q > 0 everywhere: callers check n0 and q0)."""
+        d = float(np.multiply(self.qs if kind == "kl" else self.ps, self.logr).sum())
+        return d if kind == "kl" else -d
+
     @classmethod
     def of(cls, p: np.ndarray, q: np.ndarray) -> "ClipFamily":
         """The family of (p, q): the one :meth:`shared` is scoping when it was built from these very
@@ -233,7 +234,7 @@ class ClipFamily:
         fam = _SHARED_FAMILY.get()
         if fam is not None and fam.p is p and fam.q is q:
             return fam
-        return cls(p, q)
+        return clip_family(p, q)
 
     @contextmanager
     def shared(self):
@@ -280,3 +281,102 @@ class ClipFamily:
         res = np.multiply(self.p, b)  # clip(q, b p, a p) = min(max(q, b p), a p) as b <= a
         np.maximum(res, self.q, out=res)
         return np.minimum(res, np.multiply(self.p, a, out=np.empty_like(res)), out=res)
+
+
+#: divergence kinds as the compiled kernels number them
+_KIND_CODE = {"tv": 0, "kl": 1, "kl_reverse": 2}
+
+
+class _GroupedClipFamily(ClipFamily):
+    """:class:`ClipFamily` without the full sort (compiled; :mod:`specsim.verifiers._clip_kernels`).
+
+    One pass buckets the ratios by the top bits of their IEEE pattern (monotone in the ratio;
+    2^7 buckets per binade) and sums p, q and (p - q)_+ per bucket; a counting sort groups the
+    tokens by bucket.  Running sums are then exact at every bucket start, and a query (a rank, a
+    b level, a clip-level bisection) sorts only the buckets it lands in, once each: a certificate
+    sorts a few short buckets instead of the row.  The KL kinds' log-ratios (numpy's log over
+    the grouped row) and bucket sums are made on the first :meth:`mid` of a KL kind.
+
+    Sums differ from the sorted family's in rounding only (each bucket summed in token order,
+    then the bucket totals in order), so queries agree with :class:`ClipFamily` to ~1e-16
+    relative and ranks exactly.  Parameters and errors as :class:`ClipFamily`.
+    """
+
+    def __init__(self, p: np.ndarray, q: np.ndarray):
+        from . import _clip_kernels as K
+
+        self._K = K
+        self.p, self.q = p, q
+        n = p.size
+        pc, qc = np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64)
+        r_in = np.empty(n)
+        with np.errstate(over="ignore"):
+            m, n0, rmin, rmax, bad = K.grouped_ratios(pc, qc, r_in)
+        if bad >= 0:
+            self._overflow(bad)
+        #: q/p in token order (inf where p = 0)
+        self.r_tokens = r_in
+        if rmax > 0.0:
+            top, low = (int(np.float64(x).view(np.int64)) >> K._SHIFT for x in (rmax, rmin))
+            base = max(low, top - (K._MAX_BUCKETS - 2))
+            B = top - base + 2
+        else:                                   # every ratio is 0 (or no p > 0): one bucket
+            base, B = 0, 1
+        self._par = par = np.array([base, B, m, n0, 0], dtype=np.int64)
+        self._W, self._I = W, I = np.empty((12, m + 1)), np.empty((2, n), dtype=np.int64)
+        self._BB, self._BI = K.grouped_setup(pc, qc, r_in, W, I, par)
+        self.r, self.ps, self.qs = W[0, :m], W[1, :m], W[2, :m]
+        self.Pc, self.Qc, self.Psuf, self.Qsuf, self.G = W[4], W[5], W[6], W[7], W[8, :m]
+        self.idx = I[1, :m]
+        if m:                                   # the least and the largest ratio: read by b()
+            K.sort_bucket_at(W, I, self._BI, par, 0)
+            K.sort_bucket_at(W, I, self._BI, par, m - 1)
+        self.m, self.n0 = m, n0
+        self.q0 = float(q[p <= 0].sum()) if m < n else 0.0
+        self.a_max = float(self.r[-1]) if m else 1.0
+        self.Ptot = float(self.Pc[-1])
+
+    def rank(self, x: float, side: str) -> int:
+        return int(self._K.rank(self._W, self._I, self._BI, self._par, float(x), side == "right"))
+
+    def ranks(self, xs: np.ndarray, side: str) -> np.ndarray:
+        return self._K.ranks(self._W, self._I, self._BI, self._par, np.ascontiguousarray(xs, dtype=np.float64),
+                             side == "right")
+
+    def ratios_at(self, js: np.ndarray) -> np.ndarray:
+        return self._K.ratios_at(self._W, self._I, self._BI, self._par, np.ascontiguousarray(js, dtype=np.int64))
+
+    def segments(self, a: float, b: float) -> tuple[int, int]:
+        return self.rank(b, "left"), self.rank(a, "right")
+
+    def b(self, a: float, mass: float = 1.0) -> float:
+        return float(self._K.b_level(self._W, self._I, self._BB, self._BI, self._par, float(a), float(mass), self.q0))
+
+    def mid(self, kind: str) -> np.ndarray:
+        W = self._W
+        if kind != "tv" and not self._par[4]:
+            log = W[3, :self.m]
+            with np.errstate(divide="ignore"):
+                np.log(self.r, out=log)
+            log[:self.n0] = 0.0                 # r = 0: q log r = 0, and KL(p||q) = inf is decided by n0
+            self._K.grouped_logs(W, self._BB, self._BI, self._par)
+        return W[9 + _KIND_CODE[kind]]
+
+    def q_divergence(self, kind: str) -> float:
+        return float(self.mid(kind)[-1])
+
+    def clip_level(self, kind: str, eps: float) -> float:
+        """lp.frontier's clip level a(eps), the bisection compiled on the grouped state."""
+        self.mid(kind)
+        return float(self._K.clip_level(self._W, self._I, self._BB, self._BI, self._par, _KIND_CODE[kind],
+                                        float(eps), self.a_max, self.q0))
+
+    @property
+    def logr(self) -> np.ndarray:
+        self.mid("kl")
+        return self._W[3, :self.m]
+
+
+def clip_family(p: np.ndarray, q: np.ndarray) -> ClipFamily:
+    """The clip family of (p, q): grouped (no full sort) with numba, sorted by numpy without."""
+    return _GroupedClipFamily(p, q) if _jit.enabled() else ClipFamily(p, q)

@@ -1,22 +1,24 @@
 """Compiled passes of the clip family and of a lossy certificate (numba; see :mod:`specsim._jit`).
 
-:class:`~specsim.verifiers._clip_family.ClipFamily`'s set-up and :func:`lp.certificates.certify`'s
-divergence fields are chains of ~10 numpy calls over the row, each reading and writing all of it;
-at V = 151,936 the chain costs several sorts.  These kernels make the same computations in one or
-two passes each, with the same floating-point operations in the same order, so that the results
-are the numpy path's bit for bit wherever that is possible:
+Two kinds of kernels live here.
 
-- running sums are sequential, as ``np.cumsum`` is;
-- totals are left to numpy: a kernel writes the terms (packed in token order where numpy sums a
-  masked subset) and the caller sums them with ``.sum()``, numpy's pairwise summation of the
-  same terms in the same order;
-- logarithms of whole rows are left to numpy (its vectorised log is ~6x the speed of a scalar
-  libm call in a loop); only the bisection of :func:`clip_level` takes scalar logs (``math.log``,
-  which may differ from numpy's by an ulp, so clip levels agree to ~1e-16 relative, not exactly).
+- The grouped clip family (:class:`~specsim.verifiers._clip_family._GroupedClipFamily`): the ratios
+  q/p are bucketed by the top bits of their IEEE pattern and grouped by a counting sort; sums are
+  exact at bucket starts and a query (a rank, a b level, a clip-level bisection) sorts only the
+  buckets it lands in.  Its sums are the sorted family's in another order: equal to rounding.
+- :func:`lp.certificates.certify`'s divergence fields and some rules' closed forms, chains of
+  ~10 numpy calls over the row made in one or two passes with the same floating-point operations
+  in the same order, so that their results are the numpy path's bit for bit:
+
+  - totals are left to numpy: a kernel writes the terms (packed in token order where numpy sums a
+    masked subset) and the caller sums them with ``.sum()``, numpy's pairwise summation of the
+    same terms in the same order;
+  - logarithms of whole rows are left to numpy (its vectorised log is ~6x the speed of a scalar
+    libm call in a loop); only the bisection of :func:`clip_level` takes scalar logs (``math.log``).
 
 The numpy code stays the reference and the path without numba.  First call in a fresh process:
-~3.5 s of compilation for the kernels here (cached on disk afterwards: the next process pays
-~0.4 s, most of it ``import numba``).
+a few seconds of compilation for the kernels here (cached on disk afterwards: the next process
+pays ~0.4 s, most of it ``import numba``).
 """
 from __future__ import annotations
 
@@ -27,153 +29,333 @@ import numpy as np
 from specsim._jit import njit
 
 
+#: Low bits of a ratio's IEEE pattern dropped by the bucket id: 2^7 buckets per binade (a bucket spans
+#: a relative width of 2^-7), so that a bisection touches a few short buckets.
+_SHIFT = 45
+#: Most buckets (the lowest one takes every ratio below 2^(2^(15-7)) = 2^256 times less than the top).
+_MAX_BUCKETS = 1 << 15
+
+# The grouped clip family's state (specsim.verifiers._clip_family._GroupedClipFamily), five arrays
+# passed explicitly (a tuple of arrays costs ~0.25 us per call between kernels):
+#  W (12, m + 1) float64, in grouped order (bucket order = ratio order; sorted inside a bucket once a
+#    query lands in it): 0 r = q/p, 1 p, 2 q, 3 log r (zeros on r = 0; once par[4]), 4 Pc, 5 Qc
+#    (sums of p, q before the position), 6 Psuf, 7 Qsuf (from the position on), 8 G = r Pc - Qc
+#    (W[8, m] is scratch), 9-11 M: running sums of the frontier's middle terms per kind ((p - q)_+,
+#    q log r, -p log r); rows 4-11 are valid at bucket starts and inside sorted buckets;
+#  I (2, V) int64: 0 bucket ids (int16 view), 1 token ids in grouped order;
+#  BB (8, B + 1) float64: 0 BP, 1 BQ (p, q of the buckets before k), 2 BPs, 3 BQs (of the buckets
+#    from k on), 4-6 BM (the middle terms of the buckets before k), 7 G at each bucket start;
+#  BI (2, B + 1) int64: 0 first position of each bucket, 1 bucket sorted and filled;
+#  par int64: (base, B, m, n0, has_logs).
+_R, _P, _Q, _LOG, _PC, _QC, _PSUF, _QSUF, _G, _M = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+
+
 @njit
-def ratio_keys(p, q, r_in, key, b, pack):
-    """r_in = q / p in token order (inf where p = 0); with ``pack``, ``key`` = the bit pattern of
-    r + 0.0 with its low ``b`` bits replaced by the token id (:func:`_argsort_nonneg`'s keys).
-    Returns m = #{p > 0}."""
-    n = p.size
-    kf = key.view(np.float64)
-    hi_bits = ~((np.int64(1) << b) - 1)
+def grouped_ratios(p, q, r_in):
+    """r_in = q / p in token order (inf where p = 0).  Returns (m = #{p > 0}, n0 = #{r = 0 < p},
+    the least positive ratio (inf if none), the largest ratio, the last token whose ratio
+    overflows to inf while p > 0 (-1 if none))."""
     m = 0
-    for i in range(n):
+    n0 = 0
+    rmin = np.inf
+    rmax = 0.0
+    bad = -1
+    for i in range(p.size):
         a = p[i]
         if a > 0.0:
             v = q[i] / a
             m += 1
+            if v == 0.0:
+                n0 += 1
+                v = 0.0                         # -0.0 -> +0.0
+            elif v < rmin:
+                rmin = v
+            if v > rmax:
+                rmax = v
+            if v == np.inf:
+                bad = i
         else:
             v = np.inf
         r_in[i] = v
-        if pack:
-            kf[i] = v + 0.0                     # -0.0 -> +0.0, as the numpy keys
-            key[i] = (key[i] & hi_bits) | i
-    return m
+    return m, n0, rmin, rmax, bad
 
 
 @njit
-def gather(key, m, mask, p, q, ps, qs, r):
-    """order = key & mask (in place, first m), ps = p[order], qs = q[order], r = qs / ps (as numpy
-    divides: inf or NaN where ps = 0).  Returns whether r is nondecreasing."""
-    ok = True
-    for i in range(m):
-        k = key[i] & mask
-        key[i] = k
-        a, c = p[k], q[k]
-        ps[i] = a
-        qs[i] = c
-        if a > 0.0:
-            v = c / a
+def grouped_setup(p, q, r_in, W, I, par):
+    """Bucket every token with p > 0 (0: r = 0; 1 + the top bits of r's pattern above ``base``,
+    clamped at 1), group the tokens by bucket (a counting sort keeping token order inside a
+    bucket), sum p, q and (p - q)_+ per bucket and fill W at the bucket starts.  ``W`` (12 rows of
+    length >= m + 1) and ``I`` (two rows of length >= V) are allocated by the caller, once each
+    (fresh O(V) arrays per call page-fault).  Returns (BB, BI)."""
+    base, B, m = par[0], par[1], par[2]
+    n = p.size
+    bits = r_in.view(np.int64)
+    bid = I[0].view(np.int16)[:n]               # B <= 2^15
+    count = np.zeros(B, np.int64)
+    for i in range(n):                          # ids and counts only: per-bucket sums here would
+        if p[i] > 0.0:                          # chain each add through memory (~4x slower)
+            if r_in[i] == 0.0:
+                k = 0
+            else:
+                k = (bits[i] >> _SHIFT) - base
+                k = (k if k > 0 else 0) + 1
+            bid[i] = k
+            count[k] += 1
         else:
-            v = np.inf if c > 0.0 else np.nan
-        r[i] = v
-        if i > 0 and v < r[i - 1]:
-            ok = False
-    return ok
+            bid[i] = -1
+    BI = np.zeros((2, B + 1), np.int64)
+    for k in range(B):
+        BI[0, k + 1] = BI[0, k] + count[k]
+        BI[1, k] = count[k] <= 1                # one token: sorted, its start filled below
+    pos = BI[0, :B].copy()
+    for i in range(n):
+        k = bid[i]
+        if k >= 0:
+            j = pos[k]
+            pos[k] = j + 1
+            W[_R, j] = r_in[i]
+            W[_P, j] = p[i]
+            W[_Q, j] = q[i]
+            I[1, j] = i
+    BB = np.zeros((8, B + 1))
+    sp = np.zeros(B)
+    sq = np.zeros(B)
+    bmin = np.full(B, np.inf)
+    for k in range(B):                          # sums over each bucket, now contiguous
+        a = 0.0
+        c = 0.0
+        t = 0.0
+        lo = np.inf
+        for i in range(BI[0, k], BI[0, k + 1]):
+            a += W[_P, i]
+            c += W[_Q, i]
+            d = W[_P, i] - W[_Q, i]
+            t += d if d > 0.0 else 0.0
+            lo = min(lo, W[_R, i])
+        sp[k] = a
+        sq[k] = c
+        bmin[k] = lo
+        BB[0, k + 1] = BB[0, k] + a
+        BB[1, k + 1] = BB[1, k] + c
+        BB[4, k + 1] = BB[4, k] + t
+    for k in range(B - 1, -1, -1):              # from the top, as the suffix sums of the sorted path
+        BB[2, k] = BB[2, k + 1] + sp[k]
+        BB[3, k] = BB[3, k + 1] + sq[k]
+    nxt = np.inf                                # an empty bucket starts where the next one does
+    for k in range(B - 1, -1, -1):
+        if count[k] == 0:
+            bmin[k] = nxt
+        else:
+            nxt = bmin[k]
+        BB[7, k] = bmin[k] * BB[0, k] - BB[1, k] if bmin[k] < np.inf else np.inf
+    BB[7, B] = np.inf
+    for k in range(B + 1):                      # increasing k: an empty bucket's start is rewritten
+        s = BI[0, k]                            # by the next bucket's, with the same sums
+        W[_PC, s] = BB[0, k]
+        W[_QC, s] = BB[1, k]
+        W[_PSUF, s] = BB[2, k]
+        W[_QSUF, s] = BB[3, k]
+        W[_M, s] = BB[4, k]
+        if s < m:
+            W[_G, s] = BB[7, k]
+    return BB, BI
 
 
 @njit
-def repair_order(r, ps, qs, order, budget):
-    """Stable insertion sort of r, carrying ps, qs and order along, for rows that :func:`gather`
-    found out of order (ratios tied above the packed keys' id bits: a few short runs).  Linear in
-    m plus the number of inversions; gives up (returns False) once more than ``budget`` entries
-    have been moved, leaving the arrays a permutation in which equal ratios keep their relative
-    order, so the caller's stable argsort still yields the order of the numpy path."""
-    moved = 0
-    for i in range(1, r.size):
-        v = r[i]
-        if not v < r[i - 1]:
-            continue
-        a, c, o = ps[i], qs[i], order[i]
-        j = i
-        while j > 0 and v < r[j - 1]:
-            r[j], ps[j], qs[j], order[j] = r[j - 1], ps[j - 1], qs[j - 1], order[j - 1]
-            j -= 1
-        r[j], ps[j], qs[j], order[j] = v, a, c, o
-        moved += i - j
-        if moved > budget:
-            return False
-    return True
-
-
-@njit
-def prefix_sums(ps, qs, r, Pc, Qc, Psuf, Qsuf, G):
-    """Pc, Qc (running sums with a leading 0), Psuf, Qsuf (suffix sums, Psuf[m] = 0) and
-    G_j = r_j Pc_j - Qc_j, all sequential as np.cumsum; returns n0 = #{r <= 0}."""
-    m = ps.size
-    P = 0.0
-    Q = 0.0
-    Ps = 0.0
-    Qs = 0.0
-    n0 = 0
-    Pc[0] = 0.0
-    Qc[0] = 0.0
-    Psuf[m] = 0.0
-    Qsuf[m] = 0.0
-    for i in range(m):                          # four independent running sums, one loop
-        G[i] = r[i] * P - Q
-        P += ps[i]
-        Q += qs[i]
-        Pc[i + 1] = P
-        Qc[i + 1] = Q
-        if r[i] <= 0.0:
-            n0 += 1
-        k = m - 1 - i
-        Ps += ps[k]
-        Qs += qs[k]
-        Psuf[k] = Ps
-        Qsuf[k] = Qs
-    return n0
-
-
-@njit
-def mid_cumsum(kind, ps, qs, logr, M):
-    """M = (0, running sum of the middle terms): (p - q)_+ (kind 0, TV), q log r (1, KL(pi||p)),
-    -p log r (2, KL(p||pi)), in ratio order."""
-    M[0] = 0.0
-    s = 0.0
-    for i in range(ps.size):
+def _fill_mid(W, BI, k, kind):
+    """M of ``kind`` inside sorted bucket k, from its start."""
+    s, e = BI[0, k], BI[0, k + 1]
+    row = _M + kind
+    t = W[row, s]
+    for i in range(s, e - 1):
         if kind == 0:
-            t = ps[i] - qs[i]
-            t = max(t, 0.0)
+            d = W[_P, i] - W[_Q, i]
+            t += d if d > 0.0 else 0.0
         elif kind == 1:
-            t = qs[i] * logr[i]
+            t += W[_Q, i] * W[_LOG, i]
         else:
-            t = -(ps[i] * logr[i])
-        s += t
-        M[i + 1] = s
-    return M
+            t += -(W[_P, i] * W[_LOG, i])
+        W[row, i + 1] = t
 
 
 @njit
-def _b_level(a, mass, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0):
-    """ClipFamily.b(a, mass)."""
-    m = r.size
-    hi = np.searchsorted(r, a, side="right")
+def _sort_bucket(W, I, BI, par, k):
+    """Sort bucket k by ratio (stable: ties keep token order, as the sorted path's keys do) and fill
+    its running sums from the bucket's start (suffix sums from the next bucket's start)."""
+    s, e = BI[0, k], BI[0, k + 1]
+    logs = par[4] != 0
+    ordered = True                              # the zero bucket, and buckets grouped in order
+    for i in range(s + 1, e):
+        if W[_R, i] < W[_R, i - 1]:
+            ordered = False
+            break
+    if not ordered:
+        o = np.argsort(W[_R, s:e], kind="mergesort") + s
+        for row in (_R, _P, _Q, _LOG):
+            if row == _LOG and not logs:
+                continue
+            W[row, s:e] = W[row][o]
+        I[1, s:e] = I[1][o]
+    P = W[_PC, s]
+    Q = W[_QC, s]
+    for i in range(s, e):
+        W[_G, i] = W[_R, i] * P - Q
+        P += W[_P, i]
+        Q += W[_Q, i]
+        if i + 1 < e:
+            W[_PC, i + 1] = P
+            W[_QC, i + 1] = Q
+    P = W[_PSUF, e]
+    Q = W[_QSUF, e]
+    for i in range(e - 1, s, -1):
+        P += W[_P, i]
+        Q += W[_Q, i]
+        W[_PSUF, i] = P
+        W[_QSUF, i] = Q
+    _fill_mid(W, BI, k, 0)
+    if logs:
+        _fill_mid(W, BI, k, 1)
+        _fill_mid(W, BI, k, 2)
+    BI[1, k] = 1
+
+
+@njit
+def grouped_logs(W, BB, BI, par):
+    """With W's log row filled (numpy's log of r, zeros on r = 0): the KL kinds' bucket sums, their
+    values at bucket starts and inside the buckets already sorted; marks the state as having logs."""
+    B = par[1]
+    for k in range(B):
+        a = 0.0
+        c = 0.0
+        for i in range(BI[0, k], BI[0, k + 1]):
+            a += W[_Q, i] * W[_LOG, i]
+            c += -(W[_P, i] * W[_LOG, i])
+        BB[5, k + 1] = BB[5, k] + a
+        BB[6, k + 1] = BB[6, k] + c
+    for k in range(B + 1):
+        s = BI[0, k]
+        W[_M + 1, s] = BB[5, k]
+        W[_M + 2, s] = BB[6, k]
+    par[4] = 1
+    for k in range(B):
+        if BI[1, k]:
+            _fill_mid(W, BI, k, 1)
+            _fill_mid(W, BI, k, 2)
+
+
+@njit
+def _bucket(W, par, x):
+    """The bucket of ratio x >= 0 (B: above every bucket)."""
+    if x == 0.0:
+        return 0
+    m = par[2]
+    W[_G, m] = x                                # scratch: x's bit pattern
+    k = (W[_G, m:m + 1].view(np.int64)[0] >> _SHIFT) - par[0]
+    k = (k if k > 0 else 0) + 1
+    return k if k < par[1] else par[1]
+
+
+@njit
+def _search(W, row, s, e, x, right):
+    """s + #{i in [s, e): W[row, i] < x} (<= x when ``right``), W[row, s:e] nondecreasing."""
+    lo, hi = s, e
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        v = W[row, mid]
+        if v < x or (right and v == x):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit
+def rank(W, I, BI, par, x, right):
+    """#{r < x} (``right`` False) or #{r <= x} in ratio order; sorts the bucket of x if needed."""
+    k = _bucket(W, par, x)
+    if k >= par[1]:
+        return par[2]
+    if not BI[1, k]:
+        _sort_bucket(W, I, BI, par, k)
+    return _search(W, _R, BI[0, k], BI[0, k + 1], x, right)
+
+
+@njit
+def ranks(W, I, BI, par, xs, right):
+    out = np.empty(xs.size, np.int64)
+    for i in range(xs.size):
+        out[i] = rank(W, I, BI, par, xs[i], right)
+    return out
+
+
+@njit
+def sort_bucket_at(W, I, BI, par, j):
+    """Sort the bucket holding position j (0 <= j < m)."""
+    k = np.searchsorted(BI[0], j, side="right") - 1
+    if not BI[1, k]:
+        _sort_bucket(W, I, BI, par, k)
+
+
+@njit
+def ratios_at(W, I, BI, par, js):
+    """r at positions js (each 0 <= j < m), sorting their buckets."""
+    out = np.empty(js.size)
+    for i in range(js.size):
+        sort_bucket_at(W, I, BI, par, js[i])
+        out[i] = W[_R, js[i]]
+    return out
+
+
+@njit
+def _g_search(W, I, BB, BI, par, c):
+    """The least j with G_j >= c (m if none), as np.searchsorted(G, c) over the sorted order."""
+    lo, hi = 0, par[1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if BB[7, mid] < c:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0:
+        return 0
+    k = lo - 1                                  # the last bucket starting below c: never empty
+    if not BI[1, k]:
+        _sort_bucket(W, I, BI, par, k)
+    return _search(W, _G, BI[0, k], BI[0, k + 1], c, False)
+
+
+@njit
+def b_level(W, I, BB, BI, par, a, mass, q0):
+    """ClipFamily.b(a, mass) on the grouped state (the same formula; the buckets of the least and
+    the largest ratio are sorted at set-up)."""
+    m = par[2]
+    hi = rank(W, I, BI, par, a, True)
     excess = q0
     if hi < m:
-        excess += max(Qsuf[hi] - a * Psuf[hi], qs[m - 1] - a * ps[m - 1], 0.0)
+        excess += max(W[_QSUF, hi] - a * W[_PSUF, hi], W[_Q, m - 1] - a * W[_P, m - 1], 0.0)
     c = (mass - 1.0) + excess
     if c <= 0.0:
-        return min(1.0, r[0]) if m > 0 else 1.0
-    j = min(np.searchsorted(G, c, side="left"), hi)
+        return min(1.0, W[_R, 0]) if m > 0 else 1.0
+    j = _g_search(W, I, BB, BI, par, c)
+    j = j if j < hi else hi
     if j == 0:
-        return min(1.0, r[0])
-    return min(max((c + Qc[j]) / Pc[j], 0.0), 1.0, a)
+        return min(1.0, W[_R, 0])
+    return min(max((c + W[_QC, j]) / W[_PC, j], 0.0), 1.0, a)
 
 
 @njit
-def _divergence(kind, a, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0, M, n0):
-    """_ClipDivergence(fam, kind)(a) at mass 1."""
-    b = _b_level(a, 1.0, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0)
-    lo = np.searchsorted(r, b, side="left")
-    hi = np.searchsorted(r, a, side="right")
-    low, high = Pc[lo], Psuf[hi]
-    mid = M[hi] - M[lo]
+def divergence(W, I, BB, BI, par, kind, a, q0):
+    """lp.frontier._ClipDivergence(fam, kind)(a) at mass 1 on the grouped state."""
+    b = b_level(W, I, BB, BI, par, a, 1.0, q0)
+    lo = rank(W, I, BI, par, b, False)
+    hi = rank(W, I, BI, par, a, True)
+    low, high = W[_PC, lo], W[_PSUF, hi]
+    mid = W[_M + kind, hi] - W[_M + kind, lo]
     if kind == 1:
         first = b * math.log(b) * low if b > 0.0 else 0.0
         return first + mid + a * math.log(a) * high
     if kind == 2:
-        if b <= 0.0 and (n0 > 0 or low > 0.0):
+        if b <= 0.0 and (par[3] > 0 or low > 0.0):
             return np.inf
         first = -math.log(b) * low if low > 0.0 else 0.0
         return first + mid - math.log(a) * high
@@ -181,17 +363,17 @@ def _divergence(kind, a, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0, M, n0):
 
 
 @njit
-def clip_level(kind, eps, a_max, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0, M, n0):
+def clip_level(W, I, BB, BI, par, kind, eps, a_max, q0):
     """lp.frontier._clip_level: the largest a >= 1 with D(pi(a), p) <= eps, by the same bisection."""
     hi = max(a_max, 1.0)
     if eps == 0.0:
         return 1.0
-    if _divergence(kind, hi, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0, M, n0) <= eps:
+    if divergence(W, I, BB, BI, par, kind, hi, q0) <= eps:
         return hi
     lo = 1.0
     for _ in range(400):
         mid = lo * math.sqrt(hi / lo) if 0.0 < 4.0 * lo < hi else 0.5 * (lo + hi)
-        if _divergence(kind, mid, r, ps, qs, Pc, Qc, Psuf, Qsuf, G, q0, M, n0) <= eps:
+        if divergence(W, I, BB, BI, par, kind, mid, q0) <= eps:
             lo = mid
         else:
             hi = mid

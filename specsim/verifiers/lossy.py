@@ -467,7 +467,7 @@ def cactus(delta: float) -> LossyVerifier:
         # ClipFamily: with j_n = #{r < c_n}, sum_v (c_n p_v - q_v)_+ = c_n P_j - Q_j.
         fam = ClipFamily.of(p, q)
         ra = rho_act
-        j = np.searchsorted(fam.r, ca, side="left")
+        j = fam.ranks(ca, "left")
         own = np.maximum(ca * p[act] - q[act], 0.0)
         Z = ca * fam.Pc[j] - fam.Qc[j] - own
         w = ra / np.maximum(Z, ra)  # Z_n = sum (q - h^(n))_+ >= rho_n; guards rounding
@@ -481,7 +481,7 @@ def cactus(delta: float) -> LossyVerifier:
         first = int(np.searchsorted(bins, 1))   # j = 0: no token lies below c_n
         suf_c = np.append(np.cumsum(Wc[first:][::-1])[::-1], 0.0)
         suf = np.append(np.cumsum(W[first:][::-1])[::-1], 0.0)
-        thr, r_tok = fam.r[bins[first:] - 1], fam.r_tokens
+        thr, r_tok = fam.ratios_at(bins[first:] - 1), fam.r_tokens
         if fast:
             return cactus_out(pc, qc, r_tok, np.ascontiguousarray(thr), suf_c, suf, acc, act, w * own,
                               np.empty(p.size)), beta_value
