@@ -16,7 +16,7 @@ import numpy as np
 from specsim import _jit
 from specsim._validate import as_pair, check_int, check_real
 from specsim.models import validate_model_pair
-from specsim.divergences import kl, kl_pair, tv
+from specsim.divergences import _kl_log_sums, kl, kl_pair, tv
 from specsim.drafts import chain
 from specsim.exact import check_lossless, output_law
 from specsim.models import Model
@@ -127,32 +127,11 @@ def _out_fields(out, p, q, atol, fam):
     return k1, k2, t, mr, between, bool(np.array_equal(out, q)), _support_note(out, p), None
 
 
-def _kl_log_sums(x, y, work, k, near, dense, both):
-    """The compiled tail of :func:`_out_fields_compiled`'s KL pair.  ``work`` =
-    (logs, lr, d, terms, terms_yx) rows, lr[:k] = x / y and d[:k] = (x - y) / y over the k entries
-    with x > 0 (y > 0 there): numpy's vectorised log and log1p of those rows, one compiled pass
-    for the products (:func:`specsim.verifiers._clip_kernels.kl_terms`), numpy's sums of them.
-    Returns (KL(x||y), -sum y log(x/y) if ``both`` else 0), clipped at 0, or None when a sum is not
-    finite (over- or underflowing ratios: the numpy path repairs those).  ``dense``: x > 0
-    everywhere (no compaction)."""
-    from specsim.verifiers import _clip_kernels as K
-
-    logs, lr, d, terms, terms_yx = work
-    with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-        logs = np.log(lr[:k], out=logs[:k])
-        log1ps = np.log1p(d[:k], out=d[:k]) if near else logs
-        K.kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx, dense)
-        xy = float(terms[:k].sum())
-        yx = -float(terms_yx[:k].sum()) if both else 0.0
-    if not (np.isfinite(xy) and np.isfinite(yx)):
-        return None
-    return max(xy, 0.0), max(yx, 0.0)
-
-
 def _out_fields_compiled(out, p, q, atol):
     """:func:`_out_fields` by two compiled passes and numpy's vectorised logs, with the same terms
     summed in the same order (:mod:`specsim.verifiers._clip_kernels`); None where the numpy path
     must decide (a bad ``out``, subnormal ratios).  The last field is TV(p, q), for the TV frontier."""
+    from specsim import _kl_kernels as KL
     from specsim.verifiers import _clip_kernels as K
 
     out, p, q = (np.ascontiguousarray(x, dtype=np.float64) for x in (out, p, q))
@@ -171,7 +150,7 @@ def _out_fields_compiled(out, p, q, atol):
         tv_pq = float(0.5 * work[4].sum())
         k1 = k2 = np.inf
         if same:
-            k = n if dense else K.ratio_rows(out, p, work[1], work[2])[0]
+            k = n if dense else KL.ratio_rows(out, p, work[1], work[2])[0]
             pair = _kl_log_sums(out, p, work, k, near, dense, True)
             if pair is None:
                 return None
@@ -180,7 +159,7 @@ def _out_fields_compiled(out, p, q, atol):
             for flag, x, y in ((off, out, p), (miss, p, out)):
                 if flag:
                     continue
-                k, near_xy, _ = K.ratio_rows(x, y, work[1], work[2])
+                k, near_xy, _ = KL.ratio_rows(x, y, work[1], work[2])
                 one = _kl_log_sums(x, y, work, k, near_xy, False, False)
                 if one is None:
                     return None

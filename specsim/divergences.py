@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from specsim import _jit
+
 __all__ = ["DIVERGENCES", "kl", "kl_pair", "tv", "divergence"]
 
 #: The divergence kinds accepted everywhere, with the formula each names for ``D(a, b)``.
@@ -65,6 +67,50 @@ def _log_ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return lr
 
 
+#: Rows at least this long take the compiled KL pass when numba is there (specsim._jit); shorter
+#: rows never import it.
+_JIT_MIN = 4096
+
+
+def _kl_log_sums(x, y, work, k, near, dense, both):
+    """The compiled tail of a KL sum (:func:`kl` on long rows, lp.certificates' KL pair).  ``work`` =
+    (logs, lr, d, terms, terms_yx) rows, lr[:k] = x / y and d[:k] = (x - y) / y over the k entries
+    with x > 0 (y > 0 there): numpy's vectorised log and log1p of those rows, one compiled pass
+    for the products (:func:`specsim._kl_kernels.kl_terms`), numpy's sums of them.
+    Returns (KL(x||y), -sum y log(x/y) if ``both`` else 0), clipped at 0, or None when a sum is not
+    finite (over- or underflowing ratios: the numpy path repairs those).  ``dense``: x > 0
+    everywhere (no compaction)."""
+    from specsim import _kl_kernels as K
+
+    logs, lr, d, terms, terms_yx = work
+    with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+        logs = np.log(lr[:k], out=logs[:k])
+        log1ps = np.log1p(d[:k], out=d[:k]) if near else logs
+        K.kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx, dense)
+        xy = float(terms[:k].sum())
+        yx = -float(terms_yx[:k].sum()) if both else 0.0
+    if not (np.isfinite(xy) and np.isfinite(yx)):
+        return None
+    return max(xy, 0.0), max(yx, 0.0)
+
+
+def _kl_compiled(a: np.ndarray, b: np.ndarray) -> float | None:
+    """:func:`kl` of validated rows by the compiled passes (the same value bit for bit), or None
+    where the numpy path must decide (over- or underflowing ratios)."""
+    from specsim import _kl_kernels as K
+
+    n = a.size
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    work = np.empty((5, n))
+    k, near, nonpos = K.ratio_rows(a, b, work[1], work[2])
+    if k == 0:
+        return 0.0
+    if nonpos:
+        return np.inf
+    res = _kl_log_sums(a, b, work, k, near, k == n, False)
+    return None if res is None else res[0]
+
+
 def kl(a, b) -> float:
     """KL(a || b) = sum_v a_v log(a_v / b_v) in nats; +inf if a_v > 0 = b_v somewhere (0 log 0 = 0).
 
@@ -82,6 +128,10 @@ def kl(a, b) -> float:
     0.510826
     """
     a, b = _measures(a, b)
+    if a.size >= _JIT_MIN and _jit.enabled():
+        val = _kl_compiled(a, b)
+        if val is not None:
+            return val
     if a.size == 0:
         return 0.0
     if a.min() == 0.0:
