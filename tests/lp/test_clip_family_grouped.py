@@ -133,3 +133,22 @@ def test_grouped_clip_level_meets_the_budget_to_rounding():
     pi = fam.pi(a, fam.b(a))
     d = math.fsum(p * np.log(p / pi))
     assert abs(d - eps) <= 2e-15, (d, eps)
+
+
+def test_work_block_is_reused_only_when_no_family_holds_it():
+    """Two live families never share a work block (the first stays correct after the second is
+    built); once a family is gone its block is reused (the reuse really happens)."""
+    pa, qa = _row("llm", 500, 1)
+    pb, qb = _row("random", 500, 2)
+    fa = _GroupedClipFamily(pa, qa)
+    fb = _GroupedClipFamily(pb, qb)
+    assert not np.shares_memory(fa._W, fb._W)
+    ref = ClipFamily(pa, qa)
+    for x in ref.r[::7]:
+        assert fa.rank(x, "right") == ref.rank(x, "right")
+        assert fa.ratios_at(np.array([fa.rank(x, "right") - 1]))[0] == x
+    del fa
+    where = fb._W.__array_interface__["data"][0]     # an address: holding the array would pin it
+    del fb
+    fc = _GroupedClipFamily(pa, qa)
+    assert fc._W.__array_interface__["data"][0] == where
