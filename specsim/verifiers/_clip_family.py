@@ -332,7 +332,13 @@ class _GroupedClipFamily(ClipFamily):
         pc, qc = np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64)
         r_in = np.empty(n)
         with np.errstate(over="ignore"):
-            m, n0, rmin, rmax, bad = K.grouped_ratios(pc, qc, r_in)
+            done = n > 0 and pc.min() > 0.0
+            if done:                                # p > 0 everywhere: numpy's vectorised divide
+                np.divide(qc, pc, out=r_in)
+                m, n0, bad, rmin, rmax = n, 0, -1, float(r_in.min()), float(r_in.max())
+                done = rmin > 0.0 and rmax < np.inf
+            if not done:                            # zero or overflowing ratios: the compiled pass
+                m, n0, rmin, rmax, bad = K.grouped_ratios(pc, qc, r_in)
         if bad >= 0:
             self._overflow(bad)
         #: q/p in token order (inf where p = 0)
@@ -344,34 +350,34 @@ class _GroupedClipFamily(ClipFamily):
         else:                                   # every ratio is 0 (or no p > 0): one bucket
             base, B = 0, 1
         self._par = par = np.array([base, B, m, n0, 0], dtype=np.int64)
-        self._W, self._I = W, I = _work_block("W", 12, m + 1, np.float64), _work_block("I", 2, n, np.int64)
+        W, I = _work_block("W", 12, m + 1, np.float64), _work_block("I", 1, n, np.int64)[0]
+        self._W = W
         self._BB, self._BI = K.grouped_setup(pc, qc, r_in, W, I, par)
         self.r, self.ps, self.qs = W[0, :m], W[1, :m], W[2, :m]
         self.Pc, self.Qc, self.Psuf, self.Qsuf, self.G = W[4], W[5], W[6], W[7], W[8, :m]
-        self.idx = I[1, :m]
         if m:                                   # the least and the largest ratio: read by b()
-            K.sort_bucket_at(W, I, self._BI, par, 0)
-            K.sort_bucket_at(W, I, self._BI, par, m - 1)
+            K.sort_bucket_at(W, self._BI, par, 0)
+            K.sort_bucket_at(W, self._BI, par, m - 1)
         self.m, self.n0 = m, n0
         self.q0 = float(q[p <= 0].sum()) if m < n else 0.0
         self.a_max = float(self.r[-1]) if m else 1.0
         self.Ptot = float(self.Pc[-1])
 
     def rank(self, x: float, side: str) -> int:
-        return int(self._K.rank(self._W, self._I, self._BI, self._par, float(x), side == "right"))
+        return int(self._K.rank(self._W, self._BI, self._par, float(x), side == "right"))
 
     def ranks(self, xs: np.ndarray, side: str) -> np.ndarray:
-        return self._K.ranks(self._W, self._I, self._BI, self._par, np.ascontiguousarray(xs, dtype=np.float64),
+        return self._K.ranks(self._W, self._BI, self._par, np.ascontiguousarray(xs, dtype=np.float64),
                              side == "right")
 
     def ratios_at(self, js: np.ndarray) -> np.ndarray:
-        return self._K.ratios_at(self._W, self._I, self._BI, self._par, np.ascontiguousarray(js, dtype=np.int64))
+        return self._K.ratios_at(self._W, self._BI, self._par, np.ascontiguousarray(js, dtype=np.int64))
 
     def segments(self, a: float, b: float) -> tuple[int, int]:
         return self.rank(b, "left"), self.rank(a, "right")
 
     def b(self, a: float, mass: float = 1.0) -> float:
-        return float(self._K.b_level(self._W, self._I, self._BB, self._BI, self._par, float(a), float(mass), self.q0))
+        return float(self._K.b_level(self._W, self._BB, self._BI, self._par, float(a), float(mass), self.q0))
 
     def mid(self, kind: str) -> np.ndarray:
         W = self._W
@@ -389,7 +395,7 @@ class _GroupedClipFamily(ClipFamily):
     def clip_level(self, kind: str, eps: float) -> float:
         """lp.frontier's clip level a(eps), the bisection compiled on the grouped state."""
         self.mid(kind)
-        return float(self._K.clip_level(self._W, self._I, self._BB, self._BI, self._par, _KIND_CODE[kind],
+        return float(self._K.clip_level(self._W, self._BB, self._BI, self._par, _KIND_CODE[kind],
                                         float(eps), self.a_max, self.q0))
 
     @property

@@ -42,7 +42,7 @@ _MAX_BUCKETS = 1 << 15
 #    (sums of p, q before the position), 6 Psuf, 7 Qsuf (from the position on), 8 G = r Pc - Qc
 #    (W[8, m] is scratch), 9-11 M: running sums of the frontier's middle terms per kind ((p - q)_+,
 #    q log r, -p log r); rows 4-11 are valid at bucket starts and inside sorted buckets;
-#  I (2, V) int64: 0 bucket ids (int16 view), 1 token ids in grouped order;
+#  I (V,) int64: bucket ids (int16 view);
 #  BB (8, B + 1) float64: 0 BP, 1 BQ (p, q of the buckets before k), 2 BPs, 3 BQs (of the buckets
 #    from k on), 4-6 BM (the middle terms of the buckets before k), 7 G at each bucket start;
 #  BI (2, B + 1) int64: 0 first position of each bucket, 1 bucket sorted and filled;
@@ -85,12 +85,12 @@ def grouped_setup(p, q, r_in, W, I, par):
     """Bucket every token with p > 0 (0: r = 0; 1 + the top bits of r's pattern above ``base``,
     clamped at 1), group the tokens by bucket (a counting sort keeping token order inside a
     bucket), sum p, q and (p - q)_+ per bucket and fill W at the bucket starts.  ``W`` (12 rows of
-    length >= m + 1) and ``I`` (two rows of length >= V) are allocated by the caller, once each
+    length >= m + 1) and ``I`` (a row of length >= V) are allocated by the caller, once each
     (fresh O(V) arrays per call page-fault).  Returns (BB, BI)."""
     base, B, m = par[0], par[1], par[2]
     n = p.size
     bits = r_in.view(np.int64)
-    bid = I[0].view(np.int16)[:n]               # B <= 2^15
+    bid = I.view(np.int16)[:n]                  # B <= 2^15
     count = np.zeros(B, np.int64)
     for i in range(n):                          # ids and counts only: per-bucket sums here would
         if p[i] > 0.0:                          # chain each add through memory (~4x slower)
@@ -116,7 +116,6 @@ def grouped_setup(p, q, r_in, W, I, par):
             W[_R, j] = r_in[i]
             W[_P, j] = p[i]
             W[_Q, j] = q[i]
-            I[1, j] = i
     BB = np.zeros((8, B + 1))
     sp = np.zeros(B)
     sq = np.zeros(B)
@@ -179,7 +178,7 @@ def _fill_mid(W, BI, k, kind):
 
 
 @njit
-def _sort_bucket(W, I, BI, par, k):
+def _sort_bucket(W, BI, par, k):
     """Sort bucket k by ratio (stable: ties keep token order, as the sorted path's keys do) and fill
     its running sums from the bucket's start (suffix sums from the next bucket's start)."""
     s, e = BI[0, k], BI[0, k + 1]
@@ -195,7 +194,6 @@ def _sort_bucket(W, I, BI, par, k):
             if row == _LOG and not logs:
                 continue
             W[row, s:e] = W[row][o]
-        I[1, s:e] = I[1][o]
     P = W[_PC, s]
     Q = W[_QC, s]
     for i in range(s, e):
@@ -270,44 +268,44 @@ def _search(W, row, s, e, x, right):
 
 
 @njit
-def rank(W, I, BI, par, x, right):
+def rank(W, BI, par, x, right):
     """#{r < x} (``right`` False) or #{r <= x} in ratio order; sorts the bucket of x if needed."""
     k = _bucket(W, par, x)
     if k >= par[1]:
         return par[2]
     if not BI[1, k]:
-        _sort_bucket(W, I, BI, par, k)
+        _sort_bucket(W, BI, par, k)
     return _search(W, _R, BI[0, k], BI[0, k + 1], x, right)
 
 
 @njit
-def ranks(W, I, BI, par, xs, right):
+def ranks(W, BI, par, xs, right):
     out = np.empty(xs.size, np.int64)
     for i in range(xs.size):
-        out[i] = rank(W, I, BI, par, xs[i], right)
+        out[i] = rank(W, BI, par, xs[i], right)
     return out
 
 
 @njit
-def sort_bucket_at(W, I, BI, par, j):
+def sort_bucket_at(W, BI, par, j):
     """Sort the bucket holding position j (0 <= j < m)."""
     k = np.searchsorted(BI[0], j, side="right") - 1
     if not BI[1, k]:
-        _sort_bucket(W, I, BI, par, k)
+        _sort_bucket(W, BI, par, k)
 
 
 @njit
-def ratios_at(W, I, BI, par, js):
+def ratios_at(W, BI, par, js):
     """r at positions js (each 0 <= j < m), sorting their buckets."""
     out = np.empty(js.size)
     for i in range(js.size):
-        sort_bucket_at(W, I, BI, par, js[i])
+        sort_bucket_at(W, BI, par, js[i])
         out[i] = W[_R, js[i]]
     return out
 
 
 @njit
-def _g_search(W, I, BB, BI, par, c):
+def _g_search(W, BB, BI, par, c):
     """The least j with G_j >= c (m if none), as np.searchsorted(G, c) over the sorted order."""
     lo, hi = 0, par[1]
     while lo < hi:
@@ -320,23 +318,23 @@ def _g_search(W, I, BB, BI, par, c):
         return 0
     k = lo - 1                                  # the last bucket starting below c: never empty
     if not BI[1, k]:
-        _sort_bucket(W, I, BI, par, k)
+        _sort_bucket(W, BI, par, k)
     return _search(W, _G, BI[0, k], BI[0, k + 1], c, False)
 
 
 @njit
-def b_level(W, I, BB, BI, par, a, mass, q0):
+def b_level(W, BB, BI, par, a, mass, q0):
     """ClipFamily.b(a, mass) on the grouped state (the same formula; the buckets of the least and
     the largest ratio are sorted at set-up)."""
     m = par[2]
-    hi = rank(W, I, BI, par, a, True)
+    hi = rank(W, BI, par, a, True)
     excess = q0
     if hi < m:
         excess += max(W[_QSUF, hi] - a * W[_PSUF, hi], W[_Q, m - 1] - a * W[_P, m - 1], 0.0)
     c = (mass - 1.0) + excess
     if c <= 0.0:
         return min(1.0, W[_R, 0]) if m > 0 else 1.0
-    j = _g_search(W, I, BB, BI, par, c)
+    j = _g_search(W, BB, BI, par, c)
     j = j if j < hi else hi
     if j == 0:
         return min(1.0, W[_R, 0])
@@ -344,11 +342,11 @@ def b_level(W, I, BB, BI, par, a, mass, q0):
 
 
 @njit
-def divergence(W, I, BB, BI, par, kind, a, q0):
+def divergence(W, BB, BI, par, kind, a, q0):
     """lp.frontier._ClipDivergence(fam, kind)(a) at mass 1 on the grouped state."""
-    b = b_level(W, I, BB, BI, par, a, 1.0, q0)
-    lo = rank(W, I, BI, par, b, False)
-    hi = rank(W, I, BI, par, a, True)
+    b = b_level(W, BB, BI, par, a, 1.0, q0)
+    lo = rank(W, BI, par, b, False)
+    hi = rank(W, BI, par, a, True)
     low, high = W[_PC, lo], W[_PSUF, hi]
     mid = W[_M + kind, hi] - W[_M + kind, lo]
     if kind == 1:
@@ -363,17 +361,17 @@ def divergence(W, I, BB, BI, par, kind, a, q0):
 
 
 @njit
-def clip_level(W, I, BB, BI, par, kind, eps, a_max, q0):
+def clip_level(W, BB, BI, par, kind, eps, a_max, q0):
     """lp.frontier._clip_level: the largest a >= 1 with D(pi(a), p) <= eps, by the same bisection."""
     hi = max(a_max, 1.0)
     if eps == 0.0:
         return 1.0
-    if divergence(W, I, BB, BI, par, kind, hi, q0) <= eps:
+    if divergence(W, BB, BI, par, kind, hi, q0) <= eps:
         return hi
     lo = 1.0
     for _ in range(400):
         mid = lo * math.sqrt(hi / lo) if 0.0 < 4.0 * lo < hi else 0.5 * (lo + hi)
-        if divergence(W, I, BB, BI, par, kind, mid, q0) <= eps:
+        if divergence(W, BB, BI, par, kind, mid, q0) <= eps:
             lo = mid
         else:
             hi = mid

@@ -46,7 +46,6 @@ def _assert_agrees(p, q, seed=0):
                 assert abs(Mg[k][j] - M[k][j]) <= tol * scale[k], (k, j)
             if j < fam.m:                       # the ratio order itself (ties in any order)
                 assert fam.ratios_at(np.array([j]))[0] == ref.r[j]
-                assert fam.r_tokens[fam.idx[j]] == ref.r[j]
 
 
 @pytest.mark.parametrize("kind", ROW_KINDS)
