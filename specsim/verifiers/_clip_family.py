@@ -312,7 +312,7 @@ class _GroupedClipFamily(ClipFamily):
     """:class:`ClipFamily` without the full sort (compiled; :mod:`specsim.verifiers._clip_kernels`).
 
     One pass buckets the ratios by the top bits of their IEEE pattern (monotone in the ratio;
-    2^7 buckets per binade) and sums p, q and (p - q)_+ per bucket; a counting sort groups the
+    2^8 buckets per binade) and sums p, q and (p - q)_+ per bucket; a counting sort groups the
     tokens by bucket.  Running sums are then exact at every bucket start, and a query (a rank, a
     b level, a clip-level bisection) sorts only the buckets it lands in, once each: a certificate
     sorts a few short buckets instead of the row.  The KL kinds' log-ratios (numpy's log over

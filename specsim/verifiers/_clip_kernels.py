@@ -29,10 +29,10 @@ import numpy as np
 from specsim._jit import njit
 
 
-#: Low bits of a ratio's IEEE pattern dropped by the bucket id: 2^7 buckets per binade (a bucket spans
-#: a relative width of 2^-7), so that a bisection touches a few short buckets.
-_SHIFT = 45
-#: Most buckets (the lowest one takes every ratio below 2^(2^(15-7)) = 2^256 times less than the top).
+#: Low bits of a ratio's IEEE pattern dropped by the bucket id: 2^8 buckets per binade (a bucket spans
+#: a relative width of at most 2^-8), so that a bisection touches a few short buckets.
+_SHIFT = 44
+#: Most buckets (the lowest one takes every ratio 2^(2^(15-8)) = 2^128 times below the top and less).
 _MAX_BUCKETS = 1 << 15
 
 # The grouped clip family's state (specsim.verifiers._clip_family._GroupedClipFamily), five arrays
@@ -189,7 +189,20 @@ def _sort_bucket(W, BI, par, k):
             ordered = False
             break
     if not ordered:
-        o = np.argsort(W[_R, s:e], kind="mergesort") + s
+        n = e - s
+        if k > 1 and n < (1 << (63 - _SHIFT)):  # one int64 sort of (low pattern bits, position):
+            key = np.empty(n, np.int64)         # ratios in one bucket share the bits above
+            low = (np.int64(1) << _SHIFT) - 1   # _SHIFT (not bucket 1, which takes every ratio
+            #                                     below the range), and ties keep their order
+            for i in range(n):
+                W[_G, s + i] = W[_R, s + i]     # G is rewritten below: a free row for the bits
+            bits = W[_G, s:e].view(np.int64)
+            for i in range(n):
+                key[i] = ((bits[i] & low) << (63 - _SHIFT)) | i
+            key.sort()
+            o = (key & ((np.int64(1) << (63 - _SHIFT)) - 1)) + s
+        else:
+            o = np.argsort(W[_R, s:e], kind="mergesort") + s
         for row in (_R, _P, _Q, _LOG):
             if row == _LOG and not logs:
                 continue

@@ -76,7 +76,7 @@ def test_overflowing_ratio_is_refused_with_the_same_message():
 
 
 def test_ratios_spanning_more_than_the_bucket_range():
-    """Ratios from 1e-300 to 1e300: the lowest bucket takes everything 2^256 below the top; ranks
+    """Ratios from 1e-300 to 1e300: the lowest bucket takes everything 2^128 below the top; ranks
     and sums still agree (the low bucket is sorted when a query lands in it)."""
     rng = np.random.default_rng(1)
     V = 200
