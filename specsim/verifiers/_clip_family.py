@@ -329,7 +329,8 @@ class _GroupedClipFamily(ClipFamily):
         self._K = K
         self.p, self.q = p, q
         n = p.size
-        pc, qc = np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64)
+        pc, qc = (np.ascontiguousarray(x, dtype=np.float64) for x in (p, q))
+        self._pc, self._qc = pc, qc
         r_in = np.empty(n)
         with np.errstate(over="ignore"):
             done = n > 0 and pc.min() > 0.0
@@ -378,6 +379,10 @@ class _GroupedClipFamily(ClipFamily):
 
     def b(self, a: float, mass: float = 1.0) -> float:
         return float(self._K.b_level(self._W, self._BB, self._BI, self._par, float(a), float(mass), self.q0))
+
+    def pi(self, a: float, b: float | None = None) -> np.ndarray:
+        b = self.b(a) if b is None else b
+        return self._K.clip_law(self._pc, self._qc, float(a), float(b), np.empty(self.p.size))
 
     def mid(self, kind: str) -> np.ndarray:
         W = self._W

@@ -394,6 +394,15 @@ def clip_level(W, BB, BI, par, kind, eps, a_max, q0):
 
 
 @njit
+def clip_law(p, q, a, b, out):
+    """out = clip(q, b p, a p) = min(max(q, b p), a p) (b <= a): ClipFamily.pi's operations in one pass."""
+    for i in range(p.size):
+        v = max(p[i] * b, q[i])
+        out[i] = min(v, p[i] * a)
+    return out
+
+
+@njit
 def out_pass(out, p, q, atol, tv_out, tv_pq, lr, d):
     """One pass over a certificate's (out, p, q): tv_out = |out - p|, tv_pq = |p - q| (terms of the
     two TV sums), lr = out / p and d = (out - p) / p where p > 0 (:func:`specsim._kl_kernels.ratio_rows` of (out, p)

@@ -36,6 +36,9 @@ def _assert_agrees(p, q, seed=0):
     M = {k: ref.mid(k) for k in ("tv", "kl", "kl_reverse")} if ref.n0 == 0 else {"tv": ref.mid("tv")}
     Mg = {k: fam.mid(k) for k in M}
     scale = {k: float(np.abs(np.diff(v)).sum()) + 1.0 for k, v in M.items()}
+    for a in (1.0, 1.5, max(ref.a_max, 1.0), 2.0 * max(ref.a_max, 1.0)):    # the clipped law, one pass
+        for b in (0.0, 0.5, 1.0):
+            np.testing.assert_array_equal(fam.pi(a, b), ref.pi(a, b))
     for x in _queries(ref, np.random.default_rng(seed)):
         for side in ("left", "right"):
             j = fam.rank(x, side)
