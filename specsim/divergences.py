@@ -127,7 +127,12 @@ def kl(a, b) -> float:
     >>> round(kl([0.5, 0.5], [0.9, 0.1]), 6)
     0.510826
     """
-    a, b = _measures(a, b)
+    return _kl_rows(*_measures(a, b))
+
+
+def _kl_rows(a: np.ndarray, b: np.ndarray) -> float:
+    """:func:`kl` of rows already checked (float64 vectors of one shape, finite entries >= 0), for
+    callers that built them from validated rows."""
     if a.size >= _JIT_MIN and _jit.enabled():
         val = _kl_compiled(a, b)
         if val is not None:

@@ -338,14 +338,14 @@ def topk_accept(k: int) -> LossyVerifier:
 
 
 # --------------------------------------------------------------------------- 8.4 FSD
-def _js(p, q):
+def _js(p, q):  # p, q: validated rows (the rule's inputs), so m is one too
     m = (p + q) / 2
-    return 0.5 * kl(p, m) + 0.5 * kl(q, m)
+    return 0.5 * _kl_rows(p, m) + 0.5 * _kl_rows(q, m)
 
 
 def _js_released(p, q):
     m = (p + q) / 2
-    return 0.5 * kl(m, p) + 0.5 * kl(m, q)
+    return 0.5 * _kl_rows(m, p) + 0.5 * _kl_rows(m, q)
 
 
 #: FSD's divergences beyond :data:`specsim.divergences.DIVERGENCES` (which give D(q, p)).
