@@ -26,7 +26,7 @@ from .._sampling import draw_token
 from .._validate import as_pair, check_int, check_real, normalize
 from .. import _jit
 from .. import divergences as _divergences
-from ..divergences import kl, tv
+from ..divergences import _kl_rows, tv
 from ._clip_family import ClipFamily
 from .base import Verifier, chain_verifier
 from .chain import _outcomes
