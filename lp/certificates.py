@@ -138,7 +138,7 @@ def _out_fields_compiled(out, p, q, atol):
     if out.shape != p.shape:
         return None
     n = p.size
-    work = np.empty((5, n))
+    work = _jit.work_block("certify", 5, n)
     with np.errstate(all="ignore"):
         bad, same, off, miss, mr, between, equal_q, dense, near = K.out_pass(
             out, p, q, float(atol), work[0], work[4], work[1], work[2])

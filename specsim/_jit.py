@@ -26,9 +26,11 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import sys
+import threading
 from contextlib import contextmanager
 
-__all__ = ["enabled", "disabled", "njit"]
+__all__ = ["enabled", "disabled", "njit", "work_block"]
 
 _switched_off = os.environ.get("SPECSIM_JIT", "1").strip() == "0"
 
@@ -58,3 +60,26 @@ def njit(fn):
     """``fn`` compiled by numba on its first call (cached on disk when it lives in a file)."""
     import numba
     return numba.njit(cache=os.path.isfile(fn.__code__.co_filename), nogil=True)(fn)
+
+
+_WORK = threading.local()
+
+
+def work_block(name: str, rows: int, cols: int, dtype=float):
+    """A (rows, cols) view of a work block kept per thread under ``name``, reused while nothing
+    holds a view of it: for the compiled paths' O(V) scratch rows.
+
+    A fresh block per call (megabytes at V = 151,936) is a fresh mapping whose every page faults
+    on first touch, as costly as the arithmetic of a pass.  A block is reused only when its
+    reference count says no view of it is alive (a result or an object keeping a view pins it),
+    so two users never share one.  The block is one column wider than asked, so that the view
+    has the same (non-contiguous) layout every time: one compiled signature per kernel."""
+    import numpy as np
+
+    blk = getattr(_WORK, name, None)
+    # references: _WORK's, blk's and getrefcount's argument; any live view adds one
+    if blk is None or blk.shape[1] < cols + 1 or blk.shape[0] < rows or blk.dtype != dtype \
+            or sys.getrefcount(blk) > 3:
+        blk = np.empty((rows, cols + 1), dtype=dtype)
+        setattr(_WORK, name, blk)
+    return blk[:rows, :cols]

@@ -101,7 +101,7 @@ def _kl_compiled(a: np.ndarray, b: np.ndarray) -> float | None:
 
     n = a.size
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    work = np.empty((5, n))
+    work = _jit.work_block("kl", 5, n)
     k, near, nonpos = K.ratio_rows(a, b, work[1], work[2])
     if k == 0:
         return 0.0

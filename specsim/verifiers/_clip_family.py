@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import functools
-import sys
-import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -289,25 +287,6 @@ class ClipFamily:
 _KIND_CODE = {"tv": 0, "kl": 1, "kl_reverse": 2}
 
 
-_WORK = threading.local()
-
-
-def _work_block(name: str, rows: int, cols: int, dtype) -> np.ndarray:
-    """A (rows, cols) view of a work block kept per thread and reused while no family holds it.
-
-    A fresh block per family (15 MB at V = 151,936) is a fresh mapping whose every page faults on
-    first touch (~1 ms, as much as the family's arithmetic).  A block is reused only when its
-    reference count says no view of it is alive (a family keeps views of its block), so two
-    families never share one.  The block is one column wider than asked, so that the view has
-    the same (non-contiguous) layout every time: one compiled signature."""
-    blk = getattr(_WORK, name, None)
-    # references: _WORK's, blk's and getrefcount's argument; any live view adds one
-    if blk is None or blk.shape[1] < cols + 1 or sys.getrefcount(blk) > 3:
-        blk = np.empty((rows, cols + 1), dtype=dtype)
-        setattr(_WORK, name, blk)
-    return blk[:, :cols]
-
-
 class _GroupedClipFamily(ClipFamily):
     """:class:`ClipFamily` without the full sort (compiled; :mod:`specsim.verifiers._clip_kernels`).
 
@@ -351,7 +330,7 @@ class _GroupedClipFamily(ClipFamily):
         else:                                   # every ratio is 0 (or no p > 0): one bucket
             base, B = 0, 1
         self._par = par = np.array([base, B, m, n0, 0], dtype=np.int64)
-        W, I = _work_block("W", 12, m + 1, np.float64), _work_block("I", 1, n, np.int64)[0]
+        W, I = _jit.work_block("clip W", 12, m + 1, np.float64), _jit.work_block("clip I", 1, n, np.int64)[0]
         self._W = W
         self._BB, self._BI = K.grouped_setup(pc, qc, r_in, W, I, par)
         self.r, self.ps, self.qs = W[0, :m], W[1, :m], W[2, :m]
