@@ -27,10 +27,11 @@ work runs in child processes).
    and a repeat call on the counter models (goal: within 3x of the final pass), with the compiled
    process law (specsim._jit, the default when numba is installed) and with the numpy one.
 3. ``certify`` of each lossy rule at V = 151,936 against one ``np.sort`` of p (goal: <= 3x): the
-   default (compiled ClipFamily set-up, divergence pass, clip-level bisection and Cactus pair when
-   numba is installed), its numpy path (``specsim._jit.disabled()``, the reference) and the
-   pre-issue-27 implementation (two KL passes, full frontier points), with the largest difference
-   of each from the default over the certificate's number fields.
+   default (with numba: the grouped clip family, which sorts only the buckets its queries land in,
+   and compiled divergence, KL, clip-level and Cactus passes), its numpy path
+   (``specsim._jit.disabled()``, the reference: one sort of q/p) and the pre-issue-27
+   implementation (numpy; two KL passes, full frontier points), with the largest difference of
+   each from the default over the certificate's number fields.
 4. ``check_step_exact`` at V = 3, L = 1, 2, 3 (``--quick``: L = 1, 2) against one call of
    ``check_lossless`` of block verification at the same size.
 5. CLI start-up: ``python -c "import specsim.cli"`` and ``python -m specsim.cli --help`` in fresh
@@ -228,15 +229,16 @@ def goal3(run: Run) -> None:
                                          mentored, topk_accept, typical)
     from specsim._validate import as_pair
 
-    def old_certify(rule, p, q):                # the pre-issue-27 certify (fields as before)
-        r = _rule_of(rule)
-        p, q = as_pair(p, q)
-        fam = ClipFamily(p, q)
-        with fam.shared():
-            out = r.closed_out(p, q)
-        k1, k2, t = kl(out, p), kl(p, out), tv(out, p)
-        return (float(r.closed_beta(p, q)), k1, k2, t, _frontier_point(p, q, t, "tv").beta,
-                _frontier_point(p, q, k1, "kl", fam).beta, _frontier_point(p, q, k2, "kl_reverse", fam).beta)
+    def old_certify(rule, p, q):                # the pre-issue-27 certify (fields as before; numpy)
+        with _jit.disabled():
+            r = _rule_of(rule)
+            p, q = as_pair(p, q)
+            fam = ClipFamily(p, q)
+            with fam.shared():
+                out = r.closed_out(p, q)
+            k1, k2, t = kl(out, p), kl(p, out), tv(out, p)
+            return (float(r.closed_beta(p, q)), k1, k2, t, _frontier_point(p, q, t, "tv").beta,
+                    _frontier_point(p, q, k1, "kl", fam).beta, _frontier_point(p, q, k2, "kl_reverse", fam).beta)
 
     def field_diff(c, o):                       # max |new - old| over the certificate's number fields
         new = (c.beta, c.kl_out_p, c.kl_p_out, c.tv, c.frontier_tv, c.frontier_kl, c.frontier_kl_reverse)
