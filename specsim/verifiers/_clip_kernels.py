@@ -179,8 +179,8 @@ def _fill_mid(W, BI, k, kind):
 
 @njit
 def _sort_bucket(W, BI, par, k):
-    """Sort bucket k by ratio (stable: ties keep token order, as the sorted path's keys do) and fill
-    its running sums from the bucket's start (suffix sums from the next bucket's start)."""
+    """Sort bucket k by ratio and fill its running sums from the bucket's start (suffix sums from
+    the next bucket's start)."""
     s, e = BI[0, k], BI[0, k + 1]
     logs = par[4] != 0
     ordered = True                              # the zero bucket, and buckets grouped in order
@@ -188,25 +188,15 @@ def _sort_bucket(W, BI, par, k):
         if W[_R, i] < W[_R, i - 1]:
             ordered = False
             break
-    if not ordered:
+    if not ordered:                             # ties in any order: sums are order-free to rounding
         n = e - s
-        if k > 1 and n < (1 << (63 - _SHIFT)):  # one int64 sort of (low pattern bits, position):
-            key = np.empty(n, np.int64)         # ratios in one bucket share the bits above
-            low = (np.int64(1) << _SHIFT) - 1   # _SHIFT (not bucket 1, which takes every ratio
-            #                                     below the range), and ties keep their order
+        o = np.argsort(W[_R, s:e].copy())       # plain loops below: fancy indexing of a strided
+        tmp = np.empty(n)                       # block compiles several times slower
+        for row in range(_LOG + 1 if logs else _LOG):
             for i in range(n):
-                W[_G, s + i] = W[_R, s + i]     # G is rewritten below: a free row for the bits
-            bits = W[_G, s:e].view(np.int64)
+                tmp[i] = W[row, s + o[i]]
             for i in range(n):
-                key[i] = ((bits[i] & low) << (63 - _SHIFT)) | i
-            key.sort()
-            o = (key & ((np.int64(1) << (63 - _SHIFT)) - 1)) + s
-        else:
-            o = np.argsort(W[_R, s:e], kind="mergesort") + s
-        for row in (_R, _P, _Q, _LOG):
-            if row == _LOG and not logs:
-                continue
-            W[row, s:e] = W[row][o]
+                W[row, s + i] = tmp[i]
     P = W[_PC, s]
     Q = W[_QC, s]
     for i in range(s, e):
