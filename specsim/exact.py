@@ -13,13 +13,13 @@ vectorised recursion over prefix tables: no Python loop over V^{L+1} sequences.
 """
 from __future__ import annotations
 
-import functools
 import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _jit
+from ._law_buffer import EmittedLaw, flat_law
 from ._validate import check_bool, check_real, check_tokens
 from .drafts import DraftProcess, DraftTree, chain
 from .models import Model, _level_starts, validate_model_pair, prefix_index
@@ -235,7 +235,7 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
         check_bool(progress, "progress")
     target, draft_model = target.shifted(context), draft_model.shifted(context)
     V = target.V
-    emitted = _EmittedLaw(V, L)
+    emitted = EmittedLaw(V, L)
     depth_mass = np.zeros(L + 1)
     items = drafting.enumerate(target, draft_model, L)
     if progress or (progress is None and V ** L > 20000 and sys.stderr.isatty()):
@@ -262,43 +262,10 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
     return OutputLaw(V, L, emitted, _survival(depth_mass, emitted, verifier, drafting, atol), n)
 
 
-class _EmittedLaw(dict):
-    """``emitted[m]`` (m = 1..L+1, zeros) as consecutive views of one buffer, ``flat``: compiled
-    passes (the block process law, the completed law of :func:`check_lossless`) take the whole
-    law as one array, found by :func:`_flat_law`."""
-
-    def __init__(self, V: int, L: int):
-        bounds = _law_bounds(V, L)
-        self.flat = flat = np.zeros(bounds[-1][1])
-        self.views = tuple(flat[a:b] for a, b in bounds)
-        super().__init__(zip(range(1, L + 2), self.views))
-
-
-@functools.lru_cache(maxsize=64)
-def _law_bounds(V: int, L: int) -> tuple[tuple[int, int], ...]:
-    """(start, end) of emitted[m] in an :class:`_EmittedLaw`'s buffer, m = 1..L+1."""
-    ends = [0]
-    for m in range(1, L + 2):
-        ends.append(ends[-1] + V ** m)
-    return tuple(zip(ends, ends[1:]))
-
-
-def _flat_law(emitted) -> np.ndarray | None:
-    """The buffer behind an :class:`_EmittedLaw` whose entries are still its own views (an
-    accumulation that replaced an entry, a copied or unpickled law: None)."""
-    if type(emitted) is not _EmittedLaw or len(emitted) != len(emitted.views):
-        return None
-    flat = emitted.flat
-    for m, view in enumerate(emitted.views, 1):
-        if emitted.get(m) is not view or view.base is not flat:
-            return None
-    return flat
-
-
 def _survival(depth_mass, emitted, verifier, drafting, atol) -> np.ndarray:
     """P(tau >= d) from P(tau = d), after checking the law it came from: finite, total mass 1
     within ``atol``; rounding is clipped so the result is non-increasing in [0, 1]."""
-    flat = _flat_law(emitted)
+    flat = flat_law(emitted)
     if not (np.isfinite(depth_mass).all() and
             (np.isfinite(flat).all() if flat is not None else all(np.isfinite(o).all() for o in emitted.values()))):
         raise ValueError(f"verifier {verifier.name!r} on drafting {_name(drafting)!r}: "
@@ -559,7 +526,7 @@ def _completed_error(law: OutputLaw, target: Model) -> tuple[np.ndarray, int, fl
     the law's levels 2..L with the completed ones: only :func:`check_lossless`, which owns the
     law and is done with it, calls this."""
     L, V = law.L, law.V
-    flat = _flat_law(law.emitted) if _jit.enabled() else None
+    flat = flat_law(law.emitted) if _jit.enabled() else None
     if flat is not None and (V ** (L + 1) - 1) // (V - 1) <= _JIT_ROWS:
         from ._exact_kernels import completed_error
         start, rows, joint = _level_starts(V, L), target.stacked_table(L), target.joint(L + 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _jit
+from .._law_buffer import flat_law, law_bounds
 from .._sampling import draw_token
 from .._validate import normalize
 from ..drafts import Chain
@@ -216,10 +217,9 @@ def _block_process_law(drafting, target, draft_model, L: int, emitted, depth_mas
         return None
     V = target.V
     if _jit.enabled() and (V ** (L + 1) - 1) // (V - 1) <= _JIT_ROWS:
-        from ..exact import _flat_law, _law_bounds  # here: the engine imports this package
         from ._chain_kernels import block_process_law
-        flat = _flat_law(emitted)  # the engine's law is one buffer: the kernel adds into it in place
-        bounds = _law_bounds(V, L)
+        flat = flat_law(emitted)  # the engine's law is one buffer: the kernel adds into it in place
+        bounds = law_bounds(V, L)
         into = np.zeros(bounds[-1][1]) if flat is None else flat
         mass, n = block_process_law(target.stacked_table(L), draft_model.stacked_table(L - 1), _level_starts(V, L),
                                     L, V, into)

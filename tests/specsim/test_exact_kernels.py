@@ -1,6 +1,6 @@
 """The compiled final pass of check_lossless (specsim/_exact_kernels.py) against the numpy one it
 shortcuts (completed_law, |C - P|, argmax): the same bits; the engine's one-buffer output law
-(exact._EmittedLaw) and when it is trusted; and the caches a repeat certificate reads (stacked
+(specsim._law_buffer) and when it is trusted; and the caches a repeat certificate reads (stacked
 tables, level offsets, joints), keyed by model and length so that none returns another model's
 law."""
 import copy
@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 import specsim as s
 from specsim import _jit, exact
+from specsim._law_buffer import EmittedLaw, flat_law, law_bounds
 from specsim.drafts import iid_paths
 from specsim.models import _level_starts
 from specsim.testing.strategies import adversarial_pairs, model_pairs
@@ -36,7 +37,7 @@ def _same_bits(a, b):
 def _assert_same_final_pass(verifier, t, d, L, drafting=None):
     law = s.output_law(verifier, t, d, L, drafting)
     ref = _numpy_final_pass(law, t)  # before the compiled pass overwrites the law's levels
-    assert exact._flat_law(law.emitted) is not None
+    assert flat_law(law.emitted) is not None
     err, worst, c, p = exact._completed_error(law, t)
     assert _same_bits(err, ref[0]) and worst == ref[1], verifier.name
     assert _same_bits(c, ref[2]) and _same_bits(p, ref[3]), verifier.name
@@ -99,20 +100,20 @@ def test_final_pass_at_a_context_and_above_the_size_limit(monkeypatch):
 
 def test_the_law_is_one_buffer_trusted_only_while_intact():
     law = s.output_law(s.token, s.random_model(3, 0), s.random_model(3, 1), 2)
-    flat = exact._flat_law(law.emitted)
+    flat = flat_law(law.emitted)
     assert flat is not None and flat.size == 3 + 9 + 27
     assert all(np.shares_memory(law.emitted[m], flat) for m in law.emitted)
     assert np.array_equal(np.concatenate([law.emitted[m] for m in (1, 2, 3)]), flat)
-    assert exact._flat_law(dict(law.emitted)) is None                    # a plain dict
-    assert exact._flat_law(copy.deepcopy(law.emitted)) is None           # copies own their arrays
-    assert exact._flat_law(pickle.loads(pickle.dumps(law.emitted))) is None
+    assert flat_law(dict(law.emitted)) is None                    # a plain dict
+    assert flat_law(copy.deepcopy(law.emitted)) is None           # copies own their arrays
+    assert flat_law(pickle.loads(pickle.dumps(law.emitted))) is None
     unpickled = pickle.loads(pickle.dumps(law))
     assert all(np.array_equal(unpickled.emitted[m], law.emitted[m]) for m in law.emitted)
     replaced = copy.copy(law.emitted)
     replaced[2] = replaced[2].copy()                                      # an entry rebound
-    assert exact._flat_law(replaced) is None
+    assert flat_law(replaced) is None
     with pytest.raises(ValueError, match="non-finite"):                 # the one-buffer finiteness check
-        e = exact._EmittedLaw(3, 2)
+        e = EmittedLaw(3, 2)
         e[3][5] = np.nan
         exact._survival(np.array([0.5, 0.25, 0.25]), e, s.token, s.chain(), 1e-9)
 
@@ -157,6 +158,6 @@ def test_level_offsets_and_law_bounds():
             start = _level_starts(V, L)
             assert start.tolist() == [sum(V ** k for k in range(i)) for i in range(L + 2)]
             assert not start.flags.writeable and _level_starts(V, L) is start
-            bounds = exact._law_bounds(V, L)
+            bounds = law_bounds(V, L)
             assert [b - a for a, b in bounds] == [V ** m for m in range(1, L + 2)]
             assert [a for a, _ in bounds] == [start[m] - 1 for m in range(1, L + 2)]
