@@ -28,6 +28,10 @@ class EmittedLaw(dict):
         self.views = tuple(flat[a:b] for a, b in bounds)
         super().__init__(zip(range(1, L + 2), self.views))
 
+    def __reduce__(self):
+        # copies and pickles are plain dicts of the arrays: the buffer is not written twice
+        return dict, (dict(self),)
+
 
 @functools.lru_cache(maxsize=64)
 def law_bounds(V: int, L: int) -> tuple[tuple[int, int], ...]:

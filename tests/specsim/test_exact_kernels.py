@@ -104,14 +104,16 @@ def test_the_law_is_one_buffer_trusted_only_while_intact():
     assert flat is not None and flat.size == 3 + 9 + 27
     assert all(np.shares_memory(law.emitted[m], flat) for m in law.emitted)
     assert np.array_equal(np.concatenate([law.emitted[m] for m in (1, 2, 3)]), flat)
-    assert flat_law(dict(law.emitted)) is None                    # a plain dict
-    assert flat_law(copy.deepcopy(law.emitted)) is None           # copies own their arrays
-    assert flat_law(pickle.loads(pickle.dumps(law.emitted))) is None
+    assert flat_law(dict(law.emitted)) is None                          # a plain dict
+    for copied in (copy.copy(law.emitted), copy.deepcopy(law.emitted), pickle.loads(pickle.dumps(law.emitted))):
+        assert type(copied) is dict and flat_law(copied) is None          # copies are plain dicts
+        assert all(np.array_equal(copied[m], law.emitted[m]) for m in law.emitted)
+    big = s.output_law(s.token, s.random_model(4, 0), s.random_model(4, 1), 4).emitted
+    assert len(pickle.dumps(big)) < flat_law(big).nbytes + 2048          # the buffer is not pickled twice
     unpickled = pickle.loads(pickle.dumps(law))
     assert all(np.array_equal(unpickled.emitted[m], law.emitted[m]) for m in law.emitted)
-    replaced = copy.copy(law.emitted)
-    replaced[2] = replaced[2].copy()                                      # an entry rebound
-    assert flat_law(replaced) is None
+    law.emitted[2] = law.emitted[2].copy()                                # an entry rebound
+    assert flat_law(law.emitted) is None
     with pytest.raises(ValueError, match="non-finite"):                 # the one-buffer finiteness check
         e = EmittedLaw(3, 2)
         e[3][5] = np.nan
