@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _jit
+from ._law_buffer import EmittedLaw, flat_law
 from ._validate import check_bool, check_real, check_tokens
 from .drafts import DraftProcess, DraftTree, chain
-from .models import Model, validate_model_pair, prefix_index
+from .models import Model, _level_starts, validate_model_pair, prefix_index
 from .verifiers.base import OUTCOME_ATOL, Outcome, as_verifier, validate_applies, validate_outcomes
+from .verifiers.chain import _JIT_ROWS
 
 __all__ = ["OutputLaw", "Certificate", "output_law", "completed_law", "check_lossless",
            "expected_accepted", "outcomes_on_tree"]
@@ -134,6 +137,8 @@ def _impossible_mass(law: OutputLaw, target: Model) -> tuple[float, tuple[int, .
     prefix, and the heaviest such s.  Exact zeros of the rows decide, not P(s) = 0 (a product of
     tiny probabilities may underflow), and only O(s) > 0 counts."""
     total, heaviest, where = 0.0, 0.0, ()
+    if not target.zero_strings(law.L + 1)[1]:  # no zero up to length L+1, so none at any shorter length
+        return total, where
     for k in range(1, law.L + 2):
         impossible, any_zero = target.zero_strings(k)  # cached: a target without zeros skips the pass
         if not any_zero:
@@ -230,10 +235,10 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
         check_bool(progress, "progress")
     target, draft_model = target.shifted(context), draft_model.shifted(context)
     V = target.V
-    emitted = {m: np.zeros(V ** m) for m in range(1, L + 2)}
+    emitted = EmittedLaw(V, L)
     depth_mass = np.zeros(L + 1)
     items = drafting.enumerate(target, draft_model, L)
-    if progress or (progress is None and sys.stderr.isatty() and V ** L > 20000):
+    if progress or (progress is None and V ** L > 20000 and sys.stderr.isatty()):
         from tqdm.auto import tqdm
         items = tqdm(items, desc=f"enumerating drafts ({verifier.name})", leave=False)
     batch, rule = verifier.batch_law, verifier.node_rule
@@ -260,12 +265,15 @@ def output_law(verifier, target: Model, draft_model: Model, L: int, drafting: Dr
 def _survival(depth_mass, emitted, verifier, drafting, atol) -> np.ndarray:
     """P(tau >= d) from P(tau = d), after checking the law it came from: finite, total mass 1
     within ``atol``; rounding is clipped so the result is non-increasing in [0, 1]."""
-    where = f"verifier {verifier.name!r} on drafting {_name(drafting)!r}"
-    if not (np.isfinite(depth_mass).all() and all(np.isfinite(o).all() for o in emitted.values())):
-        raise ValueError(f"{where}: the output law has non-finite entries")
+    flat = flat_law(emitted)
+    if not (np.isfinite(depth_mass).all() and
+            (np.isfinite(flat).all() if flat is not None else all(np.isfinite(o).all() for o in emitted.values()))):
+        raise ValueError(f"verifier {verifier.name!r} on drafting {_name(drafting)!r}: "
+                         "the output law has non-finite entries")
     total = float(depth_mass.sum())
     if abs(total - 1.0) > atol:
-        raise ValueError(f"{where}: the output law sums to {total!r}, not 1 (tolerance {atol:g})")
+        raise ValueError(f"verifier {verifier.name!r} on drafting {_name(drafting)!r}: "
+                         f"the output law sums to {total!r}, not 1 (tolerance {atol:g})")
     at_least = np.cumsum(np.maximum(depth_mass, 0.0)[::-1])[::-1]
     return np.clip(at_least / at_least[0], 0.0, 1.0)
 
@@ -496,21 +504,42 @@ def check_lossless(verifier, target: Model, draft_model: Model, L: int, drafting
     atol = check_real(atol, "atol", 0.0, 1.0)
     drafting = _check_drafting(drafting)
     law = output_law(verifier, target, draft_model, L, drafting, context, progress, check_needs=check_needs)
-    C, P = completed_law(law, target.shifted(context))
-    impossible, impossible_string = _impossible_mass(law, target.shifted(context))
-    err = np.abs(C - P)
-    worst = int(np.argmax(err))
+    V, target = target.V, target.shifted(context)
+    impossible, impossible_string = _impossible_mass(law, target)
+    err, worst, c_worst, p_worst = _completed_error(law, target)
     z = []
     code = worst
     for _ in range(L + 1):
-        code, t = divmod(code, target.V)
+        code, t = divmod(code, V)
         z.append(t)
-    max_err = float(err[worst])
-    return Certificate(as_verifier(verifier).name, _name(drafting), target.V, L,
+    max_err, accepted = float(err[worst]), law.expected_accepted
+    return Certificate(as_verifier(verifier).name, _name(drafting), V, L,
                        bool(max_err <= atol and impossible == 0.0), max_err,
-                       float(0.5 * err.sum()), tuple(reversed(z)), float(C[worst]), float(P[worst]),
-                       law.expected_accepted, law.block_efficiency, law.accepted_at_least, atol, law.n_drafts,
+                       0.5 * float(err.sum()), tuple(reversed(z)), c_worst, p_worst,
+                       accepted, accepted + 1.0, law.accepted_at_least, atol, law.n_drafts,  # + 1: block_efficiency
                        impossible, impossible_string)
+
+
+def _completed_error(law: OutputLaw, target: Model) -> tuple[np.ndarray, int, float, float]:
+    """|C(z) - P(z)| over V^{L+1}, its argmax and C, P there (:func:`completed_law`).  With numba,
+    when the law is the engine's one buffer, in one compiled pass (bit-identical) that overwrites
+    the law's levels 2..L with the completed ones: only :func:`check_lossless`, which owns the
+    law and is done with it, calls this."""
+    L, V = law.L, law.V
+    flat = flat_law(law.emitted) if _jit.enabled() else None
+    if flat is not None and (V ** (L + 1) - 1) // (V - 1) <= _JIT_ROWS:
+        from ._exact_kernels import completed_error
+        start, rows, joint = _level_starts(V, L), target.stacked_table(L), target.joint(L + 1)
+        err = np.empty(V ** (L + 1))
+        completed_error(flat, rows, joint, start, L, V, err)
+        worst = int(np.argmax(err))
+        s, t = divmod(worst, V)  # C(s t) = A_L(s) p(t|s) + O(s t), the kernel's expression
+        c = float(flat[start[L] - 1 + s]) * float(rows[start[L] + s, t]) + float(flat[start[L + 1] - 1 + worst])
+        return err, worst, c, float(joint[worst])
+    C, P = completed_law(law, target)
+    err = np.abs(C - P)
+    worst = int(np.argmax(err))
+    return err, worst, float(C[worst]), float(P[worst])
 
 
 def expected_accepted(verifier, target: Model, draft_model: Model, L: int, drafting: DraftProcess | None = None,

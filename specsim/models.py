@@ -12,6 +12,7 @@ Strings of length n are indexed by their base-V code, first token most significa
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -277,6 +278,20 @@ class Model:
         while len(self._shifted) > SHIFTED_CACHE:
             del self._shifted[next(iter(self._shifted))]
         return model
+
+
+@functools.lru_cache(maxsize=64)
+def _level_starts(V: int, L: int) -> np.ndarray:
+    """Row offsets of :meth:`Model.stacked_table`'s levels: ``start[i]`` = sum_{k<i} V^k for
+    i = 0..L+1 (level i at rows ``start[i]:start[i + 1]``); a read-only int64 array, cached.
+
+    >>> from specsim.models import _level_starts
+    >>> _level_starts(2, 2).tolist()
+    [0, 1, 3, 7]
+    """
+    start = np.cumsum([0] + [V ** i for i in range(L + 1)], dtype=np.int64)
+    start.setflags(write=False)
+    return start
 
 
 def all_prefixes(k: int, V: int) -> np.ndarray:

@@ -144,6 +144,8 @@ OPTIONAL = {"reference_gpu.kernels": "triton", "reference_gpu.api": "triton",
             "lp._race_kernels": "numba", "lp._bound_kernels": "numba",
             "specsim._kl_kernels": "numba"}
 
+OPTIONAL["specsim._exact_kernels"] = "numba"
+
 
 @pytest.mark.slow
 def test_every_module_imports_alone_in_a_fresh_interpreter():

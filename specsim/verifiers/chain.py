@@ -11,9 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _jit
+from .._law_buffer import flat_law, law_bounds
 from .._sampling import draw_token
 from .._validate import normalize
 from ..drafts import Chain
+from ..models import _level_starts
 from .base import Outcome, chain_verifier, law_from_batch
 
 __all__ = ["token", "onehot", "block", "greedy", "hsd_released", "hsd_capped", "CHAIN_VERIFIERS",
@@ -216,12 +218,15 @@ def _block_process_law(drafting, target, draft_model, L: int, emitted, depth_mas
     V = target.V
     if _jit.enabled() and (V ** (L + 1) - 1) // (V - 1) <= _JIT_ROWS:
         from ._chain_kernels import block_process_law
-        start = np.cumsum([0] + [V ** i for i in range(L + 1)])
-        flat, mass, n = block_process_law(target.stacked_table(L), draft_model.stacked_table(L - 1), start, L, V,
-                                          emitted[L + 1])
+        flat = flat_law(emitted)  # the engine's law is one buffer: the kernel adds into it in place
+        bounds = law_bounds(V, L)
+        into = np.zeros(bounds[-1][1]) if flat is None else flat
+        mass, n = block_process_law(target.stacked_table(L), draft_model.stacked_table(L - 1), _level_starts(V, L),
+                                    L, V, into)
         depth_mass += mass
-        for m in range(1, L + 1):
-            emitted[m] += flat[start[m] - 1:start[m + 1] - 1]
+        if flat is None:  # a caller's own arrays
+            for m, (a, b) in enumerate(bounds, 1):
+                emitted[m] += into[a:b]
         return int(n)
     ptab, qtab = target.table(L), draft_model.table(L - 1)
     # The row-wise steps run once per group of levels stacked, not once per level: the same
