@@ -361,7 +361,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     state = RaceState.empty(K, G)
     fast = _jit.enabled()
     live = np.arange(G)                                          # rows not yet negligible
-    low = np.zeros((G, ks.size))                                 # P(N_H(t) <= K - 1), sorted ks
+    low = None if fast else np.zeros((G, ks.size))               # P(N_H(t) <= K - 1), sorted ks
+    total = np.zeros(ks.size)                                    # the sums of the weights, sorted ks
     done, pos = 0, 0
     for cl in clusters:
         a, b = int(cl[0]), int(cl[-1])
@@ -369,8 +370,17 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
             start = block_state(qs[done:a], t[live], K, sure_at, state.rows(live), work)
             keep = start.low_probability() >= NEGLIGIBLE
             live, start = live[keep], start.rows(keep)
-        if fast:                                                 # compiled: one row at a time
-            end = _compiled_prefixes(qs[a:b], t[live], K, sure_at, start, cl - a, low, live, pos)[1]
+        if fast:                                                 # compiled, the weights folded in
+            from . import _race_kernels
+            end = RaceState(np.empty((K, live.size)), np.empty(live.size), np.empty(live.size))
+            _race_kernels.race_prefix_weights(qs[a:b], lam[a:b + 1], t[live], K, sure_at, start.esym, start.arrived,
+                                              start.mass, (cl - a).astype(np.int64), total[pos:pos + cl.size], *end)
+            if live.size < G:                                    # the other rows: P(N <= K - 1) = 0
+                other = np.ones(G, dtype=bool)
+                other[live] = False
+                with np.errstate(over="ignore"):                 # inf: lt = 800, as below
+                    lt = np.minimum(np.multiply.outer(t[other], lam[cl]), 800.0)
+                total[pos:pos + cl.size] += np.einsum("ij,ij->j", lt, np.exp(-lt))
             state.assign(live, end)
             done, pos = b, pos + cl.size
             continue
@@ -382,9 +392,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
             state.assign(rows, prefixes.column(-1))
         done, pos = b, pos + cl.size
     lam_k = lam[sorted_ks]
-    total = np.zeros(ks.size)
     chunk = max(1, CHUNK // ks.size)
-    for i in range(0, G, chunk):
+    for i in range(0, 0 if fast else G, chunk):
         with np.errstate(over="ignore"):                         # lam t e^{-lam t} = 0 to double precision
             lt = np.minimum(lam_k * t[i:i + chunk, None], 800.0)  # beyond lam t = 800
         weight = lt * np.exp(-lt)                                # lam t e^{-lam t} d(log t) / step

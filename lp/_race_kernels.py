@@ -147,12 +147,22 @@ def _low_probability(e, n, m, K):
     return low
 
 
+#: Below this q_v t, o_v = expm1(q_v t) is a Taylor polynomial (:func:`_expm1`).
+TAYLOR_X = 0.0625
+
+
 @njit
 def _expm1(x):
     """expm1(x) for x >= 0: the Taylor series (nested, positive terms) up to 2^-4, where the
     first omitted term is < 5e-18 relative; the library call above (q_v t is mostly far smaller)."""
-    if x > 0.0625:
+    if x > TAYLOR_X:
         return np.expm1(x)
+    return _expm1_taylor(x)
+
+
+@njit
+def _expm1_taylor(x):
+    """The polynomial of :func:`_expm1` (0 <= x <= TAYLOR_X), without the branch."""
     s = 1.0 + x * (1.0 / 10.0)
     s = 1.0 + x * (1.0 / 9.0) * s
     s = 1.0 + x * (1.0 / 8.0) * s
@@ -165,59 +175,167 @@ def _expm1(x):
     return x * s
 
 
-#: race_prefix_lows recomputes e^{-mass} with exp after this many tokens (in between it is
-#: multiplied by 1 / (1 + o_v) = e^{-q_v t}: <= ~2 ulp each, so <= ~64 ulp of drift).
+#: race_prefix_weights recomputes e^{-lam t} (and e^{-lam t - mass}) with exp after this many
+#: tokens (in between the first is multiplied by 1 + o_v = e^{q_v t}: <= ~2 ulp each, so <= ~64
+#: ulp of drift), sooner after a token counted as arrived or once the tokens since the last
+#: refresh sum to q t > DRIFT_X on some row (e^{-lam t} may have underflowed to 0 there).
 REFRESH = 32
+DRIFT_X = 100.0
+
+
+@njit
+def _advance(qv, t, K, sure_at, e, n, m, E, o):
+    """Join the token of mass ``qv`` on every row: e_j += o e_{j-1} (j descending), o = expm1(q t),
+    m += q t and E *= 1 + o = e^{q t}.  Rows with q t <= TAYLOR_X (a prefix of them: t ascends) go
+    through branch-free loops over the rows, which the compiler vectorises; the others one by one
+    (library expm1; q t > ``sure_at``: arrived, n += 1).  Returns whether a row counted the token as
+    arrived (its E and e^{-lam t - mass} then need a refresh)."""
+    g = t.size
+    if g == 0:
+        return False
+    lo, hi = 0, g                                                # rows [0, lo): q t <= TAYLOR_X
+    if qv * t[g - 1] <= TAYLOR_X:
+        lo = g
+    else:
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if qv * t[mid] <= TAYLOR_X:
+                lo = mid + 1
+            else:
+                hi = mid
+    for i in range(lo):
+        x = qv * t[i]
+        m[i] += x
+        o[i] = _expm1_taylor(x)
+    for j in range(K - 1, 0, -1):
+        for i in range(lo):
+            e[j, i] += o[i] * e[j - 1, i]
+    for i in range(lo):
+        E[i] *= 1.0 + o[i]
+    arrived = False
+    for i in range(lo, g):
+        x = qv * t[i]
+        if x > sure_at:                                          # inf included
+            n[i] += 1.0
+            arrived = True
+        else:
+            m[i] += x
+            oi = _expm1(x)
+            for j in range(K - 1, 0, -1):
+                e[j, i] += oi * e[j - 1, i]
+            E[i] *= 1.0 + oi
+    return arrived
+
+
+@njit
+def _esum(e, n, K, acc):
+    """acc[i] = sum_{j <= K - 1 - n[i]} e_j[i] (P(N <= K - 1) = acc e^{-mass}), rows side by side."""
+    for i in range(acc.size):
+        acc[i] = 0.0
+    for j in range(K):
+        lim = K - 1 - j
+        for i in range(acc.size):
+            acc[i] += e[j, i] if n[i] <= lim else 0.0
+
+
+@njit
+def _start(t, K, e0, n0, m0, e, n, m):
+    """Copy the start state into the running one."""
+    for j in range(K):
+        for i in range(t.size):
+            e[j, i] = e0[j, i]
+    for i in range(t.size):
+        n[i], m[i] = n0[i], m0[i]
 
 
 @njit
 def race_prefix_lows(qtok, t, K, sure_at, e0, n0, m0, cols, low, rows, col0, e_end, n_end, m_end):
     """:func:`lp._race.race_states` followed by ``low_probability``, without [rows, tokens] temporaries.
 
-    Row i (time ``t[i]``) starts from ``e0[:, i]``, ``n0[i]``, ``m0[i]``; the tokens ``qtok`` go
-    through the recursion e_j += o_v e_{j-1} (j descending), o_v = expm1(q_v t), tokens with
-    q_v t > ``sure_at`` counted as arrived.  P(N <= K - 1) after each prefix length in ``cols``
-    (ascending, the c-th) is written into ``low[rows[i], col0 + c]``, the state after all tokens
-    into ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.  Tokens outside, rows inside: the rows' recursions are
-    independent, so they overlap in the pipeline.
+    Row i (time ``t[i]``, ascending) starts from ``e0[:, i]``, ``n0[i]``, ``m0[i]``; the tokens
+    ``qtok`` go through the recursion (:func:`_advance`).  P(N <= K - 1) after each prefix length
+    in ``cols`` (ascending, the c-th) is written into ``low[rows[i], col0 + c]``, the state after
+    all tokens into ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.
     """
     g, w, nc = t.size, qtok.size, cols.size
     e, n, m = e_end, n_end, m_end
-    scale = np.empty(g)                                          # e^{-m}, refreshed every REFRESH tokens
-    for i in range(g):
-        for j in range(K):
-            e[j, i] = e0[j, i]
-        n[i], m[i] = n0[i], m0[i]
-        scale[i] = np.exp(-m[i])
-    since = 0
+    _start(t, K, e0, n0, m0, e, n, m)
+    E, o, acc = np.ones(g), np.empty(g), np.empty(g)
     c = 0
     for v in range(w + 1):
-        while c < nc and cols[c] == v:
+        if c < nc and cols[c] == v:
+            _esum(e, n, K, acc)
             for i in range(g):
-                if m[i] > 700.0:
-                    low[rows[i], col0 + c] = _low_probability(e[:, i], n[i], m[i], K)
-                else:
-                    acc = 0.0
-                    for j in range(K):
-                        if n[i] <= K - 1 - j:
-                            acc += e[j, i]
-                    low[rows[i], col0 + c] = acc * scale[i]
-            c += 1
+                acc[i] = acc[i] * np.exp(-m[i]) if m[i] <= 700.0 else _low_probability(e[:, i], n[i], m[i], K)
+            while c < nc and cols[c] == v:
+                for i in range(g):
+                    low[rows[i], col0 + c] = acc[i]
+                c += 1
         if v == w:
             break
-        qv = qtok[v]
-        refresh = since == REFRESH
-        since = 0 if refresh else since + 1
-        for i in range(g):
-            x = qv * t[i]
-            if x > sure_at:                                      # inf included
-                n[i] += 1.0
-            else:
-                m[i] += x
-                o = _expm1(x)
-                for j in range(K - 1, 0, -1):
-                    e[j, i] += o * e[j - 1, i]
-                scale[i] = np.exp(-m[i]) if refresh else scale[i] * (1.0 / (1.0 + o))
+        _advance(qtok[v], t, K, sure_at, e, n, m, E, o)
+        if v & 31 == 31:
+            E[:] = 1.0                                           # (unused here: kept finite)
+
+
+@njit
+def race_prefix_weights(qtok, lam_tok, t, K, sure_at, e0, n0, m0, cols, total, e_end, n_end, m_end):
+    """The quadrature sums of :func:`lp._race.wor_subset_quadrature` on the live rows for the
+    prefixes ``cols`` of one cluster: :func:`race_prefix_lows` with the weights folded in, so no
+    [rows, prefixes] table and no exp per (row, prefix).
+
+    For the c-th prefix length k = cols[c] (ascending), with lam = ``lam_tok[k]`` (q outside the
+    prefix; ``lam_tok`` has len(qtok) + 1 entries), writes into ``total[c]`` the sum over the rows
+    ``t`` (ascending; state as in :func:`race_prefix_lows`) of lt e^{-lt} clip(1 - P(N <= K - 1)),
+    lt = min(lam t, 800).  With E = e^{-lt} and F = e^{-lt - mass}, lt e^{-lt} (1 - P) is
+    lt max(E - F sum_{j <= K - 1 - n} e_j, 0).  Along the tokens E is multiplied by
+    e^{q_v t} = 1 + o_v (lam falls by q_v) while F stays put (the mass rises by q_v t): both are
+    recomputed with exp only at a refresh (``REFRESH``, ``DRIFT_X``; lam t falls by at most
+    DRIFT_X in between, so an E that underflowed at a refresh (lt > 745) stays below e^{-645}).
+    Rows with mass > 700 (F underflows) take :func:`_low_probability`'s logarithms.
+    """
+    g, w, nc = t.size, qtok.size, cols.size
+    e, n, m = e_end, n_end, m_end
+    _start(t, K, e0, n0, m0, e, n, m)
+    E, F, o, acc = np.empty(g), np.empty(g), np.empty(g), np.empty(g)
+    t_max = t[g - 1] if g else 0.0
+    refresh, since, drift = True, 0, 0.0
+    c = 0
+    for v in range(w + 1):
+        if refresh or since >= REFRESH or drift > DRIFT_X:
+            lam = lam_tok[v]
+            for i in range(g):
+                lt = min(lam * t[i], 800.0)
+                E[i] = np.exp(-lt)
+                F[i] = np.exp(-(lt + m[i]))
+            refresh, since, drift = False, 0, 0.0
+        if c < nc and cols[c] == v:
+            lam = lam_tok[v]
+            _esum(e, n, K, acc)
+            big = False
+            for i in range(g):
+                big |= m[i] > 700.0
+                acc[i] = min(lam * t[i], 800.0) * max(E[i] - F[i] * acc[i], 0.0)
+            if big:
+                for i in range(g):
+                    if m[i] > 700.0:
+                        low = _low_probability(e[:, i], n[i], m[i], K)
+                        acc[i] = min(lam * t[i], 800.0) * E[i] * min(max(1.0 - low, 0.0), 1.0)
+            s0, s1 = 0.0, 0.0
+            for i in range(0, g - 1, 2):
+                s0 += acc[i]
+                s1 += acc[i + 1]
+            if g & 1:
+                s0 += acc[g - 1]
+            s = s0 + s1
+            while c < nc and cols[c] == v:
+                total[c] = s
+                c += 1
+        if v == w:
+            break
+        refresh = _advance(qtok[v], t, K, sure_at, e, n, m, E, o)
+        drift += qtok[v] * t_max
+        since += 1
 
 
 @njit

@@ -207,3 +207,27 @@ def test_chord_screen_against_numpy(kind, bucket_small_rows, monkeypatch):
         assert np.max(np.abs(opt_f - opt_r)) <= 1e-13 and abs(cap_f - cap_r) <= 1e-13
         sharpened += bool(np.any(opt_f > args[7]))               # args[7]: the optimistic objectives in
     assert sharpened                                             # (not only the early return)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 8), st.integers(10, 3000), st.floats(0.05, 3.0), st.integers(0, 2 ** 32 - 1))
+def test_quadrature_weights_against_numpy(K, V, spread, seed):
+    """wor_subset_quadrature with the weights folded into the compiled recursion
+    (race_prefix_weights: e^{-lam t} carried along the tokens) against the numpy weights pass:
+    Dirichlet drafts from flat to a few dominant masses (tokens arrived past the sure level, dead
+    rows, several clusters), prefixes anywhere; Q_sub within 1e-13."""
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.full(V, spread))
+    q = q[rng.permutation(V)]
+    Qc = np.concatenate(([0.0], np.cumsum(q)))
+    lam = np.zeros(V + 1)
+    lam[:V] = np.cumsum(q[::-1])[::-1]
+    ks = np.unique(rng.integers(K, V, 1 + rng.integers(0, 40)))
+    ks = ks[lam[ks] > 0]
+    if rng.random() < 0.3:                                       # a dense run of prefixes (one cluster)
+        a = int(rng.integers(K, V))
+        ks = np.unique(np.concatenate((ks, np.arange(a, min(a + 500, V)))))
+    if ks.size == 0:
+        return
+    fast, ref = _both(_race.wor_subset_quadrature, q, Qc, lam, K, ks, 0.25)
+    assert np.max(np.abs(fast - ref)) <= 1e-13, np.max(np.abs(fast - ref))
