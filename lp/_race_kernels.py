@@ -36,17 +36,17 @@ def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, id
     else 0).
 
     The bucket of r <= ``top`` is max((bits(r) >> shift) - lo, 0) (``lo``:
-    :func:`lp.coupling._bucket_floor` of ``top``); r > top, inf and nan go to ``n_buckets``.  Returns (a [4, n_buckets + 1] array (P, Q, W, max q), the
-    sum of q without ``star``).  The tokens go in runs of :data:`RUN` ids, each summed into a
-    table of its own (small enough to stay in cache) that is then added into the totals: a bucket
-    of 150,000 tied tokens is summed in runs of 4,096 terms, as the numpy path's sub-bins; the
-    sum without ``star`` is compensated (two-sum in registers).
+    :func:`lp.coupling._bucket_floor` of ``top``); r > top, inf and nan go to ``n_buckets``.  Returns
+    (a [4, n_buckets + 1] array (P, Q, W, max q), the sum of q without ``star``).  The tokens go in
+    runs of :data:`RUN` ids, each summed into a table of its own (small enough to stay in cache; a
+    bucket's four entries in one cache line) that is then added into the totals: a bucket of
+    150,000 tied tokens is summed in runs of 4,096 terms, as the numpy path's sub-bins.  ``star``
+    is left out of the q sums until the end: the sum without it is then the bucket totals' sum
+    (compensated), free of the cancellation q(V) - q_star.
     """
     nb = n_buckets + 1
-    part = np.zeros(3 * nb)
-    tot = np.zeros(3 * nb)
-    qmax = np.zeros(nb)
-    rest, rest_c = 0.0, 0.0
+    part = np.zeros(4 * nb)
+    tot = np.zeros(4 * nb)
     rb = r.view(np.int64)
     n = p.size
     for a in range(0, n, RUN):
@@ -64,25 +64,29 @@ def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, id
             ids[v] = b
             b_min = min(b_min, b)
             b_max = max(b_max, b)
-            part[3 * b] += pv
-            part[3 * b + 1] += qv
+            k = 4 * b
+            part[k] += pv
             if v != star:
-                part[3 * b + 2] += qv / (qtot - qv)
-                t = rest + qv
-                bb = t - rest
-                rest_c += (rest - (t - bb)) + (qv - bb)
-                rest = t
+                part[k + 1] += qv
+                part[k + 2] += qv / (qtot - qv)
             if with_max:
-                qmax[b] = max(qmax[b], qv)                       # (no branch on the data)
-        for i in range(3 * b_min, 3 * b_max + 3):
-            tot[i] += part[i]
+                part[k + 3] = max(part[k + 3], qv)               # (no branch on the data)
+        for i in range(4 * b_min, 4 * b_max + 4):
+            tot[i] = max(tot[i], part[i]) if i & 3 == 3 else tot[i] + part[i]
             part[i] = 0.0
     out = np.empty((4, nb))
+    s, c = 0.0, 0.0                                              # q without star, two-sums
     for b in range(nb):
-        for k in range(3):
-            out[k, b] = tot[3 * b + k]
-        out[3, b] = qmax[b]
-    return out, rest + rest_c
+        for k in range(4):
+            out[k, b] = tot[4 * b + k]
+        x = out[1, b]
+        t = s + x
+        bb = t - s
+        c += (s - (t - bb)) + (x - bb)
+        s = t
+    if 0 <= star < n:
+        out[1, ids[star]] += q[star]
+    return out, s + c
 
 
 @njit
