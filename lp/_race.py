@@ -168,7 +168,7 @@ def race_states(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: 
 
 
 def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
-                      work: np.ndarray | None = None) -> RaceState:
+                      work: np.ndarray | None = None, tau: float | None = None) -> RaceState:
     """:class:`RaceState` of the tokens ``q`` at the rows ``t`` [g], all with q_v t <= x_max.
 
     Power sums p_m(t) = sum_v (e^{q_v t} - 1)^m = sum_{r >= m} a_{m,r} t^r M_r, M_r = sum_v q_v^r,
@@ -183,7 +183,7 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
     0.1..10 masses, q_v t up to x_max).
 
     Parameters: ``q`` draft masses, ``t`` [g], ``K``, ``x_max`` (>= max q t), ``work`` (optional
-    [2, >= len(q)] scratch rows).
+    [2, >= len(q)] scratch rows), ``tau`` (max q where the caller has it; None: computed).
 
     Returns: :class:`RaceState` with rows [g].
     """
@@ -192,7 +192,7 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
     e[0] = 1.0
     if q.size == 0 or K == 1:
         return RaceState(e, np.zeros(g), np.zeros(g))
-    tau = float(q.max())
+    tau = float(q.max()) if tau is None else tau
     x = min(x_max, tau * float(t.max()))                         # the largest q_v t on these rows
     R = K
     while max(2.0 * m ** (R + 1) * x ** (R + 1 - m) for m in range(1, K)) > 1e-17 * math.factorial(R + 1):
@@ -291,7 +291,7 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
     out = RaceState(np.empty((K, g)), np.zeros(g), np.zeros(g))
     if fast.any():
         state = prior.rows(fast).union(small_token_state(small, t[fast], K, x_max,
-                                                         None if work is None else work[1:3]))
+                                                         None if work is None else work[1:3], tau))
         out.assign(fast, _join(exact, t[fast], K, sure_at, state))
     slow = ~fast
     if slow.any():
@@ -305,12 +305,14 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
 
 
 def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: int,
-                          ks: np.ndarray, step: float, work: np.ndarray | None = None) -> np.ndarray:
+                          ks: np.ndarray, step: float, work: np.ndarray | None = None,
+                          q_all: float | None = None) -> np.ndarray:
     """Q_sub(H_k) for K draws without replacement at the prefixes ``ks`` (all with lam_k > 0).
 
     Q_sub(H) = int_0^inf lam e^{-lam t} P(N_H(t) >= K) dt (module docstring), with H_k the first k
     tokens of ``qs`` (draft masses in prefix order), ``Qc`` their cumulative sums (leading 0; not
-    read, may be None) and ``lam[k]`` = q(V minus H_k) (read only at ``ks``).  The t integral is
+    read, may be None) and ``lam[k]`` = q(V minus H_k) (read at ``ks``; with numba at every
+    prefix between the first and the last of a cluster).  The t integral is
     the trapezoid rule in log t with step ``step`` (error ~ exp(-pi^2/step)).
 
     Cost.  The candidate prefixes are grouped into clusters (gaps <= :data:`CLUSTER_GAP`).  The
@@ -322,7 +324,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     O(V R + G (#clusters EXACT_TOP + cluster widths) K), R ~ 30 moments, instead of O(G max(ks) K).
 
     Parameters: ``qs``, ``Qc``, ``lam`` as above, ``K`` draws, ``ks`` prefix lengths, ``step``,
-    ``work`` (optional [3, >= len(qs)] scratch rows for the blocks: fresh ~1 MB arrays page-fault).
+    ``work`` (optional [3, >= len(qs)] scratch rows for the blocks: fresh ~1 MB arrays page-fault),
+    ``q_all`` (the sum of ``qs`` where the caller has it; it sets the small-t cut-off. None: summed).
 
     Returns: ``ndarray`` of Q_sub(H_k), one per entry of ``ks``.
 
@@ -346,7 +349,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     scale = 2.0 ** max(0, -600 - math.frexp(lam_min)[1])        # lam_min * scale >= 2^-601
     # below t_lo the integrand is negligible: P(N >= K) <= (q(H) t)^K / K! <= 1e-16, or its integral
     # lam q(H)^K t^(K+1) / (K+1)! <= 1e-17 (the larger cut-off; both in unscaled rates)
-    lam_max, q_all = float(lam[ks].max()), float(qs.sum())
+    lam_max = float(lam[ks].max())
+    q_all = float(qs.sum()) if q_all is None else q_all
     if scale > 1.0:
         qs, lam = qs * scale, lam * scale
     log_lo = max(math.log(1e-16 * math.factorial(K)) / K - math.log(q_all),      # (in logs: lam_max

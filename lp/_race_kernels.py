@@ -436,18 +436,22 @@ def chord_bounds(Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, upper_obj)
 def split_head(ids, q, b_lo, b_hi, block, seg):
     """The block and the segment of :func:`lp.coupling._wor_bound_head` in one pass: the draft
     masses of the tokens in buckets < ``b_lo`` into ``block`` (token order, as ``np.compress``) and
-    the ids of the tokens in buckets [b_lo, b_hi) into ``seg`` (ascending).  Returns their counts."""
+    the ids of the tokens in buckets [b_lo, b_hi) into ``seg`` (ascending).  Returns their counts
+    and the block's largest mass (0 if empty)."""
     nb = 0
     m = 0
+    top = 0.0
     for v in range(ids.size):
         b = ids[v]
         if b < b_lo:
-            block[nb] = q[v]
+            x = q[v]
+            block[nb] = x
+            top = max(top, x)
             nb += 1
         elif b < b_hi:
             seg[m] = v
             m += 1
-    return nb, m
+    return nb, m, top
 
 
 @njit
