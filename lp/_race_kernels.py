@@ -97,6 +97,7 @@ def power_moments(q, tau, R):
     bases q_v * (1 / tau) (within an ulp of q_v / tau); a group stops once all its powers are
     <= 1e-22 (each later term is smaller still: relative 1e-22 len(q) on sums >= 1, as the numpy
     path's drop).  Group sums go into partial sums flushed every 1,024 tokens: runs of <= 128 terms.
+    A group of eight equal masses (flat or tied drafts) takes one lane: 8 p = the four-level sum exactly.
     """
     M = np.zeros(R + 1)
     part = np.zeros(R + 1)
@@ -116,18 +117,25 @@ def power_moments(q, tau, R):
             b6 = q[g + 6] * inv if g + 6 < n else 0.0
             b7 = 0.0
         p0, p1, p2, p3, p4, p5, p6, p7 = b0, b1, b2, b3, b4, b5, b6, b7
-        for r in range(1, R + 1):
-            part[r] += ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
-            p0 *= b0
-            p1 *= b1
-            p2 *= b2
-            p3 *= b3
-            p4 *= b4
-            p5 *= b5
-            p6 *= b6
-            p7 *= b7
-            if max(max(max(p0, p1), max(p2, p3)), max(max(p4, p5), max(p6, p7))) <= 1e-22:
-                break
+        if b0 == b1 and b0 == b2 and b0 == b3 and b0 == b4 and b0 == b5 and b0 == b6 and b0 == b7:
+            for r in range(1, R + 1):                            # tied (a flat draft): 8 p is the
+                part[r] += 8.0 * p0                              # same sum, bit for bit
+                p0 *= b0
+                if p0 <= 1e-22:
+                    break
+        else:
+            for r in range(1, R + 1):
+                part[r] += ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
+                p0 *= b0
+                p1 *= b1
+                p2 *= b2
+                p3 *= b3
+                p4 *= b4
+                p5 *= b5
+                p6 *= b6
+                p7 *= b7
+                if max(max(max(p0, p1), max(p2, p3)), max(max(p4, p5), max(p6, p7))) <= 1e-22:
+                    break
         if (g & 1023) == 1016 or g + 8 >= n:
             for r in range(1, R + 1):
                 M[r] += part[r]
