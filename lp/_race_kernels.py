@@ -463,6 +463,46 @@ def split_head(ids, q, b_lo, b_hi, block, seg):
 
 
 @njit
+def segment_sums(seg, p, q, P0, Q0, W0, lam_hi, qtot, star, star_in_block, rest_star, qs):
+    """The prefix sums of :func:`lp.coupling._wor_bound_head` along the sorted segment ``seg`` in
+    one pass each way (the numpy path's cumulative sums, sequential as theirs): p(H_j), q(H_j),
+    lam_j = q(V minus H_j) (from the top) and the K = 2 miss lam_j (1 + W0 + sum_{a < j} w_a)
+    (+ q_star lam_j / ``rest_star`` once the largest mass ``star`` is in H_j), capped at 1.  The
+    segment's draft masses go into ``qs``.  Returns (Pc, Qc, lam, miss2), each of len(seg) + 1.
+    """
+    m = seg.size
+    Pc, Qc, lam, miss2 = np.empty(m + 1), np.empty(m + 1), np.empty(m + 1), np.empty(m + 1)
+    sp, sq, sw = 0.0, 0.0, 0.0
+    star_at = -1 if star_in_block else m
+    Pc[0], Qc[0], miss2[0] = P0, Q0, 1.0 + W0
+    for j in range(m):
+        v = seg[j]
+        x = q[v]
+        qs[j] = x
+        sp += p[v]
+        sq += x
+        Pc[j + 1] = sp + P0
+        Qc[j + 1] = sq + Q0
+        if v == star:
+            star_at = j
+        else:
+            d = qtot - x
+            sw += x / d if d != 0.0 else (np.inf if x > 0.0 else np.nan)
+        miss2[j + 1] = sw + (1.0 + W0)
+    lam[m] = lam_hi
+    s = 0.0
+    for j in range(m - 1, -1, -1):
+        s += qs[j]
+        lam[j] = s + lam_hi
+    for j in range(m + 1):
+        x = miss2[j] * lam[j]
+        if j > star_at and star_at < m and rest_star > 0:
+            x += q[star] * (lam[j] / rest_star)
+        miss2[j] = min(x, 1.0)
+    return Pc, Qc, lam, miss2
+
+
+@njit
 def wor_edge_bounds(Pb, Qb, Wb, qmax_b, K, V, sb, qstar, rest_star):
     """The bucket-edge part of :func:`lp.coupling._wor_buckets` from the bucket sums of
     :func:`wor_bucket_pass`, the same formulas in one loop per quantity (compensated prefix sums).

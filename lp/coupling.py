@@ -803,7 +803,31 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
         block_max = float(b.work[2, :nb].max()) if nb else 0.0
     seg = seg[_stable_argsort(b.r[seg])]
     joined = b.work[2, :nb + m]                                  # the block, then the segment
-    ps, qs = p[seg], np.take(q, seg, out=joined[nb:])
+    if _jit.enabled():                                           # the sums below in one kernel
+        qs = joined[nb:]
+        Pc, Qc, lam, miss2 = _race_kernels.segment_sums(seg, p, q, float(b.P_e[b_lo]), float(b.Q_e[b_lo]),
+                                                        float(b.W_e[b_lo]), float(b.lam_e[b_hi]), b.qtot, b.star,
+                                                        bool(ids[b.star] < b_lo), b.rest_star, qs)
+    else:
+        Pc, Qc, lam, miss2, qs = _segment_sums(p, q, b, seg, b_lo, b_hi, joined[nb:])
+    if k_eff == 2:
+        miss = miss2
+    else:
+        miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size, work=b.work[3:],
+                              block_max=block_max)
+    obj = Pc + miss
+    k = int(np.argmin(obj))
+    before[seg[:k]] = True
+    return MultidraftBound(min(float(obj[k]), 1.0), np.flatnonzero(before), int(K), False,
+                           float(Pc[k]), 1.0 - float(miss[k]), "prefix")
+
+
+def _segment_sums(p, q, b, seg, b_lo, b_hi, qs):
+    """p(H_j), q(H_j), lam_j and the K = 2 miss along the sorted segment of :func:`_wor_bound_head`
+    (numpy; :func:`lp._race_kernels.segment_sums` with numba).  Returns (Pc, Qc, lam, miss2, qs)."""
+    m = seg.size
+    ids = b.ids
+    ps, qs = p[seg], np.take(q, seg, out=qs)
     Pc = _cumsum0(ps)
     Pc += b.P_e[b_lo]
     Qc = _cumsum0(qs)
@@ -823,16 +847,7 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     if star_at < m and b.rest_star > 0:                          # the largest mass is in H_j for j > star_at
         miss2[star_at + 1:] += q[b.star] * (lam[star_at + 1:] / b.rest_star)
     np.minimum(miss2, 1.0, out=miss2)
-    if k_eff == 2:
-        miss = miss2
-    else:
-        miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size, work=b.work[3:],
-                              block_max=block_max)
-    obj = Pc + miss
-    k = int(np.argmin(obj))
-    before[seg[:k]] = True
-    return MultidraftBound(min(float(obj[k]), 1.0), np.flatnonzero(before), int(K), False,
-                           float(Pc[k]), 1.0 - float(miss[k]), "prefix")
+    return Pc, Qc, lam, miss2, qs
 
 
 def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, block=None, V=None, scratch=None,
