@@ -231,3 +231,34 @@ def test_quadrature_weights_against_numpy(K, V, spread, seed):
         return
     fast, ref = _both(_race.wor_subset_quadrature, q, Qc, lam, K, ks, 0.25)
     assert np.max(np.abs(fast - ref)) <= 1e-13, np.max(np.abs(fast - ref))
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+def test_segment_sums_against_numpy(kind, bucket_small_rows):
+    """The compiled prefix sums along the sorted segment (segment_sums) against the numpy ones
+    (_segment_sums), for segments of every live range and of wider ones (the largest mass before,
+    inside or after the segment)."""
+    from lp._race_kernels import segment_sums
+    from lp.coupling import _segment_sums, _stable_argsort
+
+    for seed in (0, 1):
+        p, q = as_pair(*_wor_rows(kind, 1500, seed))
+        for K in (2, 3, 8):
+            if _check_K(q, K, False) >= int(np.count_nonzero(q)):
+                continue
+            b = _wor_buckets(p, q, K)
+            if b is None:
+                continue
+            live = np.flatnonzero(b.live)
+            ranges = [(0, 4096)] + ([(int(live[0]), int(live[-1]) + 1)] if live.size else [])
+            if b.ids[b.star] < 4096:                             # (4096: dropped)
+                ranges.append((int(b.ids[b.star]), int(b.ids[b.star]) + 1))
+            for b_lo, b_hi in ranges:
+                seg = np.flatnonzero((b.ids >= b_lo) & (b.ids < b_hi))
+                seg = seg[_stable_argsort(b.r[seg])]
+                ref = _segment_sums(p, q, b, seg, b_lo, b_hi, np.empty(seg.size))
+                qs = np.empty(seg.size)
+                fast = segment_sums(seg, p, q, float(b.P_e[b_lo]), float(b.Q_e[b_lo]), float(b.W_e[b_lo]),
+                                    float(b.lam_e[b_hi]), b.qtot, b.star, bool(b.ids[b.star] < b_lo), b.rest_star, qs)
+                for f, r in zip(fast + (qs,), ref):
+                    assert _close(f, r, 1e-15), (kind, K, b_lo, b_hi)
