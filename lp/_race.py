@@ -11,9 +11,9 @@ elementary symmetric polynomial.  :class:`RaceState` holds that law (truncated a
 of times; :func:`wor_subset_quadrature` evaluates the integral on the sorted prefixes H_k used by
 :func:`lp.coupling.multidraft_bound`.
 
-With numba (:mod:`specsim._jit`) the recursion over tokens and the block's power moments run as
-compiled loops (:mod:`lp._race_kernels`); the numpy code here is the reference they are tested
-against and the path without numba.
+With numba (:mod:`specsim._jit`) the recursion over tokens (with the quadrature's weights folded
+in) and the block's power moments run as compiled loops (:mod:`lp._race_kernels`); the numpy code
+here is the reference they are tested against and the path without numba.
 """
 from __future__ import annotations
 
@@ -236,29 +236,17 @@ def _power_moments(q: np.ndarray, tau: float, R: int, work: np.ndarray | None) -
     return moments
 
 
-def _compiled_prefixes(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: RaceState,
-                       cols: np.ndarray, low: np.ndarray | None = None, rows: np.ndarray | None = None,
-                       col0: int = 0) -> tuple[np.ndarray, RaceState]:
-    """P(N <= K - 1) of ``start`` joined with each prefix of ``qtok`` in ``cols`` on the rows ``t``
-    [g], and the state after all of ``qtok``: :func:`race_states` and ``low_probability`` in one
-    compiled loop (:mod:`lp._race_kernels`).  The probabilities go into ``low[rows[i], col0 + c]``
-    (default: a fresh [g, len(cols)] array, ``rows`` = 0..g-1), which is returned with the state."""
-    from . import _race_kernels
-    g = t.size
-    if low is None:
-        low, rows = np.empty((g, cols.size)), np.arange(g)
-    end = RaceState(np.empty((K, g)), np.empty(g), np.empty(g))
-    c = np.ascontiguousarray
-    _race_kernels.race_prefix_lows(c(qtok, dtype=np.float64), c(t, dtype=np.float64), int(K), float(sure_at),
-                                   c(start.esym), c(start.arrived), c(start.mass), c(cols, dtype=np.int64),
-                                   low, c(rows, dtype=np.int64), int(col0), *end)
-    return low, end
-
-
 def _join(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: RaceState) -> RaceState:
     """``start`` (rows [g]) joined with all the tokens ``qtok`` at the rows ``t`` [g]."""
     if _jit.enabled():
-        return _compiled_prefixes(qtok, t, K, sure_at, start, np.array([qtok.size]))[1]
+        from . import _race_kernels
+        g = t.size
+        end = RaceState(np.empty((K, g)), np.empty(g), np.empty(g))
+        c = np.ascontiguousarray
+        _race_kernels.race_prefix_weights(c(qtok, dtype=np.float64), np.zeros(qtok.size + 1), c(t, dtype=np.float64),
+                                          int(K), float(sure_at), c(start.esym), c(start.arrived), c(start.mass),
+                                          np.zeros(0, dtype=np.int64), np.zeros(0), *end)   # no prefixes: no weights
+        return end
     return race_states(qtok, t[:, None], K, sure_at, start, np.array([qtok.size])).column(0)
 
 

@@ -5,12 +5,13 @@ chains of full-row numpy calls and in Python-level loops over grid rows.  The ke
 
 - :func:`wor_bucket_pass`, :func:`wor_edge_bounds`: the bucketing of p/q with the per-bucket
   sums, and the bucket-edge bounds, of :func:`lp.coupling._wor_buckets`;
-- :func:`split_head`: the block (tokens before the live buckets) and the segment of
-  :func:`lp.coupling._wor_bound_head`;
+- :func:`split_head`, :func:`segment_sums`: the block (tokens before the live buckets) and the
+  segment of :func:`lp.coupling._wor_bound_head`, and the prefix sums along the sorted segment;
 - :func:`chord_block_sums`, :func:`chord_bounds`: the block's sums and the per-prefix bounds of
   :func:`lp.coupling._chord_screen`;
-- :func:`power_moments`, :func:`race_prefix_lows`: the block's moments and the race recursion
-  with P(N <= K - 1) per prefix (:mod:`lp._race`).
+- :func:`power_moments`, :func:`race_prefix_weights`: the block's moments and the race
+  recursion (:mod:`lp._race`), over a cluster of candidate prefixes with the quadrature's
+  weights folded in (:func:`lp._race.wor_subset_quadrature`).
 
 The numpy code they replace is the reference in the tests (tests/lp/test_race_kernels.py) and
 the path without numba.  Sums run in the same short runs as the numpy path (or compensated), so
@@ -261,44 +262,16 @@ def _start(t, K, e0, n0, m0, e, n, m):
 
 
 @njit
-def race_prefix_lows(qtok, t, K, sure_at, e0, n0, m0, cols, low, rows, col0, e_end, n_end, m_end):
-    """:func:`lp._race.race_states` followed by ``low_probability``, without [rows, tokens] temporaries.
+def race_prefix_weights(qtok, lam_tok, t, K, sure_at, e0, n0, m0, cols, total, e_end, n_end, m_end):
+    """:func:`lp._race.race_states` followed by ``low_probability`` and the quadrature's weights
+    (:func:`lp._race.wor_subset_quadrature`) on the live rows for the prefixes ``cols`` of one
+    cluster, without [rows, tokens] or [rows, prefixes] tables and without an exp per (row, prefix).
 
     Row i (time ``t[i]``, ascending) starts from ``e0[:, i]``, ``n0[i]``, ``m0[i]``; the tokens
-    ``qtok`` go through the recursion (:func:`_advance`).  P(N <= K - 1) after each prefix length
-    in ``cols`` (ascending, the c-th) is written into ``low[rows[i], col0 + c]``, the state after
-    all tokens into ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.
-    """
-    g, w, nc = t.size, qtok.size, cols.size
-    e, n, m = e_end, n_end, m_end
-    _start(t, K, e0, n0, m0, e, n, m)
-    E, o, acc = np.ones(g), np.empty(g), np.empty(g)
-    c = 0
-    for v in range(w + 1):
-        if c < nc and cols[c] == v:
-            _esum(e, n, K, acc)
-            for i in range(g):
-                acc[i] = acc[i] * np.exp(-m[i]) if m[i] <= 700.0 else _low_probability(e[:, i], n[i], m[i], K)
-            while c < nc and cols[c] == v:
-                for i in range(g):
-                    low[rows[i], col0 + c] = acc[i]
-                c += 1
-        if v == w:
-            break
-        _advance(qtok[v], t, K, sure_at, e, n, m, E, o)
-        if v & 31 == 31:
-            E[:] = 1.0                                           # (unused here: kept finite)
-
-
-@njit
-def race_prefix_weights(qtok, lam_tok, t, K, sure_at, e0, n0, m0, cols, total, e_end, n_end, m_end):
-    """The quadrature sums of :func:`lp._race.wor_subset_quadrature` on the live rows for the
-    prefixes ``cols`` of one cluster: :func:`race_prefix_lows` with the weights folded in, so no
-    [rows, prefixes] table and no exp per (row, prefix).
-
-    For the c-th prefix length k = cols[c] (ascending), with lam = ``lam_tok[k]`` (q outside the
-    prefix; ``lam_tok`` has len(qtok) + 1 entries), writes into ``total[c]`` the sum over the rows
-    ``t`` (ascending; state as in :func:`race_prefix_lows`) of lt e^{-lt} clip(1 - P(N <= K - 1)),
+    ``qtok`` go through the recursion (:func:`_advance`) and the state after all of them goes into
+    ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.  For the c-th prefix length k = cols[c]
+    (ascending), with lam = ``lam_tok[k]`` (q outside the prefix; ``lam_tok`` has len(qtok) + 1
+    entries), writes into ``total[c]`` the sum over the rows of lt e^{-lt} clip(1 - P(N <= K - 1)),
     lt = min(lam t, 800).  With E = e^{-lt} and F = e^{-lt - mass}, lt e^{-lt} (1 - P) is
     lt max(E - F sum_{j <= K - 1 - n} e_j, 0).  Along the tokens E is multiplied by
     e^{q_v t} = 1 + o_v (lam falls by q_v) while F stays put (the mass rises by q_v t): both are

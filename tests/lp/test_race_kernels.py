@@ -139,19 +139,27 @@ def _random_state(rng, K, g):
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 8), st.integers(0, 60), st.integers(1, 12), st.integers(0, 2 ** 32 - 1))
 def test_race_recursion_against_numpy(K, w, g, seed):
-    """race_states + low_probability (numpy) against the compiled loop: tokens with q t from 1e-12
-    to past the sure level (arrived), start masses past 700 (the logarithmic branch), prefix
-    columns anywhere in 0..w."""
+    """race_states + low_probability + the quadrature's weights (numpy) against the compiled loop
+    (race_prefix_weights): tokens with q t from 1e-12 to past the sure level (arrived), start
+    masses past 700 (the logarithmic branch), prefix columns anywhere in 0..w; the weighted sums
+    within 1e-13 of sum_i lt_i e^{-lt_i} (1 + lt_i) (1 - P carries absolute rounding ~eps on either
+    path, e^{-lt} relative ~lt eps from the rounding of lam) and the state after all tokens."""
+    from lp._race_kernels import race_prefix_weights
+
     rng = np.random.default_rng(seed)
     qtok = 10.0 ** rng.uniform(-8, 0, w)
     t = np.sort(10.0 ** rng.uniform(-4, 3, g))
     start = _random_state(rng, K, g)
     cols = np.unique(rng.integers(0, w + 1, 1 + w // 3))
+    lam_tok = 10.0 ** rng.uniform(-6, 0) + np.concatenate((np.cumsum(qtok[::-1])[::-1], [0.0]))
     ref = _race.race_states(qtok, t[:, None], K, _race.SURE, start, cols)
-    lows, end = _race._compiled_prefixes(qtok, t, K, _race.SURE, start, cols)
-    # e^{-mass} at masses up to ~800 turns the mass's rounding (sums in another order) into a
-    # relative difference of a few 1e-13 (measured <= 6.5e-13 over 3,000 draws)
-    assert _close(lows, ref.low_probability(), 4e-12)
+    lt = np.minimum(t[:, None] * lam_tok[cols][None, :], 800.0)
+    scale = (lt * np.exp(-lt) * (1.0 + lt)).sum(axis=0)          # e^{-lt} is lt-conditioned in lam
+    want = (lt * np.exp(-lt) * np.clip(1.0 - ref.low_probability(), 0.0, 1.0)).sum(axis=0)
+    total = np.empty(cols.size)
+    end = _race.RaceState(np.empty((K, g)), np.empty(g), np.empty(g))
+    race_prefix_weights(qtok, lam_tok, t, K, _race.SURE, start.esym, start.arrived, start.mass, cols, total, *end)
+    assert np.all(np.abs(total - want) <= 1e-13 * scale + 1e-300)
     last = ref.column(-1) if cols[-1] == w else _race.race_states(qtok, t[:, None], K, _race.SURE, start,
                                                                   np.array([w])).column(0)
     assert _close(end.esym, last.esym, 1e-12) and np.array_equal(end.arrived, last.arrived)
