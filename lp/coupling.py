@@ -790,20 +790,21 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     b_lo = int(marks[0])
     b_hi = max(int(marks[-1]), int(np.flatnonzero(b.live)[-1]) + 1 if b.live.any() else 0)
     ids = b.ids
-    before = ids < b_lo                                          # the block (H's part below b_lo)
-    if _jit.enabled():                                           # block and segment in one pass
+    fast = _jit.enabled()
+    if fast:                                                     # block and segment in one pass
         from . import _race_kernels
         seg = np.empty(p.size, dtype=np.int64)
         nb, m, block_max = _race_kernels.split_head(ids, q, b_lo, b_hi, b.work[2], seg)
         seg = seg[:m]
     else:
+        before = ids < b_lo                                      # the block (H's part below b_lo)
         seg = np.flatnonzero((ids < b_hi) & ~before)
         m, nb = seg.size, int(np.count_nonzero(before))
         np.compress(before, q, out=b.work[2, :nb])
         block_max = float(b.work[2, :nb].max()) if nb else 0.0
     seg = seg[_stable_argsort(b.r[seg])]
     joined = b.work[2, :nb + m]                                  # the block, then the segment
-    if _jit.enabled():                                           # the sums below in one kernel
+    if fast:                                                     # the sums below in one kernel
         qs = joined[nb:]
         Pc, Qc, lam, miss2 = _race_kernels.segment_sums(seg, p, q, float(b.P_e[b_lo]), float(b.Q_e[b_lo]),
                                                         float(b.W_e[b_lo]), float(b.lam_e[b_hi]), b.qtot, b.star,
@@ -817,9 +818,14 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
                               block_max=block_max)
     obj = Pc + miss
     k = int(np.argmin(obj))
-    before[seg[:k]] = True
-    return MultidraftBound(min(float(obj[k]), 1.0), np.flatnonzero(before), int(K), False,
-                           float(Pc[k]), 1.0 - float(miss[k]), "prefix")
+    if fast:                                                     # the block and seg[:k], ascending
+        H = np.empty(p.size, dtype=np.int64)
+        H = H[:_race_kernels.head_members(ids, b.r, b_lo, b_hi, float(b.r[seg[k]]) if k < m else np.inf,
+                                          int(seg[k]) if k < m else p.size, H)]
+    else:
+        before[seg[:k]] = True
+        H = np.flatnonzero(before)
+    return MultidraftBound(min(float(obj[k]), 1.0), H, int(K), False, float(Pc[k]), 1.0 - float(miss[k]), "prefix")
 
 
 def _segment_sums(p, q, b, seg, b_lo, b_hi, qs):

@@ -82,14 +82,16 @@ def test_bound_against_numpy_and_bruteforce_V9(kind, bucket_small_rows):
 
 @pytest.mark.parametrize("kind", WOR_KINDS)
 def test_bound_against_numpy_V1500(kind, bucket_small_rows):
-    """V = 1500 (most buckets pruned), K = 2, 3, 4, 8: value, p(H), Q_sub(H) within 1e-12, and
-    p(H) re-summed from the returned H."""
+    """V = 1500 (most buckets pruned), K = 2, 3, 4, 8: value, p(H), Q_sub(H) within 1e-12, p(H)
+    re-summed from the returned H (ascending ids), and H itself where both paths stop at the same
+    prefix (its size; both sort the segment the same way)."""
     p, q = as_pair(*_wor_rows(kind, 1500, 5))
     for K in (2, 3, 4, 8):
         fast, ref = _both(multidraft_bound, p, q, K, False)
         assert abs(fast.value - ref.value) <= 1e-12, (kind, K)
         assert abs(fast.p_H - ref.p_H) <= 1e-12 and abs(fast.q_subset - ref.q_subset) <= 1e-12, (kind, K)
-        assert abs(math.fsum(p[fast.H]) - fast.p_H) <= 1e-12
+        assert abs(math.fsum(p[fast.H]) - fast.p_H) <= 1e-12 and np.all(np.diff(fast.H) > 0)
+        assert fast.H.size != ref.H.size or np.array_equal(fast.H, ref.H), (kind, K)
 
 
 @pytest.mark.parametrize("K", [3, 8])
