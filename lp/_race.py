@@ -199,6 +199,10 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
         R += 1
     moments = _power_moments(q, tau, R, work)                    # sum_v (q_v / tau)^r >= 1
     a1 = np.array([0.0] + [1.0 / math.factorial(r) for r in range(1, R + 1)])
+    if _jit.enabled():                                           # the same sums, compiled
+        from . import _race_kernels
+        _race_kernels.moment_esym(moments, tau * t, K, a1, e)
+        return RaceState(e, np.zeros(g), float(q.sum()) * t)
     x_powers = (tau * t)[:, None] ** np.arange(R + 1)[None, :]   # [g, R + 1]
     a = a1.copy()
     psum = np.empty((K, g))

@@ -145,6 +145,44 @@ def power_moments(q, tau, R):
 
 
 @njit
+def moment_esym(moments, xt, K, a1, e):
+    """The rest of :func:`lp._race.small_token_state` after the moments, per row i (x = ``xt[i]``):
+    the power sums p_m = sum_r a_{m,r} x^r M_r (a_{1,r} = ``a1[r]`` = 1/r!, a_{m+1} = a_m * a_1
+    truncated at R = len(a1) - 1) and Newton's identities into ``e[1:K]`` (clipped at 0; ``e[0]``
+    is left as is), the numpy path's sums in the same order."""
+    R = a1.size - 1
+    g = xt.size
+    xp = np.empty((g, R + 1))
+    for i in range(g):
+        for r in range(R + 1):
+            xp[i, r] = xt[i] ** r
+    psum = np.empty((K, g))
+    a = a1.copy()
+    c = np.empty(R + 1)
+    for m in range(1, K):
+        for r in range(R + 1):
+            c[r] = a[r] * moments[r]
+        for i in range(g):
+            s = 0.0
+            for r in range(R + 1):
+                s += xp[i, r] * c[r]
+            psum[m, i] = s
+        b = np.zeros(R + 1)                                      # a * a1, truncated
+        for r in range(R + 1):
+            for j in range(r + 1):
+                b[r] += a[j] * a1[r - j]
+        a = b
+    for j in range(1, K):
+        for i in range(g):
+            acc = 0.0
+            sign = 1.0
+            for l in range(1, j + 1):
+                acc += sign * e[j - l, i] * psum[l, i]
+                sign = -sign
+            e[j, i] = max(acc / j, 0.0)
+
+
+@njit
 def _low_probability(e, n, m, K):
     """P(N <= K - 1) of one :class:`lp._race.RaceState` entry, as its ``low_probability``."""
     low = 0.0

@@ -272,3 +272,17 @@ def test_segment_sums_against_numpy(kind, bucket_small_rows):
                                     float(b.lam_e[b_hi]), b.qtot, b.star, bool(b.ids[b.star] < b_lo), b.rest_star, qs)
                 for f, r in zip(fast + (qs,), ref):
                     assert _close(f, r, 1e-15), (kind, K, b_lo, b_hi)
+
+
+@pytest.mark.parametrize("kind", ["llm", "uniform", "tied", "subnormal", "random"])
+def test_small_token_state_against_numpy(kind):
+    """The block's law from its moments (power sums and Newton's identities, moment_esym) against
+    the numpy path: P(N' = j) = e^{-mass} e_j within 1e-14, K = 2..12, rows up to q t = x_max."""
+    q = _wor_rows(kind, 3000, 2)[1]
+    q = q[q > 0]
+    for K in (2, 3, 4, 8, 12):
+        x_max = min(1.0, 2.0 / max(K - 1, 1))
+        t = np.geomspace(1e-6, x_max / q.max(), 40)
+        fast, ref = _both(_race.small_token_state, q, t, K, x_max)
+        pf, pr = fast.esym * np.exp(-fast.mass), ref.esym * np.exp(-ref.mass)
+        assert np.max(np.abs(pf - pr)) <= 1e-14 and _close(fast.mass, ref.mass, 0.0), (kind, K)
