@@ -195,7 +195,8 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
     tau = float(q.max()) if tau is None else tau
     x = min(x_max, tau * float(t.max()))                         # the largest q_v t on these rows
     R = K
-    while max(2.0 * m ** (R + 1) * x ** (R + 1 - m) for m in range(1, K)) > 1e-17 * math.factorial(R + 1):
+    ms = (K - 1,) if x <= 1.0 else range(1, K)                   # x <= 1: m^(R+1) x^-m grows with m
+    while max(2.0 * m ** (R + 1) * x ** (R + 1 - m) for m in ms) > 1e-17 * math.factorial(R + 1):
         R += 1
     moments = _power_moments(q, tau, R, work)                    # sum_v (q_v / tau)^r >= 1
     a1 = np.array([0.0] + [1.0 / math.factorial(r) for r in range(1, R + 1)])
