@@ -514,21 +514,6 @@ def segment_sums(seg, p, q, P0, Q0, W0, lam_hi, qtot, star, star_in_block, rest_
 
 
 @njit
-def head_members(ids, r, b_lo, b_hi, r_k, v_k, out):
-    """The ids of the optimal set of :func:`lp.coupling._wor_bound_head` in ascending order, in one
-    pass: the tokens of buckets < ``b_lo`` and the segment tokens (buckets [b_lo, b_hi)) before
-    the k-th of the stable sort by p/q, i.e. with (r, id) < (``r_k``, ``v_k``) (``v_k`` = len(ids):
-    the whole segment).  Written into ``out``; returns their count."""
-    n = 0
-    for v in range(ids.size):
-        b = ids[v]
-        if b < b_lo or (b < b_hi and (r[v] < r_k or (r[v] == r_k and v < v_k))):
-            out[n] = v
-            n += 1
-    return n
-
-
-@njit
 def wor_edge_bounds(Pb, Qb, Wb, qmax_b, K, V, sb, qstar, rest_star):
     """The bucket-edge part of :func:`lp.coupling._wor_buckets` from the bucket sums of
     :func:`wor_bucket_pass`, the same formulas in one loop per quantity (compensated prefix sums).

@@ -818,14 +818,11 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
                               block_max=block_max)
     obj = Pc + miss
     k = int(np.argmin(obj))
-    if fast:                                                     # the block and seg[:k], ascending
-        H = np.empty(p.size, dtype=np.int64)
-        H = H[:_race_kernels.head_members(ids, b.r, b_lo, b_hi, float(b.r[seg[k]]) if k < m else np.inf,
-                                          int(seg[k]) if k < m else p.size, H)]
-    else:
-        before[seg[:k]] = True
-        H = np.flatnonzero(before)
-    return MultidraftBound(min(float(obj[k]), 1.0), H, int(K), False, float(Pc[k]), 1.0 - float(miss[k]), "prefix")
+    if fast:
+        before = ids < b_lo
+    before[seg[:k]] = True
+    return MultidraftBound(min(float(obj[k]), 1.0), np.flatnonzero(before), int(K), False,
+                           float(Pc[k]), 1.0 - float(miss[k]), "prefix")
 
 
 def _segment_sums(p, q, b, seg, b_lo, b_hi, qs):
