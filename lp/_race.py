@@ -315,6 +315,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     B subset of H, a row with P(N_B(t) <= K - 1) < :data:`NEGLIGIBLE` at the start of a cluster
     has P(N_H(t) >= K) = 1 for all later candidates and is dropped.  Total
     O(V R + G (#clusters EXACT_TOP + cluster widths) K), R ~ 30 moments, instead of O(G max(ks) K).
+    With numba the weights are summed inside the recursion (:func:`lp._race_kernels.race_prefix_weights`:
+    e^{-lam t} carried along the tokens), so no [rows, prefixes] table is formed.
 
     Parameters: ``qs``, ``Qc``, ``lam`` as above, ``K`` draws, ``ks`` prefix lengths, ``step``,
     ``work`` (optional [3, >= len(qs)] scratch rows for the blocks: fresh ~1 MB arrays page-fault),
