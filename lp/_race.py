@@ -11,9 +11,9 @@ elementary symmetric polynomial.  :class:`RaceState` holds that law (truncated a
 of times; :func:`wor_subset_quadrature` evaluates the integral on the sorted prefixes H_k used by
 :func:`lp.coupling.multidraft_bound`.
 
-With numba (:mod:`specsim._jit`) the recursion over tokens and the block's power moments run as
-compiled loops (:mod:`lp._race_kernels`); the numpy code here is the reference they are tested
-against and the path without numba.
+With numba (:mod:`specsim._jit`) the recursion over tokens (with the quadrature's weights folded
+in) and the block's power moments run as compiled loops (:mod:`lp._race_kernels`); the numpy code
+here is the reference they are tested against and the path without numba.
 """
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def race_states(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: 
 
 
 def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
-                      work: np.ndarray | None = None) -> RaceState:
+                      work: np.ndarray | None = None, tau: float | None = None) -> RaceState:
     """:class:`RaceState` of the tokens ``q`` at the rows ``t`` [g], all with q_v t <= x_max.
 
     Power sums p_m(t) = sum_v (e^{q_v t} - 1)^m = sum_{r >= m} a_{m,r} t^r M_r, M_r = sum_v q_v^r,
@@ -183,7 +183,7 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
     0.1..10 masses, q_v t up to x_max).
 
     Parameters: ``q`` draft masses, ``t`` [g], ``K``, ``x_max`` (>= max q t), ``work`` (optional
-    [2, >= len(q)] scratch rows).
+    [2, >= len(q)] scratch rows), ``tau`` (max q where the caller has it; None: computed).
 
     Returns: :class:`RaceState` with rows [g].
     """
@@ -192,13 +192,18 @@ def small_token_state(q: np.ndarray, t: np.ndarray, K: int, x_max: float,
     e[0] = 1.0
     if q.size == 0 or K == 1:
         return RaceState(e, np.zeros(g), np.zeros(g))
-    tau = float(q.max())
+    tau = float(q.max()) if tau is None else tau
     x = min(x_max, tau * float(t.max()))                         # the largest q_v t on these rows
     R = K
-    while max(2.0 * m ** (R + 1) * x ** (R + 1 - m) for m in range(1, K)) > 1e-17 * math.factorial(R + 1):
+    ms = (K - 1,) if x <= 1.0 else range(1, K)                   # x <= 1: m^(R+1) x^-m grows with m
+    while max(2.0 * m ** (R + 1) * x ** (R + 1 - m) for m in ms) > 1e-17 * math.factorial(R + 1):
         R += 1
     moments = _power_moments(q, tau, R, work)                    # sum_v (q_v / tau)^r >= 1
     a1 = np.array([0.0] + [1.0 / math.factorial(r) for r in range(1, R + 1)])
+    if _jit.enabled():                                           # the same sums, compiled
+        from . import _race_kernels
+        _race_kernels.moment_esym(moments, tau * t, K, a1, e)
+        return RaceState(e, np.zeros(g), float(q.sum()) * t)
     x_powers = (tau * t)[:, None] ** np.arange(R + 1)[None, :]   # [g, R + 1]
     a = a1.copy()
     psum = np.empty((K, g))
@@ -236,29 +241,17 @@ def _power_moments(q: np.ndarray, tau: float, R: int, work: np.ndarray | None) -
     return moments
 
 
-def _compiled_prefixes(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: RaceState,
-                       cols: np.ndarray, low: np.ndarray | None = None, rows: np.ndarray | None = None,
-                       col0: int = 0) -> tuple[np.ndarray, RaceState]:
-    """P(N <= K - 1) of ``start`` joined with each prefix of ``qtok`` in ``cols`` on the rows ``t``
-    [g], and the state after all of ``qtok``: :func:`race_states` and ``low_probability`` in one
-    compiled loop (:mod:`lp._race_kernels`).  The probabilities go into ``low[rows[i], col0 + c]``
-    (default: a fresh [g, len(cols)] array, ``rows`` = 0..g-1), which is returned with the state."""
-    from . import _race_kernels
-    g = t.size
-    if low is None:
-        low, rows = np.empty((g, cols.size)), np.arange(g)
-    end = RaceState(np.empty((K, g)), np.empty(g), np.empty(g))
-    c = np.ascontiguousarray
-    _race_kernels.race_prefix_lows(c(qtok, dtype=np.float64), c(t, dtype=np.float64), int(K), float(sure_at),
-                                   c(start.esym), c(start.arrived), c(start.mass), c(cols, dtype=np.int64),
-                                   low, c(rows, dtype=np.int64), int(col0), *end)
-    return low, end
-
-
 def _join(qtok: np.ndarray, t: np.ndarray, K: int, sure_at: float, start: RaceState) -> RaceState:
     """``start`` (rows [g]) joined with all the tokens ``qtok`` at the rows ``t`` [g]."""
     if _jit.enabled():
-        return _compiled_prefixes(qtok, t, K, sure_at, start, np.array([qtok.size]))[1]
+        from . import _race_kernels
+        g = t.size
+        end = RaceState(np.empty((K, g)), np.empty(g), np.empty(g))
+        c = np.ascontiguousarray
+        _race_kernels.race_prefix_weights(c(qtok, dtype=np.float64), np.zeros(qtok.size + 1), c(t, dtype=np.float64),
+                                          int(K), float(sure_at), c(start.esym), c(start.arrived), c(start.mass),
+                                          np.zeros(0, dtype=np.int64), np.zeros(0), *end)   # no prefixes: no weights
+        return end
     return race_states(qtok, t[:, None], K, sure_at, start, np.array([qtok.size])).column(0)
 
 
@@ -291,7 +284,7 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
     out = RaceState(np.empty((K, g)), np.zeros(g), np.zeros(g))
     if fast.any():
         state = prior.rows(fast).union(small_token_state(small, t[fast], K, x_max,
-                                                         None if work is None else work[1:3]))
+                                                         None if work is None else work[1:3], tau))
         out.assign(fast, _join(exact, t[fast], K, sure_at, state))
     slow = ~fast
     if slow.any():
@@ -305,12 +298,14 @@ def block_state(q: np.ndarray, t: np.ndarray, K: int, sure_at: float, prior: Rac
 
 
 def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: int,
-                          ks: np.ndarray, step: float, work: np.ndarray | None = None) -> np.ndarray:
+                          ks: np.ndarray, step: float, work: np.ndarray | None = None,
+                          q_all: float | None = None) -> np.ndarray:
     """Q_sub(H_k) for K draws without replacement at the prefixes ``ks`` (all with lam_k > 0).
 
     Q_sub(H) = int_0^inf lam e^{-lam t} P(N_H(t) >= K) dt (module docstring), with H_k the first k
     tokens of ``qs`` (draft masses in prefix order), ``Qc`` their cumulative sums (leading 0; not
-    read, may be None) and ``lam[k]`` = q(V minus H_k) (read only at ``ks``).  The t integral is
+    read, may be None) and ``lam[k]`` = q(V minus H_k) (read at ``ks``; with numba at every
+    prefix between the first and the last of a cluster).  The t integral is
     the trapezoid rule in log t with step ``step`` (error ~ exp(-pi^2/step)).
 
     Cost.  The candidate prefixes are grouped into clusters (gaps <= :data:`CLUSTER_GAP`).  The
@@ -320,9 +315,12 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     B subset of H, a row with P(N_B(t) <= K - 1) < :data:`NEGLIGIBLE` at the start of a cluster
     has P(N_H(t) >= K) = 1 for all later candidates and is dropped.  Total
     O(V R + G (#clusters EXACT_TOP + cluster widths) K), R ~ 30 moments, instead of O(G max(ks) K).
+    With numba the weights are summed inside the recursion (:func:`lp._race_kernels.race_prefix_weights`:
+    e^{-lam t} carried along the tokens), so no [rows, prefixes] table is formed.
 
     Parameters: ``qs``, ``Qc``, ``lam`` as above, ``K`` draws, ``ks`` prefix lengths, ``step``,
-    ``work`` (optional [3, >= len(qs)] scratch rows for the blocks: fresh ~1 MB arrays page-fault).
+    ``work`` (optional [3, >= len(qs)] scratch rows for the blocks: fresh ~1 MB arrays page-fault),
+    ``q_all`` (the sum of ``qs`` where the caller has it; it sets the small-t cut-off. None: summed).
 
     Returns: ``ndarray`` of Q_sub(H_k), one per entry of ``ks``.
 
@@ -346,7 +344,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     scale = 2.0 ** max(0, -600 - math.frexp(lam_min)[1])        # lam_min * scale >= 2^-601
     # below t_lo the integrand is negligible: P(N >= K) <= (q(H) t)^K / K! <= 1e-16, or its integral
     # lam q(H)^K t^(K+1) / (K+1)! <= 1e-17 (the larger cut-off; both in unscaled rates)
-    lam_max, q_all = float(lam[ks].max()), float(qs.sum())
+    lam_max = float(lam[ks].max())
+    q_all = float(qs.sum()) if q_all is None else q_all
     if scale > 1.0:
         qs, lam = qs * scale, lam * scale
     log_lo = max(math.log(1e-16 * math.factorial(K)) / K - math.log(q_all),      # (in logs: lam_max
@@ -361,7 +360,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
     state = RaceState.empty(K, G)
     fast = _jit.enabled()
     live = np.arange(G)                                          # rows not yet negligible
-    low = np.zeros((G, ks.size))                                 # P(N_H(t) <= K - 1), sorted ks
+    low = None if fast else np.zeros((G, ks.size))               # P(N_H(t) <= K - 1), sorted ks
+    total = np.zeros(ks.size)                                    # the sums of the weights, sorted ks
     done, pos = 0, 0
     for cl in clusters:
         a, b = int(cl[0]), int(cl[-1])
@@ -369,8 +369,17 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
             start = block_state(qs[done:a], t[live], K, sure_at, state.rows(live), work)
             keep = start.low_probability() >= NEGLIGIBLE
             live, start = live[keep], start.rows(keep)
-        if fast:                                                 # compiled: one row at a time
-            end = _compiled_prefixes(qs[a:b], t[live], K, sure_at, start, cl - a, low, live, pos)[1]
+        if fast:                                                 # compiled, the weights folded in
+            from . import _race_kernels
+            end = RaceState(np.empty((K, live.size)), np.empty(live.size), np.empty(live.size))
+            _race_kernels.race_prefix_weights(qs[a:b], lam[a:b + 1], t[live], K, sure_at, start.esym, start.arrived,
+                                              start.mass, (cl - a).astype(np.int64), total[pos:pos + cl.size], *end)
+            if live.size < G:                                    # the other rows: P(N <= K - 1) = 0
+                other = np.ones(G, dtype=bool)
+                other[live] = False
+                with np.errstate(over="ignore"):                 # inf: lt = 800, as below
+                    lt = np.minimum(np.multiply.outer(t[other], lam[cl]), 800.0)
+                total[pos:pos + cl.size] += np.einsum("ij,ij->j", lt, np.exp(-lt))
             state.assign(live, end)
             done, pos = b, pos + cl.size
             continue
@@ -382,9 +391,8 @@ def wor_subset_quadrature(qs: np.ndarray, Qc: np.ndarray, lam: np.ndarray, K: in
             state.assign(rows, prefixes.column(-1))
         done, pos = b, pos + cl.size
     lam_k = lam[sorted_ks]
-    total = np.zeros(ks.size)
     chunk = max(1, CHUNK // ks.size)
-    for i in range(0, G, chunk):
+    for i in range(0, 0 if fast else G, chunk):
         with np.errstate(over="ignore"):                         # lam t e^{-lam t} = 0 to double precision
             lt = np.minimum(lam_k * t[i:i + chunk, None], 800.0)  # beyond lam t = 800
         weight = lt * np.exp(-lt)                                # lam t e^{-lam t} d(log t) / step

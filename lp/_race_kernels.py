@@ -5,12 +5,13 @@ chains of full-row numpy calls and in Python-level loops over grid rows.  The ke
 
 - :func:`wor_bucket_pass`, :func:`wor_edge_bounds`: the bucketing of p/q with the per-bucket
   sums, and the bucket-edge bounds, of :func:`lp.coupling._wor_buckets`;
-- :func:`split_head`: the block (tokens before the live buckets) and the segment of
-  :func:`lp.coupling._wor_bound_head`;
+- :func:`split_head`, :func:`segment_sums`: the block (tokens before the live buckets) and the
+  segment of :func:`lp.coupling._wor_bound_head`, and the prefix sums along the sorted segment;
 - :func:`chord_block_sums`, :func:`chord_bounds`: the block's sums and the per-prefix bounds of
   :func:`lp.coupling._chord_screen`;
-- :func:`power_moments`, :func:`race_prefix_lows`: the block's moments and the race recursion
-  with P(N <= K - 1) per prefix (:mod:`lp._race`).
+- :func:`power_moments`, :func:`race_prefix_weights`: the block's moments and the race
+  recursion (:mod:`lp._race`), over a cluster of candidate prefixes with the quadrature's
+  weights folded in (:func:`lp._race.wor_subset_quadrature`).
 
 The numpy code they replace is the reference in the tests (tests/lp/test_race_kernels.py) and
 the path without numba.  Sums run in the same short runs as the numpy path (or compensated), so
@@ -36,17 +37,17 @@ def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, id
     else 0).
 
     The bucket of r <= ``top`` is max((bits(r) >> shift) - lo, 0) (``lo``:
-    :func:`lp.coupling._bucket_floor` of ``top``); r > top, inf and nan go to ``n_buckets``.  Returns (a [4, n_buckets + 1] array (P, Q, W, max q), the
-    sum of q without ``star``).  The tokens go in runs of :data:`RUN` ids, each summed into a
-    table of its own (small enough to stay in cache) that is then added into the totals: a bucket
-    of 150,000 tied tokens is summed in runs of 4,096 terms, as the numpy path's sub-bins; the
-    sum without ``star`` is compensated (two-sum in registers).
+    :func:`lp.coupling._bucket_floor` of ``top``); r > top, inf and nan go to ``n_buckets``.  Returns
+    (a [4, n_buckets + 1] array (P, Q, W, max q), the sum of q without ``star``).  The tokens go in
+    runs of :data:`RUN` ids, each summed into a table of its own (small enough to stay in cache; a
+    bucket's four entries in one cache line) that is then added into the totals: a bucket of
+    150,000 tied tokens is summed in runs of 4,096 terms, as the numpy path's sub-bins.  ``star``
+    is left out of the q sums until the end: the sum without it is then the bucket totals' sum
+    (compensated), free of the cancellation q(V) - q_star.
     """
     nb = n_buckets + 1
-    part = np.zeros(3 * nb)
-    tot = np.zeros(3 * nb)
-    qmax = np.zeros(nb)
-    rest, rest_c = 0.0, 0.0
+    part = np.zeros(4 * nb)
+    tot = np.zeros(4 * nb)
     rb = r.view(np.int64)
     n = p.size
     for a in range(0, n, RUN):
@@ -64,25 +65,29 @@ def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, id
             ids[v] = b
             b_min = min(b_min, b)
             b_max = max(b_max, b)
-            part[3 * b] += pv
-            part[3 * b + 1] += qv
+            k = 4 * b
+            part[k] += pv
             if v != star:
-                part[3 * b + 2] += qv / (qtot - qv)
-                t = rest + qv
-                bb = t - rest
-                rest_c += (rest - (t - bb)) + (qv - bb)
-                rest = t
+                part[k + 1] += qv
+                part[k + 2] += qv / (qtot - qv)
             if with_max:
-                qmax[b] = max(qmax[b], qv)                       # (no branch on the data)
-        for i in range(3 * b_min, 3 * b_max + 3):
-            tot[i] += part[i]
+                part[k + 3] = max(part[k + 3], qv)               # (no branch on the data)
+        for i in range(4 * b_min, 4 * b_max + 4):
+            tot[i] = max(tot[i], part[i]) if i & 3 == 3 else tot[i] + part[i]
             part[i] = 0.0
     out = np.empty((4, nb))
+    s, c = 0.0, 0.0                                              # q without star, two-sums
     for b in range(nb):
-        for k in range(3):
-            out[k, b] = tot[3 * b + k]
-        out[3, b] = qmax[b]
-    return out, rest + rest_c
+        for k in range(4):
+            out[k, b] = tot[4 * b + k]
+        x = out[1, b]
+        t = s + x
+        bb = t - s
+        c += (s - (t - bb)) + (x - bb)
+        s = t
+    if 0 <= star < n:
+        out[1, ids[star]] += q[star]
+    return out, s + c
 
 
 @njit
@@ -93,6 +98,7 @@ def power_moments(q, tau, R):
     bases q_v * (1 / tau) (within an ulp of q_v / tau); a group stops once all its powers are
     <= 1e-22 (each later term is smaller still: relative 1e-22 len(q) on sums >= 1, as the numpy
     path's drop).  Group sums go into partial sums flushed every 1,024 tokens: runs of <= 128 terms.
+    A group of eight equal masses (flat or tied drafts) takes one lane: 8 p = the four-level sum exactly.
     """
     M = np.zeros(R + 1)
     part = np.zeros(R + 1)
@@ -112,23 +118,68 @@ def power_moments(q, tau, R):
             b6 = q[g + 6] * inv if g + 6 < n else 0.0
             b7 = 0.0
         p0, p1, p2, p3, p4, p5, p6, p7 = b0, b1, b2, b3, b4, b5, b6, b7
-        for r in range(1, R + 1):
-            part[r] += ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
-            p0 *= b0
-            p1 *= b1
-            p2 *= b2
-            p3 *= b3
-            p4 *= b4
-            p5 *= b5
-            p6 *= b6
-            p7 *= b7
-            if max(max(max(p0, p1), max(p2, p3)), max(max(p4, p5), max(p6, p7))) <= 1e-22:
-                break
+        if b0 == b1 and b0 == b2 and b0 == b3 and b0 == b4 and b0 == b5 and b0 == b6 and b0 == b7:
+            for r in range(1, R + 1):                            # tied (a flat draft): 8 p is the
+                part[r] += 8.0 * p0                              # same sum, bit for bit
+                p0 *= b0
+                if p0 <= 1e-22:
+                    break
+        else:
+            for r in range(1, R + 1):
+                part[r] += ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
+                p0 *= b0
+                p1 *= b1
+                p2 *= b2
+                p3 *= b3
+                p4 *= b4
+                p5 *= b5
+                p6 *= b6
+                p7 *= b7
+                if max(max(max(p0, p1), max(p2, p3)), max(max(p4, p5), max(p6, p7))) <= 1e-22:
+                    break
         if (g & 1023) == 1016 or g + 8 >= n:
             for r in range(1, R + 1):
                 M[r] += part[r]
                 part[r] = 0.0
     return M
+
+
+@njit
+def moment_esym(moments, xt, K, a1, e):
+    """The rest of :func:`lp._race.small_token_state` after the moments, per row i (x = ``xt[i]``):
+    the power sums p_m = sum_r a_{m,r} x^r M_r (a_{1,r} = ``a1[r]`` = 1/r!, a_{m+1} = a_m * a_1
+    truncated at R = len(a1) - 1) and Newton's identities into ``e[1:K]`` (clipped at 0; ``e[0]``
+    is left as is), the numpy path's sums in the same order."""
+    R = a1.size - 1
+    g = xt.size
+    xp = np.empty((g, R + 1))
+    for i in range(g):
+        for r in range(R + 1):
+            xp[i, r] = xt[i] ** r
+    psum = np.empty((K, g))
+    a = a1.copy()
+    c = np.empty(R + 1)
+    for m in range(1, K):
+        for r in range(R + 1):
+            c[r] = a[r] * moments[r]
+        for i in range(g):
+            s = 0.0
+            for r in range(R + 1):
+                s += xp[i, r] * c[r]
+            psum[m, i] = s
+        b = np.zeros(R + 1)                                      # a * a1, truncated
+        for r in range(R + 1):
+            for j in range(r + 1):
+                b[r] += a[j] * a1[r - j]
+        a = b
+    for j in range(1, K):
+        for i in range(g):
+            acc = 0.0
+            sign = 1.0
+            for l in range(1, j + 1):
+                acc += sign * e[j - l, i] * psum[l, i]
+                sign = -sign
+            e[j, i] = max(acc / j, 0.0)
 
 
 @njit
@@ -147,12 +198,22 @@ def _low_probability(e, n, m, K):
     return low
 
 
+#: Below this q_v t, o_v = expm1(q_v t) is a Taylor polynomial (:func:`_expm1`).
+TAYLOR_X = 0.0625
+
+
 @njit
 def _expm1(x):
     """expm1(x) for x >= 0: the Taylor series (nested, positive terms) up to 2^-4, where the
     first omitted term is < 5e-18 relative; the library call above (q_v t is mostly far smaller)."""
-    if x > 0.0625:
+    if x > TAYLOR_X:
         return np.expm1(x)
+    return _expm1_taylor(x)
+
+
+@njit
+def _expm1_taylor(x):
+    """The polynomial of :func:`_expm1` (0 <= x <= TAYLOR_X), without the branch."""
     s = 1.0 + x * (1.0 / 10.0)
     s = 1.0 + x * (1.0 / 9.0) * s
     s = 1.0 + x * (1.0 / 8.0) * s
@@ -165,59 +226,139 @@ def _expm1(x):
     return x * s
 
 
-#: race_prefix_lows recomputes e^{-mass} with exp after this many tokens (in between it is
-#: multiplied by 1 / (1 + o_v) = e^{-q_v t}: <= ~2 ulp each, so <= ~64 ulp of drift).
+#: race_prefix_weights recomputes e^{-lam t} (and e^{-lam t - mass}) with exp after this many
+#: tokens (in between the first is multiplied by 1 + o_v = e^{q_v t}: <= ~2 ulp each, so <= ~64
+#: ulp of drift), sooner after a token counted as arrived or once the tokens since the last
+#: refresh sum to q t > DRIFT_X on some row (e^{-lam t} may have underflowed to 0 there).
 REFRESH = 32
+DRIFT_X = 100.0
 
 
 @njit
-def race_prefix_lows(qtok, t, K, sure_at, e0, n0, m0, cols, low, rows, col0, e_end, n_end, m_end):
-    """:func:`lp._race.race_states` followed by ``low_probability``, without [rows, tokens] temporaries.
+def _advance(qv, t, K, sure_at, e, n, m, E, o):
+    """Join the token of mass ``qv`` on every row: e_j += o e_{j-1} (j descending), o = expm1(q t),
+    m += q t and E *= 1 + o = e^{q t}.  Rows with q t <= TAYLOR_X (a prefix of them: t ascends) go
+    through branch-free loops over the rows, which the compiler vectorises; the others one by one
+    (library expm1; q t > ``sure_at``: arrived, n += 1).  Returns whether a row counted the token as
+    arrived (its E and e^{-lam t - mass} then need a refresh)."""
+    g = t.size
+    if g == 0:
+        return False
+    lo, hi = 0, g                                                # rows [0, lo): q t <= TAYLOR_X
+    if qv * t[g - 1] <= TAYLOR_X:
+        lo = g
+    else:
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if qv * t[mid] <= TAYLOR_X:
+                lo = mid + 1
+            else:
+                hi = mid
+    for i in range(lo):
+        x = qv * t[i]
+        m[i] += x
+        o[i] = _expm1_taylor(x)
+    for j in range(K - 1, 0, -1):
+        for i in range(lo):
+            e[j, i] += o[i] * e[j - 1, i]
+    for i in range(lo):
+        E[i] *= 1.0 + o[i]
+    arrived = False
+    for i in range(lo, g):
+        x = qv * t[i]
+        if x > sure_at:                                          # inf included
+            n[i] += 1.0
+            arrived = True
+        else:
+            m[i] += x
+            oi = _expm1(x)
+            for j in range(K - 1, 0, -1):
+                e[j, i] += oi * e[j - 1, i]
+            E[i] *= 1.0 + oi
+    return arrived
 
-    Row i (time ``t[i]``) starts from ``e0[:, i]``, ``n0[i]``, ``m0[i]``; the tokens ``qtok`` go
-    through the recursion e_j += o_v e_{j-1} (j descending), o_v = expm1(q_v t), tokens with
-    q_v t > ``sure_at`` counted as arrived.  P(N <= K - 1) after each prefix length in ``cols``
-    (ascending, the c-th) is written into ``low[rows[i], col0 + c]``, the state after all tokens
-    into ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.  Tokens outside, rows inside: the rows' recursions are
-    independent, so they overlap in the pipeline.
+
+@njit
+def _esum(e, n, K, acc):
+    """acc[i] = sum_{j <= K - 1 - n[i]} e_j[i] (P(N <= K - 1) = acc e^{-mass}), rows side by side."""
+    for i in range(acc.size):
+        acc[i] = 0.0
+    for j in range(K):
+        lim = K - 1 - j
+        for i in range(acc.size):
+            acc[i] += e[j, i] if n[i] <= lim else 0.0
+
+
+@njit
+def _start(t, K, e0, n0, m0, e, n, m):
+    """Copy the start state into the running one."""
+    for j in range(K):
+        for i in range(t.size):
+            e[j, i] = e0[j, i]
+    for i in range(t.size):
+        n[i], m[i] = n0[i], m0[i]
+
+
+@njit
+def race_prefix_weights(qtok, lam_tok, t, K, sure_at, e0, n0, m0, cols, total, e_end, n_end, m_end):
+    """:func:`lp._race.race_states` followed by ``low_probability`` and the quadrature's weights
+    (:func:`lp._race.wor_subset_quadrature`) on the live rows for the prefixes ``cols`` of one
+    cluster, without [rows, tokens] or [rows, prefixes] tables and without an exp per (row, prefix).
+
+    Row i (time ``t[i]``, ascending) starts from ``e0[:, i]``, ``n0[i]``, ``m0[i]``; the tokens
+    ``qtok`` go through the recursion (:func:`_advance`) and the state after all of them goes into
+    ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.  For the c-th prefix length k = cols[c]
+    (ascending), with lam = ``lam_tok[k]`` (q outside the prefix; ``lam_tok`` has len(qtok) + 1
+    entries), writes into ``total[c]`` the sum over the rows of lt e^{-lt} clip(1 - P(N <= K - 1)),
+    lt = min(lam t, 800).  With E = e^{-lt} and F = e^{-lt - mass}, lt e^{-lt} (1 - P) is
+    lt max(E - F sum_{j <= K - 1 - n} e_j, 0).  Along the tokens E is multiplied by
+    e^{q_v t} = 1 + o_v (lam falls by q_v) while F stays put (the mass rises by q_v t): both are
+    recomputed with exp only at a refresh (``REFRESH``, ``DRIFT_X``; lam t falls by at most
+    DRIFT_X in between, so an E that underflowed at a refresh (lt > 745) stays below e^{-645}).
+    Rows with mass > 700 (F underflows) take :func:`_low_probability`'s logarithms.
     """
     g, w, nc = t.size, qtok.size, cols.size
     e, n, m = e_end, n_end, m_end
-    scale = np.empty(g)                                          # e^{-m}, refreshed every REFRESH tokens
-    for i in range(g):
-        for j in range(K):
-            e[j, i] = e0[j, i]
-        n[i], m[i] = n0[i], m0[i]
-        scale[i] = np.exp(-m[i])
-    since = 0
+    _start(t, K, e0, n0, m0, e, n, m)
+    E, F, o, acc = np.empty(g), np.empty(g), np.empty(g), np.empty(g)
+    t_max = t[g - 1] if g else 0.0
+    refresh, since, drift = True, 0, 0.0
     c = 0
     for v in range(w + 1):
-        while c < nc and cols[c] == v:
+        if refresh or since >= REFRESH or drift > DRIFT_X:
+            lam = lam_tok[v]
             for i in range(g):
-                if m[i] > 700.0:
-                    low[rows[i], col0 + c] = _low_probability(e[:, i], n[i], m[i], K)
-                else:
-                    acc = 0.0
-                    for j in range(K):
-                        if n[i] <= K - 1 - j:
-                            acc += e[j, i]
-                    low[rows[i], col0 + c] = acc * scale[i]
-            c += 1
+                lt = min(lam * t[i], 800.0)
+                E[i] = np.exp(-lt)
+                F[i] = np.exp(-(lt + m[i]))
+            refresh, since, drift = False, 0, 0.0
+        if c < nc and cols[c] == v:
+            lam = lam_tok[v]
+            _esum(e, n, K, acc)
+            big = False
+            for i in range(g):
+                big |= m[i] > 700.0
+                acc[i] = min(lam * t[i], 800.0) * max(E[i] - F[i] * acc[i], 0.0)
+            if big:
+                for i in range(g):
+                    if m[i] > 700.0:
+                        low = _low_probability(e[:, i], n[i], m[i], K)
+                        acc[i] = min(lam * t[i], 800.0) * E[i] * min(max(1.0 - low, 0.0), 1.0)
+            s0, s1 = 0.0, 0.0
+            for i in range(0, g - 1, 2):
+                s0 += acc[i]
+                s1 += acc[i + 1]
+            if g & 1:
+                s0 += acc[g - 1]
+            s = s0 + s1
+            while c < nc and cols[c] == v:
+                total[c] = s
+                c += 1
         if v == w:
             break
-        qv = qtok[v]
-        refresh = since == REFRESH
-        since = 0 if refresh else since + 1
-        for i in range(g):
-            x = qv * t[i]
-            if x > sure_at:                                      # inf included
-                n[i] += 1.0
-            else:
-                m[i] += x
-                o = _expm1(x)
-                for j in range(K - 1, 0, -1):
-                    e[j, i] += o * e[j - 1, i]
-                scale[i] = np.exp(-m[i]) if refresh else scale[i] * (1.0 / (1.0 + o))
+        refresh = _advance(qtok[v], t, K, sure_at, e, n, m, E, o)
+        drift += qtok[v] * t_max
+        since += 1
 
 
 @njit
@@ -314,18 +455,62 @@ def chord_bounds(Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, upper_obj)
 def split_head(ids, q, b_lo, b_hi, block, seg):
     """The block and the segment of :func:`lp.coupling._wor_bound_head` in one pass: the draft
     masses of the tokens in buckets < ``b_lo`` into ``block`` (token order, as ``np.compress``) and
-    the ids of the tokens in buckets [b_lo, b_hi) into ``seg`` (ascending).  Returns their counts."""
+    the ids of the tokens in buckets [b_lo, b_hi) into ``seg`` (ascending).  Returns their counts
+    and the block's largest mass (0 if empty)."""
     nb = 0
     m = 0
+    top = 0.0
     for v in range(ids.size):
         b = ids[v]
         if b < b_lo:
-            block[nb] = q[v]
+            x = q[v]
+            block[nb] = x
+            top = max(top, x)
             nb += 1
         elif b < b_hi:
             seg[m] = v
             m += 1
-    return nb, m
+    return nb, m, top
+
+
+@njit
+def segment_sums(seg, p, q, P0, Q0, W0, lam_hi, qtot, star, star_in_block, rest_star, qs):
+    """The prefix sums of :func:`lp.coupling._wor_bound_head` along the sorted segment ``seg`` in
+    one pass each way (the numpy path's cumulative sums, sequential as theirs): p(H_j), q(H_j),
+    lam_j = q(V minus H_j) (from the top) and the K = 2 miss lam_j (1 + W0 + sum_{a < j} w_a)
+    (+ q_star lam_j / ``rest_star`` once the largest mass ``star`` is in H_j), capped at 1.  The
+    segment's draft masses go into ``qs``.  Returns (Pc, Qc, lam, miss2), each of len(seg) + 1.
+    """
+    m = seg.size
+    Pc, Qc, lam, miss2 = np.empty(m + 1), np.empty(m + 1), np.empty(m + 1), np.empty(m + 1)
+    sp, sq, sw = 0.0, 0.0, 0.0
+    star_at = -1 if star_in_block else m
+    Pc[0], Qc[0], miss2[0] = P0, Q0, 1.0 + W0
+    for j in range(m):
+        v = seg[j]
+        x = q[v]
+        qs[j] = x
+        sp += p[v]
+        sq += x
+        Pc[j + 1] = sp + P0
+        Qc[j + 1] = sq + Q0
+        if v == star:
+            star_at = j
+        else:
+            d = qtot - x
+            sw += x / d if d != 0.0 else (np.inf if x > 0.0 else np.nan)
+        miss2[j + 1] = sw + (1.0 + W0)
+    lam[m] = lam_hi
+    s = 0.0
+    for j in range(m - 1, -1, -1):
+        s += qs[j]
+        lam[j] = s + lam_hi
+    for j in range(m + 1):
+        x = miss2[j] * lam[j]
+        if j > star_at and star_at < m and rest_star > 0:
+            x += q[star] * (lam[j] / rest_star)
+        miss2[j] = min(x, 1.0)
+    return Pc, Qc, lam, miss2
 
 
 @njit

@@ -790,19 +790,47 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     b_lo = int(marks[0])
     b_hi = max(int(marks[-1]), int(np.flatnonzero(b.live)[-1]) + 1 if b.live.any() else 0)
     ids = b.ids
-    before = ids < b_lo                                          # the block (H's part below b_lo)
-    if _jit.enabled():                                           # block and segment in one pass
+    fast = _jit.enabled()
+    if fast:                                                     # block and segment in one pass
         from . import _race_kernels
         seg = np.empty(p.size, dtype=np.int64)
-        nb, m = _race_kernels.split_head(ids, q, b_lo, b_hi, b.work[2], seg)
+        nb, m, block_max = _race_kernels.split_head(ids, q, b_lo, b_hi, b.work[2], seg)
         seg = seg[:m]
     else:
+        before = ids < b_lo                                      # the block (H's part below b_lo)
         seg = np.flatnonzero((ids < b_hi) & ~before)
         m, nb = seg.size, int(np.count_nonzero(before))
         np.compress(before, q, out=b.work[2, :nb])
+        block_max = float(b.work[2, :nb].max()) if nb else 0.0
     seg = seg[_stable_argsort(b.r[seg])]
     joined = b.work[2, :nb + m]                                  # the block, then the segment
-    ps, qs = p[seg], np.take(q, seg, out=joined[nb:])
+    if fast:                                                     # the sums below in one kernel
+        qs = joined[nb:]
+        Pc, Qc, lam, miss2 = _race_kernels.segment_sums(seg, p, q, float(b.P_e[b_lo]), float(b.Q_e[b_lo]),
+                                                        float(b.W_e[b_lo]), float(b.lam_e[b_hi]), b.qtot, b.star,
+                                                        bool(ids[b.star] < b_lo), b.rest_star, qs)
+    else:
+        Pc, Qc, lam, miss2, qs = _segment_sums(p, q, b, seg, b_lo, b_hi, joined[nb:])
+    if k_eff == 2:
+        miss = miss2
+    else:
+        miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size, work=b.work[3:],
+                              block_max=block_max)
+    obj = Pc + miss
+    k = int(np.argmin(obj))
+    if fast:
+        before = ids < b_lo
+    before[seg[:k]] = True
+    return MultidraftBound(min(float(obj[k]), 1.0), np.flatnonzero(before), int(K), False,
+                           float(Pc[k]), 1.0 - float(miss[k]), "prefix")
+
+
+def _segment_sums(p, q, b, seg, b_lo, b_hi, qs):
+    """p(H_j), q(H_j), lam_j and the K = 2 miss along the sorted segment of :func:`_wor_bound_head`
+    (numpy; :func:`lp._race_kernels.segment_sums` with numba).  Returns (Pc, Qc, lam, miss2, qs)."""
+    m = seg.size
+    ids = b.ids
+    ps, qs = p[seg], np.take(q, seg, out=qs)
     Pc = _cumsum0(ps)
     Pc += b.P_e[b_lo]
     Qc = _cumsum0(qs)
@@ -822,18 +850,11 @@ def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: floa
     if star_at < m and b.rest_star > 0:                          # the largest mass is in H_j for j > star_at
         miss2[star_at + 1:] += q[b.star] * (lam[star_at + 1:] / b.rest_star)
     np.minimum(miss2, 1.0, out=miss2)
-    if k_eff == 2:
-        miss = miss2
-    else:
-        miss = _wor_miss_race(Pc, qs, Qc, lam, miss2, k_eff, step, joined=joined, V=p.size, work=b.work[3:])
-    obj = Pc + miss
-    k = int(np.argmin(obj))
-    before[seg[:k]] = True
-    return MultidraftBound(min(float(obj[k]), 1.0), np.flatnonzero(before), int(K), False,
-                           float(Pc[k]), 1.0 - float(miss[k]), "prefix")
+    return Pc, Qc, lam, miss2, qs
 
 
-def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, block=None, V=None, scratch=None):
+def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, block=None, V=None, scratch=None,
+                  block_max=None):
     """Sharper screen for K >= 3 draws without replacement (docs/theory.md §6.6), on the prefixes ``at``.
 
     Q_K(H) = E[1{first two draws in H} prod_{j=2}^{K-1} g(m_j)], g(x) = (Q - x)/(T - x), Q = q(H),
@@ -852,13 +873,16 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
     and S_2 = sum_{a in H} q_a^2: the bounds are exact to first order in m_2, where the general
     screen takes m_2 = 2 max_H q.  Only when max q <= T/4; the margin covers sums of up to V
     terms.  ``block`` (None: empty): the draft masses of tokens before every prefix (in Qc, not
-    in qs), ``V`` the row's length, ``scratch`` an optional row of >= len(block).  Returns the sharper
+    in qs), ``V`` the row's length, ``scratch`` an optional row of >= len(block), ``block_max``
+    its largest entry (None: computed).  Returns the sharper
     (optimistic, best_upper).
     """
     block = np.zeros(0) if block is None else block
+    if block_max is None:
+        block_max = float(block.max()) if block.size else 0.0
     n_tok = qs.size + block.size if V is None else V
     T_all = float(Qc[-1] + lam[-1])
-    q_top = max(float(qs.max()) if qs.size else 0.0, float(block.max()) if block.size else 0.0)
+    q_top = max(float(qs.max()) if qs.size else 0.0, block_max)
     if qs.size == 0 or q_top > 0.25 * T_all:
         return optimistic, best_upper
     margin = 4.0 * (n_tok + 10) * np.finfo(np.float64).eps
@@ -870,7 +894,7 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
             b1 = b2 = b3 = b0 = 0.0
         upper_obj = np.empty(at.size)
         lower_best = _race_kernels.chord_bounds(Pc, qs, Qc, lam, miss2, K, at.astype(np.int64), b1, b2, b3, b0,
-                                                float(block.max()) if block.size else 0.0, upper_obj)
+                                                block_max, upper_obj)
         upper_obj -= margin
         return np.maximum(optimistic, upper_obj), min(best_upper, lower_best + margin)
     # sums (and the running max) over the tokens before each prefix in ``at``: one reduceat per
@@ -895,7 +919,7 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
     Q, L = Qc[at], lam[at]
     T = Q + L
     E2 = np.maximum(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
-    qm = before(qs, float(block.max()) if block.size else 0.0, np.maximum)
+    qm = before(qs, block_max, np.maximum)
     M = np.minimum(2.0 * qm, Q)
     Q2 = 1.0 - miss2[at]
     n = K - 2
@@ -920,7 +944,7 @@ def _chord_screen(Pc, qs, Qc, lam, miss2, K: int, at, optimistic, best_upper, bl
 
 def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarray | None = None,
                    joined: np.ndarray | None = None, V: int | None = None,
-                   work: np.ndarray | None = None) -> np.ndarray:
+                   work: np.ndarray | None = None, block_max: float | None = None) -> np.ndarray:
     """1 - Q_sub(H_k) for K >= 3 draws without replacement on the prefixes that can be optimal.
 
     Q_K = E[prod_{j<K} (q(H) - m_j) / (q(V) - m_j)], m_j = mass of the first j draws (all in H):
@@ -936,7 +960,8 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     (:func:`_wor_bound_head`): the draft masses of the tokens before every prefix, in any order
     (their mass is in Qc; ``qs`` then holds only the tokens along the prefixes), ``V`` the row's
     length; the chord screen is added then too.  Passed as ``joined``: the block followed by ``qs``
-    in one array; ``work``: optional [4, >= len(joined)] scratch rows.
+    in one array; ``work``: optional [4, >= len(joined)] scratch rows; ``block_max``: the block's
+    largest mass (None: computed).
     """
     nb = 0 if joined is None else joined.size - qs.size
     block = None if joined is None else joined[:nb]
@@ -946,7 +971,9 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     optimistic = Pc[at] + m2 + (1.0 - m2) * _iid_miss(lam[at], K - 2)      # 1 - Q_2 (1 - lam)^(K-2)
     k0 = int(at[np.argmin(optimistic)])
     lo, hi = max(k0 - _BOUND_WINDOW, 0), min(k0 + _BOUND_WINDOW + 1, Qc.size)
-    head = max(float(qs[:lo].max()) if lo > 0 else 0.0, float(block.max()) if nb else 0.0)
+    if block_max is None:
+        block_max = float(block.max()) if nb else 0.0
+    head = max(float(qs[:lo].max()) if lo > 0 else 0.0, block_max)
     qmax = np.maximum.accumulate(np.concatenate(([head], qs[lo:hi - 1])))   # max q on H_k
     # |fl(Qc[k]) - Qc[k]| <= k eps (k-term cumulative sum): shrink q(H) - m by that much, so the
     # pessimistic objective stays a true upper bound
@@ -960,14 +987,14 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
     if valid is not None or block is not None:   # few prefixes (the full sort keeps the old screen)
         optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper, block, V,
-                                               None if work is None else work[0])
+                                               None if work is None else work[0], block_max)
     cand = at[(optimistic <= best_upper + 1e-12) & ~done[at] & (Qc[at] > 0)]
     miss = (~done).astype(np.float64)                            # 0 where H holds supp q
     if cand.size and nb:                                         # the block leads, in any order
         lam_all = np.empty(nb + lam.size)
         lam_all[nb:] = lam
         miss[cand] = 1.0 - wor_subset_quadrature(joined, None, lam_all, K, cand + nb, step,
-                                                 None if work is None else work[1:])
+                                                 None if work is None else work[1:], float(Qc[-1]))
     elif cand.size:
         miss[cand] = 1.0 - wor_subset_quadrature(qs, Qc, lam, K, cand, step)
     # any other prefix has objective >= optimistic > best_upper + 1e-12 >= the objective of the

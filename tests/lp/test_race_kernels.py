@@ -82,14 +82,16 @@ def test_bound_against_numpy_and_bruteforce_V9(kind, bucket_small_rows):
 
 @pytest.mark.parametrize("kind", WOR_KINDS)
 def test_bound_against_numpy_V1500(kind, bucket_small_rows):
-    """V = 1500 (most buckets pruned), K = 2, 3, 4, 8: value, p(H), Q_sub(H) within 1e-12, and
-    p(H) re-summed from the returned H."""
+    """V = 1500 (most buckets pruned), K = 2, 3, 4, 8: value, p(H), Q_sub(H) within 1e-12, p(H)
+    re-summed from the returned H (ascending ids), and H itself where both paths stop at the same
+    prefix (its size; both sort the segment the same way)."""
     p, q = as_pair(*_wor_rows(kind, 1500, 5))
     for K in (2, 3, 4, 8):
         fast, ref = _both(multidraft_bound, p, q, K, False)
         assert abs(fast.value - ref.value) <= 1e-12, (kind, K)
         assert abs(fast.p_H - ref.p_H) <= 1e-12 and abs(fast.q_subset - ref.q_subset) <= 1e-12, (kind, K)
-        assert abs(math.fsum(p[fast.H]) - fast.p_H) <= 1e-12
+        assert abs(math.fsum(p[fast.H]) - fast.p_H) <= 1e-12 and np.all(np.diff(fast.H) > 0)
+        assert fast.H.size != ref.H.size or np.array_equal(fast.H, ref.H), (kind, K)
 
 
 @pytest.mark.parametrize("K", [3, 8])
@@ -139,19 +141,27 @@ def _random_state(rng, K, g):
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 8), st.integers(0, 60), st.integers(1, 12), st.integers(0, 2 ** 32 - 1))
 def test_race_recursion_against_numpy(K, w, g, seed):
-    """race_states + low_probability (numpy) against the compiled loop: tokens with q t from 1e-12
-    to past the sure level (arrived), start masses past 700 (the logarithmic branch), prefix
-    columns anywhere in 0..w."""
+    """race_states + low_probability + the quadrature's weights (numpy) against the compiled loop
+    (race_prefix_weights): tokens with q t from 1e-12 to past the sure level (arrived), start
+    masses past 700 (the logarithmic branch), prefix columns anywhere in 0..w; the weighted sums
+    within 1e-13 of sum_i lt_i e^{-lt_i} (1 + lt_i) (1 - P carries absolute rounding ~eps on either
+    path, e^{-lt} relative ~lt eps from the rounding of lam) and the state after all tokens."""
+    from lp._race_kernels import race_prefix_weights
+
     rng = np.random.default_rng(seed)
     qtok = 10.0 ** rng.uniform(-8, 0, w)
     t = np.sort(10.0 ** rng.uniform(-4, 3, g))
     start = _random_state(rng, K, g)
     cols = np.unique(rng.integers(0, w + 1, 1 + w // 3))
+    lam_tok = 10.0 ** rng.uniform(-6, 0) + np.concatenate((np.cumsum(qtok[::-1])[::-1], [0.0]))
     ref = _race.race_states(qtok, t[:, None], K, _race.SURE, start, cols)
-    lows, end = _race._compiled_prefixes(qtok, t, K, _race.SURE, start, cols)
-    # e^{-mass} at masses up to ~800 turns the mass's rounding (sums in another order) into a
-    # relative difference of a few 1e-13 (measured <= 6.5e-13 over 3,000 draws)
-    assert _close(lows, ref.low_probability(), 4e-12)
+    lt = np.minimum(t[:, None] * lam_tok[cols][None, :], 800.0)
+    scale = (lt * np.exp(-lt) * (1.0 + lt)).sum(axis=0)          # e^{-lt} is lt-conditioned in lam
+    want = (lt * np.exp(-lt) * np.clip(1.0 - ref.low_probability(), 0.0, 1.0)).sum(axis=0)
+    total = np.empty(cols.size)
+    end = _race.RaceState(np.empty((K, g)), np.empty(g), np.empty(g))
+    race_prefix_weights(qtok, lam_tok, t, K, _race.SURE, start.esym, start.arrived, start.mass, cols, total, *end)
+    assert np.all(np.abs(total - want) <= 1e-13 * scale + 1e-300)
     last = ref.column(-1) if cols[-1] == w else _race.race_states(qtok, t[:, None], K, _race.SURE, start,
                                                                   np.array([w])).column(0)
     assert _close(end.esym, last.esym, 1e-12) and np.array_equal(end.arrived, last.arrived)
@@ -207,3 +217,72 @@ def test_chord_screen_against_numpy(kind, bucket_small_rows, monkeypatch):
         assert np.max(np.abs(opt_f - opt_r)) <= 1e-13 and abs(cap_f - cap_r) <= 1e-13
         sharpened += bool(np.any(opt_f > args[7]))               # args[7]: the optimistic objectives in
     assert sharpened                                             # (not only the early return)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 8), st.integers(10, 3000), st.floats(0.05, 3.0), st.integers(0, 2 ** 32 - 1))
+def test_quadrature_weights_against_numpy(K, V, spread, seed):
+    """wor_subset_quadrature with the weights folded into the compiled recursion
+    (race_prefix_weights: e^{-lam t} carried along the tokens) against the numpy weights pass:
+    Dirichlet drafts from flat to a few dominant masses (tokens arrived past the sure level, dead
+    rows, several clusters), prefixes anywhere; Q_sub within 1e-13."""
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.full(V, spread))
+    q = q[rng.permutation(V)]
+    Qc = np.concatenate(([0.0], np.cumsum(q)))
+    lam = np.zeros(V + 1)
+    lam[:V] = np.cumsum(q[::-1])[::-1]
+    ks = np.unique(rng.integers(K, V, 1 + rng.integers(0, 40)))
+    ks = ks[lam[ks] > 0]
+    if rng.random() < 0.3:                                       # a dense run of prefixes (one cluster)
+        a = int(rng.integers(K, V))
+        ks = np.unique(np.concatenate((ks, np.arange(a, min(a + 500, V)))))
+    if ks.size == 0:
+        return
+    fast, ref = _both(_race.wor_subset_quadrature, q, Qc, lam, K, ks, 0.25)
+    assert np.max(np.abs(fast - ref)) <= 1e-13, np.max(np.abs(fast - ref))
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+def test_segment_sums_against_numpy(kind, bucket_small_rows):
+    """The compiled prefix sums along the sorted segment (segment_sums) against the numpy ones
+    (_segment_sums), for segments of every live range and of wider ones (the largest mass before,
+    inside or after the segment)."""
+    from lp._race_kernels import segment_sums
+    from lp.coupling import _segment_sums, _stable_argsort
+
+    for seed in (0, 1):
+        p, q = as_pair(*_wor_rows(kind, 1500, seed))
+        for K in (2, 3, 8):
+            if _check_K(q, K, False) >= int(np.count_nonzero(q)):
+                continue
+            b = _wor_buckets(p, q, K)
+            if b is None:
+                continue
+            live = np.flatnonzero(b.live)
+            ranges = [(0, 4096)] + ([(int(live[0]), int(live[-1]) + 1)] if live.size else [])
+            if b.ids[b.star] < 4096:                             # (4096: dropped)
+                ranges.append((int(b.ids[b.star]), int(b.ids[b.star]) + 1))
+            for b_lo, b_hi in ranges:
+                seg = np.flatnonzero((b.ids >= b_lo) & (b.ids < b_hi))
+                seg = seg[_stable_argsort(b.r[seg])]
+                ref = _segment_sums(p, q, b, seg, b_lo, b_hi, np.empty(seg.size))
+                qs = np.empty(seg.size)
+                fast = segment_sums(seg, p, q, float(b.P_e[b_lo]), float(b.Q_e[b_lo]), float(b.W_e[b_lo]),
+                                    float(b.lam_e[b_hi]), b.qtot, b.star, bool(b.ids[b.star] < b_lo), b.rest_star, qs)
+                for f, r in zip(fast + (qs,), ref):
+                    assert _close(f, r, 1e-15), (kind, K, b_lo, b_hi)
+
+
+@pytest.mark.parametrize("kind", ["llm", "uniform", "tied", "subnormal", "random"])
+def test_small_token_state_against_numpy(kind):
+    """The block's law from its moments (power sums and Newton's identities, moment_esym) against
+    the numpy path: P(N' = j) = e^{-mass} e_j within 1e-14, K = 2..12, rows up to q t = x_max."""
+    q = _wor_rows(kind, 3000, 2)[1]
+    q = q[q > 0]
+    for K in (2, 3, 4, 8, 12):
+        x_max = min(1.0, 2.0 / max(K - 1, 1))
+        t = np.geomspace(1e-6, x_max / q.max(), 40)
+        fast, ref = _both(_race.small_token_state, q, t, K, x_max)
+        pf, pr = fast.esym * np.exp(-fast.mass), ref.esym * np.exp(-ref.mass)
+        assert np.max(np.abs(pf - pr)) <= 1e-14 and _close(fast.mass, ref.mass, 0.0), (kind, K)
