@@ -30,6 +30,8 @@ from specsim._jit import njit
 
 _CHUNK = 256                         # p/q goes through a small buffer to read its bit pattern
 _INSERTION = 48                      # runs up to this size are sorted by insertion
+_SCREEN_K = 1024                     # objectives are screened by a cheap estimate for K up to this
+_SCREEN_MARGIN = 1e-12               # ... with this margin (> the estimate's error, <= 1.2e-13)
 _FLUSH = 64.0                        # tokens a bucket sums plainly before its compensated sum takes them
 
 
@@ -39,6 +41,27 @@ def _miss(lam, K):
     if lam >= 1.0:
         return 1.0
     return -math.expm1(K * math.log1p(-lam))
+
+
+@njit
+def _objective_unless_above(P, lam, K, thr):
+    """P + _miss(lam, K), or inf where it surely exceeds ``thr``: P > thr, or (K <= _SCREEN_K) the
+    estimate P + 1 - (1 - lam)^K by repeated squaring, off by < (K + 2 log2 K + 4) 2^-53
+    <= 1.2e-13, exceeds thr + _SCREEN_MARGIN.  Saves log1p and expm1 where they cannot matter."""
+    if P > thr:
+        return np.inf
+    if K <= _SCREEN_K:
+        x = max(1.0 - lam, 0.0)
+        pw = 1.0
+        k = K
+        while k > 0:
+            if k & 1:
+                pw *= x
+            x *= x
+            k >>= 1
+        if P + (1.0 - pw) > thr + _SCREEN_MARGIN:
+            return np.inf
+    return P + _miss(lam, K)
 
 
 @njit
@@ -187,7 +210,7 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
     c = 0.0
     for b in range(nb):
         P_edge[b] = s + c
-        if b < n_buckets:
+        if b < n_buckets and Pb[b] != 0.0:           # (adding 0 leaves s and c as they are)
             t = s + Pb[b]
             z = t - s
             c += (s - (t - z)) + (Pb[b] - z)
@@ -196,10 +219,11 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
     c = 0.0
     lam_edge[nb] = 0.0
     for b in range(nb - 1, -1, -1):
-        t = s + Qb[b]
-        z = t - s
-        c += (s - (t - z)) + (Qb[b] - z)
-        s = t
+        if Qb[b] != 0.0:
+            t = s + Qb[b]
+            z = t - s
+            c += (s - (t - z)) + (Qb[b] - z)
+            s = t
         lam_edge[b] = s + c
     ke = 0
     best = 2.0
@@ -208,7 +232,7 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
         # as the edge before it) and an edge whose p alone reaches the best (the miss is >= 0)
         if (b > 0 and Pb[b - 1] == 0.0 and Qb[b - 1] == 0.0) or P_edge[b] >= best:
             continue
-        o = P_edge[b] + _miss(lam_edge[b], K)
+        o = _objective_unless_above(P_edge[b], lam_edge[b], K, best)
         if o < best:
             best, ke = o, b
     best_P, best_lam = P_edge[ke], lam_edge[ke]
@@ -217,7 +241,7 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
     olist = np.empty(n_buckets, np.int64)
     n_olist = 0
     for b in range(n_buckets):
-        if Qb[b] > 0.0 and P_edge[b] <= best + slack and P_edge[b] + _miss(lam_edge[b + 1], K) <= best + slack:
+        if Qb[b] > 0.0 and _objective_unless_above(P_edge[b], lam_edge[b + 1], K, best + slack) <= best + slack:
             opened[b] = 1
             olist[n_olist] = b
             n_olist += 1
@@ -289,7 +313,7 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
                     continue                    # a run of equal ratio is all in or all out
                 P_run = P_edge[b] + (s + c)
                 lam_run = lam_edge[b + 1] + lam_tail[j + 1]
-                o = P_run + _miss(lam_run, K)
+                o = _objective_unless_above(P_run, lam_run, K, best)
                 if o < best:
                     best, best_P, best_lam = o, P_run, lam_run
                     run_bucket, run_thr = b, rt[j]
