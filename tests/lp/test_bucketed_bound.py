@@ -261,8 +261,9 @@ def test_compiled_against_numpy_at_V_151936(kind):
 
 @needs_numba
 def test_compiled_150000_ties_against_exact_integers():
-    """The tie row of test_bucketed_150000_ties_against_exact_integers at K = 2 (per-bucket TwoSum
-    instead of sub-bins), with exact integers at every prefix."""
+    """The tie row of test_bucketed_150000_ties_against_exact_integers at K = 2 (per-bucket plain
+    sums of <= 71 tokens added into a TwoSum-compensated sum, instead of sub-bins; without that
+    flush this test fails), with exact integers at every prefix."""
     K = 2
     p, q = as_pair(*_tie_row(151_936, 150_000, 4))
     a, b = _ints(p), _ints(q)
