@@ -171,7 +171,8 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
     V = p.size
     nb = n_buckets + 1
     ids = np.empty(V, np.int16)
-    part = np.zeros(4 * nb)            # per bucket: plain sums of p and q over its last < _FLUSH tokens, their count
+    part = np.zeros(4 * nb)            # per bucket: plain sums of p and q over its last tokens, their count,
+                                       # the count of the tokens summed before them
     acc = np.zeros(4 * nb)             # per bucket: sum of p, its correction, sum of q, its correction
     top = float(K)
     rbuf = np.empty(_CHUNK)
@@ -202,6 +203,7 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
                 if part[k + 2] >= _FLUSH:
                     _two_sum_into(acc, k, part[k])
                     _two_sum_into(acc, k + 2, part[k + 1])
+                    part[k + 3] += part[k + 2]           # the bucket's tokens so far
                     part[k] = 0.0
                     part[k + 1] = 0.0
                     part[k + 2] = 0.0
@@ -209,6 +211,7 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
         k = 4 * np.int64(ids[i])
         part[k] += p[i]
         part[k + 1] += q[i]
+        part[k + 2] += 1.0
     Pb = np.empty(nb)
     Qb = np.empty(nb)
     for b in range(nb):
@@ -263,30 +266,23 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
     run_thr = 0.0
     start = np.zeros(nb + 1, np.int64)          # opened bucket b: tok[start[b]:start[b + 1]]
     if any_open:
-        # branch-free append of the opened buckets' tokens (the write slot advances only for them)
-        found = np.empty(V + 1, np.int64)
-        n_open = 0
-        for i in range(V):
-            found[n_open] = i
-            n_open += opened[ids[i]]
-        # grouped by bucket (a counting sort of the few)
-        for j in range(n_open):
-            start[ids[found[j]] + 1] += 1
-        for b in range(nb):
-            start[b + 1] += start[b]
-        fill = np.empty(nb, np.int64)
-        for b in range(nb):
-            fill[b] = start[b]
-        # their p and q copied out once: later passes read them in ratio order, which would be
-        # a cache miss per token on the full rows
+        # the opened buckets' tokens grouped by bucket (offsets from the bucket counts), their p
+        # and q copied out once: later passes read them in ratio order, which would be a cache
+        # miss per token on the full rows
+        for b in range(n_buckets):
+            start[b + 1] = start[b] + (np.int64(part[4 * b + 2] + part[4 * b + 3]) if opened[b] else 0)
+        start[nb] = start[n_buckets]
+        n_open = start[nb]
+        fill = start[:nb].copy()
         tok = np.empty(n_open, np.int64)
         pt = np.empty(n_open)
         qt = np.empty(n_open)
-        for j in range(n_open):
-            i = found[j]
-            k = fill[ids[i]]
-            tok[k], pt[k], qt[k] = i, p[i], q[i]
-            fill[ids[i]] = k + 1
+        for i in range(V):
+            b = ids[i]
+            if opened[b]:                               # rare: the branch is predicted
+                k = fill[b]
+                tok[k], pt[k], qt[k] = i, p[i], q[i]
+                fill[b] = k + 1
         rt = np.empty(n_open)
         for j in range(n_open):
             rt[j] = pt[j] / qt[j]                 # q > 0 in every kept bucket
