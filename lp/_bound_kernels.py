@@ -256,8 +256,19 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
     opened = np.zeros(nb, np.uint8)
     olist = np.empty(n_buckets, np.int64)
     n_olist = 0
+    low = np.empty(1, np.int64)                 # the smallest ratio of a bucket, from its bit pattern
+    low_r = low.view(np.float64)
+    thr = best + slack
     for b in range(n_buckets):
-        if Qb[b] > 0.0 and _objective_unless_above(P_edge[b], lam_edge[b + 1], K, best + slack) <= best + slack:
+        if Qb[b] == 0.0:
+            continue
+        # inside bucket b, H holds q-mass x in [0, Qb] of it with p-mass >= r_low x: the objective
+        # is >= P_edge + r_low x + miss(lam_edge[b + 1] + Qb - x), concave in x, so >= its value at
+        # x = 0 (about edge b's objective) or at x = Qb
+        low[0] = (b + lo) << shift
+        r_low = low_r[0] if b > 0 else 0.0
+        if (_objective_unless_above(P_edge[b], lam_edge[b], K, thr) <= thr
+                or _objective_unless_above(P_edge[b] + r_low * Qb[b], lam_edge[b + 1], K, thr) <= thr):
             opened[b] = 1
             olist[n_olist] = b
             n_olist += 1

@@ -558,9 +558,11 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
        p_v > K q_v >= (Q + q_v)^K - Q^K.  It is "dropped" (kept only in lam = q(V minus H)).
     2. The other tokens are bucketed by the top bits of the IEEE pattern of r = p/q (monotone in r,
        so every bucket edge is a prefix of the sorted order); two weighted bincounts give p and q
-       per bucket, prefix sums give the objective at every edge (an upper bound on alpha*), and
-       the prefixes strictly inside bucket b have p(H) >= p(edge b) and lam >= lam(edge b + 1),
-       a lower bound.  Only buckets whose lower bound reaches the best edge are opened.
+       per bucket, prefix sums give the objective at every edge (an upper bound on alpha*).  A
+       prefix strictly inside bucket b holds q-mass x of it with p-mass >= r_low x (r_low: the
+       bucket's smallest ratio), so its objective is >= P(edge b) + r_low x + miss(lam(edge b + 1)
+       + Q_b - x), which is concave in x: a lower bound is its smaller value at x = 0 and x = Q_b.
+       Only buckets whose lower bound reaches the best edge are opened.
     3. Inside the opened buckets the tokens are sorted and grouped into runs of equal r; a run is
        all in or all out (the objective is concave in the tied mass), so only run ends are
        evaluated.
@@ -587,6 +589,19 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
                            "prefix")
 
 
+def _bucket_lower_bounds(obj_edge: np.ndarray, P_edge: np.ndarray, lam_edge: np.ndarray, Qb: np.ndarray,
+                         K: int) -> np.ndarray:
+    """Lower bound on the objective of every prefix inside bucket b = 0.._N_BUCKETS - 1.
+
+    Such a prefix holds q-mass x in [0, Qb] of the bucket with p-mass >= r_low x (r_low: the
+    bucket's smallest ratio, 0 for bucket 0), so its objective is >= P_edge + r_low x +
+    miss(lam_edge[b + 1] + Qb - x), concave in x: >= its value at x = 0 (edge b's objective) or
+    at x = Qb.  (The compiled kernel computes the same per bucket.)"""
+    r_low = ((np.arange(_N_BUCKETS, dtype=np.int64) + _bucket_floor(K)) << (52 - _MANT_BITS)).view(np.float64)
+    r_low[0] = 0.0                                               # bucket 0 holds every smaller ratio
+    return np.minimum(obj_edge[:-1], (P_edge[:-1] + r_low * Qb[:-1]) + _iid_miss(lam_edge[1:], K))
+
+
 def _iid_bound_numpy(p: np.ndarray, q: np.ndarray, K: int) -> tuple[float, float, float, np.ndarray]:
     """:func:`_iid_bound_bucketed` in numpy calls (the path without numba, and the reference of
     the compiled one): (value, p(H), lam(H), H)."""
@@ -600,7 +615,7 @@ def _iid_bound_numpy(p: np.ndarray, q: np.ndarray, K: int) -> tuple[float, float
     P_edge = _blocked_cumsum0(Pb[:-1])                           # p of buckets < b, b = 0.._N_BUCKETS
     lam_edge = _blocked_cumsum0(Qb[::-1])[::-1][:nb]             # q of buckets >= b, dropped included
     obj_edge = P_edge + _iid_miss(lam_edge, K)
-    lower = P_edge[:-1] + _iid_miss(lam_edge[1:], K)             # inside bucket b
+    lower = _bucket_lower_bounds(obj_edge, P_edge, lam_edge, Qb, K)
     opened = (lower <= obj_edge.min() + _OPEN_SLACK) & (Qb[:-1] > 0)   # q = 0 only for p = 0: all in at the edge
     ke = int(np.argmin(obj_edge))
     best = (float(obj_edge[ke]), float(P_edge[ke]), float(lam_edge[ke]))
