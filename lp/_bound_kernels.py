@@ -36,6 +36,7 @@ _SCREEN_K = 1024                     # objectives are screened by a cheap estima
 _SCREEN_MARGIN = 1e-12               # ... with this margin (> the estimate's error, <= 1.2e-13)
 _FLUSH = 64.0                        # tokens a bucket sums plainly before its compensated sum takes them
 _GROUP = 8                           # ... tested once per this many tokens
+_SCAN = 64                           # the gather of the opened buckets' tokens skips blocks of this many
 
 
 @njit
@@ -288,12 +289,24 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
         tok = np.empty(n_open, np.int64)
         pt = np.empty(n_open)
         qt = np.empty(n_open)
-        for i in range(V):
-            b = ids[i]
-            if opened[b]:                               # rare: the branch is predicted
-                k = fill[b]
-                tok[k], pt[k], qt[k] = i, p[i], q[i]
-                fill[b] = k + 1
+        # opened buckets lie in olist[0]..olist[-1]: a block of _SCAN ids is looked at token by
+        # token only if one of them falls in that range (a vectorised test)
+        b_lo = olist[0]
+        width = olist[n_olist - 1] - b_lo
+        for s in range(0, V, _SCAN):
+            e = min(s + _SCAN, V)
+            hit = False
+            for i in range(s, e):
+                d = np.int64(ids[i]) - b_lo
+                hit |= (d >= 0) & (d <= width)
+            if not hit:
+                continue
+            for i in range(s, e):
+                b = ids[i]
+                if opened[b]:
+                    k = fill[b]
+                    tok[k], pt[k], qt[k] = i, p[i], q[i]
+                    fill[b] = k + 1
         rt = np.empty(n_open)
         for j in range(n_open):
             rt[j] = pt[j] / qt[j]                 # q > 0 in every kept bucket
