@@ -1,19 +1,22 @@
 """Compiled i.i.d. multi-draft bound without a full sort (numba; see :mod:`specsim._jit`).
 
 The same algorithm as the numpy path of :func:`lp.coupling._iid_bound_bucketed` (docs/theory.md
-§6.6, "without a full sort"), in two passes over the row instead of ~15 numpy calls:
+§6.6, "without a full sort"), in three passes over the row instead of ~15 numpy calls:
 
 1. p/q and its bucket (the IEEE pattern shifted right, clamped below at bucket 0; r > K, inf
-   and nan dropped); then per-bucket sums of p and q: plain sums over at most ~64 tokens, each
-   added into the bucket's sum compensated by TwoSum (Knuth): a bucket of 150,000 tied tokens is
-   summed to ~70 ulp of 1 at worst, where the numpy path needs sub-bins;
-2. on the 4,097 buckets: edge objectives, the lower bound inside each bucket, the buckets to open
-   (log1p and expm1 only where a cheap estimate of the objective comes within 1e-12 of the best);
-3. a second pass over the bucket ids (int16: 4,097 buckets) gathers the opened buckets' tokens
-   branch-free; a counting sort groups them by bucket and copies their p and q out (read later
-   in ratio order, the full rows would cost a cache miss per token); each bucket is sorted by p/q
-   (skipped when its ratios are all equal; one counting pass on the next 8 bits of the ratio,
-   then insertion sort; heapsort for near-ties) and evaluated at the ends of its runs of equal ratio, with p(H) and
+   and nan dropped); then, in a pass of its own, per-bucket token counts and sums of p and q:
+   plain sums over at most 71 tokens, each added into the bucket's sum compensated by TwoSum
+   (Knuth): a bucket of 150,000 tied tokens is summed to ~70 ulp of its sum at worst, where the
+   numpy path needs sub-bins;
+2. on the 4,097 buckets: edge objectives, the lower bound inside each bucket (from its smallest
+   ratio, see :func:`lp.coupling._bucket_lower_bounds`), the buckets to open (log1p and expm1
+   only where a cheap estimate of the objective comes within 1e-12 of the threshold);
+3. a pass over the bucket ids (int16: 4,097 buckets; blocks of 64 with none in the opened range
+   skipped) copies the opened buckets' tokens, with their p and q, straight to their slots
+   grouped by bucket (offsets from the counts; read later in ratio order, the full rows would
+   cost a cache miss per token); each bucket is sorted by p/q (skipped when its ratios are all
+   equal; one counting pass on the next 8 bits of the ratio, then insertion sort; heapsort for
+   near-ties) and evaluated at the ends of its runs of equal ratio, with p(H) and
    lam = q(V minus H) from the edge sums plus compensated sums inside the bucket;
 4. H is the tokens with bucket < the best edge, the tokens of the best run's bucket through that
    run relabelled -1: one ``np.flatnonzero`` outside.

@@ -381,8 +381,9 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     arithmetic on random, tied, one-hot, subnormal and near-one-hot rows
     (tests/lp/test_bucketed_bound.py).  At V = 151,936 on an LLM-like row, against one AVX-512
     argsort of p/q (``python benchmarks/issue27.py --only 1``, CPU time, shared 2-core machine):
-    compiled (numba installed) 0.34-0.47x from validated rows, 0.47-0.61x for this call with
-    its input validation; the numpy path 0.6-0.9x.
+    compiled (numba installed) 0.25-0.26x from validated rows, 0.31-0.33x for this call with
+    its input validation (itself compiled for rows of >= 4,096 entries, ~0.13x); the numpy path
+    0.6-0.7x and 0.8-0.9x.
 
     Parameters: ``p`` target, ``q`` draft (probability rows under the input contract of
     docs/design.md), ``K`` >= 1 drafts (an integer), ``replacement`` (a bool: i.i.d. drafts if
@@ -572,12 +573,13 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     1 - (1 - lam)^K is -expm1(K log1p(-lam)).
 
     With numba (specsim._jit) the same steps run compiled (:mod:`lp._bound_kernels`): one pass
-    for the ratios, bucket ids and per-bucket sums (TwoSum-compensated instead of sub-binned),
-    one over the bucket ids to gather the opened buckets' tokens, then H by ``np.flatnonzero``.
-    Its first call in a fresh environment compiles for ~3 s (later processes load numba's
-    cache).  The numpy steps below are the path without numba and the tests' reference.
+    for the ratios and bucket ids, one for the per-bucket sums (plain over <= 71 tokens, then
+    TwoSum-compensated, instead of sub-binned), one over the bucket ids to gather the opened
+    buckets' tokens, then H by ``np.flatnonzero``.  Its first call in a fresh environment
+    compiles for ~3 s (later processes load numba's cache).  The numpy steps below are the path
+    without numba and the tests' reference.
     """
-    if _jit.enabled():                                           # the same steps in two compiled passes
+    if _jit.enabled():                                           # the same steps in compiled passes
         from . import _bound_kernels
         value, p_H, lam_H, ids, edge = _bound_kernels.iid_bound(
             np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), int(K),
