@@ -135,6 +135,7 @@ def test_zero_row_with_atol_one_matches():
         assert _same_bits(as_distribution(v, "p", 1.0), _numpy(as_distribution, v, "p", 1.0))
 
 
+@pytest.mark.skipif(not _jit.enabled(), reason="compiled path off (SPECSIM_JIT=0)")
 def test_short_rows_do_not_import_numba():
     code = ("import sys, numpy as np; from specsim._validate import as_distribution, JIT_MIN_V; "
             "as_distribution(np.full(JIT_MIN_V - 1, 1.0 / (JIT_MIN_V - 1))); print('numba' in sys.modules); "
