@@ -19,7 +19,7 @@ The same algorithm as the numpy path of :func:`lp.coupling._iid_bound_bucketed` 
    near-ties) and evaluated at the ends of its runs of equal ratio, with p(H) and
    lam = q(V minus H) from the edge sums plus compensated sums inside the bucket;
 4. H is the tokens with bucket < the best edge, the tokens of the best run's bucket through that
-   run relabelled -1: one ``np.flatnonzero`` outside.
+   run relabelled -1: sized from the bucket counts, filled in one more pass over the bucket ids.
 
 p/q is formed by ``np.divide`` (numpy semantics: q = 0 gives inf or nan, dropped like r > K);
 no fastmath.  The first call compiles the kernels, ~3 s on a shared 2-core machine, unless
@@ -166,8 +166,8 @@ def _two_sum_into(acc, k, x):
 
 @njit
 def iid_bound(p, q, K, lo, n_buckets, shift, slack):
-    """(value, p(H), lam(H), ids, edge) of alpha* = min_H [p(H) + 1 - q(H)^K] for validated
-    float64 rows: H = the tokens with ids < edge (``ids``: int16 per token).
+    """(value, p(H), lam(H), H) of alpha* = min_H [p(H) + 1 - q(H)^K] for validated float64
+    rows (H: the token ids, ascending).
 
     ``lo``: the bit pattern of K shifted right by ``shift``, minus ``n_buckets - 1`` (bucket 0);
     ``slack``: a bucket is opened if its lower bound is within it of the best edge objective.
@@ -353,9 +353,22 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
                 if o < best:
                     best, best_P, best_lam = o, P_run, lam_run
                     run_bucket, run_thr = b, rt[j]
+    n_H = 0                           # |H| from the bucket counts
     if run_bucket >= 0:               # the run's bucket through the run counts as below it
         for j in range(start[run_bucket], start[run_bucket + 1]):
             if rt[j] <= run_thr:
                 ids[tok[j]] = -1
+                n_H += 1
         ke = run_bucket
-    return best, best_P, best_lam, ids, ke
+    for b in range(ke):
+        n_H += np.int64(part[4 * b + 2] + part[4 * b + 3])
+    # H: the tokens with ids < ke, ascending, appended branch-free (sized by the counts, as the
+    # gather above is: they count the same ids)
+    H = np.empty(n_H + 1, np.int64)
+    n = 0
+    for i in range(V):
+        H[n] = i
+        n += ids[i] < ke
+    if n != n_H:
+        raise RuntimeError("iid_bound: bucket counts disagree with the bucket ids")
+    return best, best_P, best_lam, H[:n_H]

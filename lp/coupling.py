@@ -575,16 +575,15 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     With numba (specsim._jit) the same steps run compiled (:mod:`lp._bound_kernels`): one pass
     for the ratios and bucket ids, one for the per-bucket sums (plain over <= 71 tokens, then
     TwoSum-compensated, instead of sub-binned), one over the bucket ids to gather the opened
-    buckets' tokens, then H by ``np.flatnonzero``.  Its first call in a fresh environment
+    buckets' tokens, one more for H.  Its first call in a fresh environment
     compiles for ~3 s (later processes load numba's cache).  The numpy steps below are the path
     without numba and the tests' reference.
     """
     if _jit.enabled():                                           # the same steps in compiled passes
         from . import _bound_kernels
-        value, p_H, lam_H, ids, edge = _bound_kernels.iid_bound(
+        value, p_H, lam_H, H = _bound_kernels.iid_bound(
             np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), int(K),
             _bucket_floor(K), _N_BUCKETS, 52 - _MANT_BITS, _OPEN_SLACK)
-        H = np.flatnonzero(ids < edge)
     else:
         value, p_H, lam_H, H = _iid_bound_numpy(p, q, K)
     return MultidraftBound(min(value, 1.0), H, K, True, p_H, 1.0 - float(_iid_miss(np.array([lam_H]), K)[0]),
