@@ -116,9 +116,15 @@ def _compiled_rows(a: np.ndarray, v, name: str, tol: float) -> tuple[np.ndarray 
     read-only row; a row that is not valid: that path raises its own message)."""
     if a.shape[-1] < JIT_MIN_V or not (a.flags.c_contiguous and a.flags.writeable) or not _jit.enabled():
         return None, a
-    sums = a.sum(axis=-1).reshape(-1)        # the sums _check_row and as_rows take
-    if not ((np.abs(sums - 1.0) <= tol).all() and (sums > 0.0).all()):
-        return None, a
+    if a.ndim == 1:                          # (Python floats: small-array numpy calls cost microseconds)
+        s = float(a.sum())                   # the sum _check_row takes
+        if not (abs(s - 1.0) <= tol and s > 0.0):
+            return None, a
+        sums = np.array([s])
+    else:
+        sums = a.sum(axis=1)                 # the sums as_rows takes
+        if not ((np.abs(sums - 1.0) <= tol).all() and (sums > 0.0).all()):
+            return None, a
     from . import _validate_kernels
     # a float64 copy made here (from a list, float32, ...) is scaled in place
     out = a if (a is not v and a.flags.owndata) else np.empty_like(a)
