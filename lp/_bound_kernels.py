@@ -165,19 +165,22 @@ def _two_sum_into(acc, k, x):
 
 
 @njit
-def iid_bound(p, q, K, lo, n_buckets, shift, slack):
+def iid_bound(p, q, K, lo, n_buckets, shift, slack, ids, part, acc):
     """(value, p(H), lam(H), H) of alpha* = min_H [p(H) + 1 - q(H)^K] for validated float64
     rows (H: the token ids, ascending).
 
     ``lo``: the bit pattern of K shifted right by ``shift``, minus ``n_buckets - 1`` (bucket 0);
-    ``slack``: a bucket is opened if its lower bound is within it of the best edge objective.
+    ``slack``: a bucket is opened if its lower bound is within it of the best edge objective;
+    ``ids`` (int16, V), ``part`` and ``acc`` (float64, 4 (n_buckets + 1)): scratch, overwritten.
     """
     V = p.size
     nb = n_buckets + 1
-    ids = np.empty(V, np.int16)
-    part = np.zeros(4 * nb)            # per bucket: plain sums of p and q over its last tokens, their count,
-                                       # the count of the tokens summed before them
-    acc = np.zeros(4 * nb)             # per bucket: sum of p, its correction, sum of q, its correction
+    # scratch from the caller (reused between calls: fresh rows of this size page-fault):
+    # ids (int16, V): each token's bucket; part (4 nb): per bucket, plain sums of p and q over
+    # its last tokens, their count, the count of the tokens summed before them; acc (4 nb): per
+    # bucket, sum of p, its correction, sum of q, its correction
+    part[:] = 0.0
+    acc[:] = 0.0
     top = float(K)
     rbuf = np.empty(_CHUNK)
     bits = rbuf.view(np.int64)

@@ -581,9 +581,12 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     """
     if _jit.enabled():                                           # the same steps in compiled passes
         from . import _bound_kernels
+        ids = _jit.work_block("iid_bound ids", 1, p.size, np.int16)[0]      # scratch, per thread
+        tables = _jit.work_block("iid_bound tables", 2, 4 * (_N_BUCKETS + 1))
         value, p_H, lam_H, H = _bound_kernels.iid_bound(
             np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), int(K),
-            _bucket_floor(K), _N_BUCKETS, 52 - _MANT_BITS, _OPEN_SLACK)
+            _bucket_floor(K), _N_BUCKETS, 52 - _MANT_BITS, _OPEN_SLACK, ids, tables[0], tables[1])
+        del ids, tables
     else:
         value, p_H, lam_H, H = _iid_bound_numpy(p, q, K)
     return MultidraftBound(min(value, 1.0), H, K, True, p_H, 1.0 - float(_iid_miss(np.array([lam_H]), K)[0]),
