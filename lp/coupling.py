@@ -404,7 +404,8 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     >>> round(b.value, 12), b.H.tolist()
     (0.7, [0, 1])
     """
-    p, q = as_pair(p, q)
+    # with replacement the validated rows stay inside this call: they go to a per-thread block
+    p, q = as_pair(p, q, scratch="multidraft_bound rows" if replacement is True else None)
     replacement = check_bool(replacement, "replacement")
     k_eff = _check_K(q, K, replacement)
     step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)

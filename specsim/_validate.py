@@ -109,11 +109,13 @@ def _row_atol(atol, eps: float, V: int) -> float:
     return sum_tolerance(eps, V) if atol is None else check_real(atol, "atol", 0.0, 1.0)
 
 
-def _compiled_rows(a: np.ndarray, v, name: str, tol: float) -> tuple[np.ndarray | None, np.ndarray]:
+def _compiled_rows(a: np.ndarray, v, name: str, tol: float,
+                   out: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
     """``(a / row sums + 0.0, a)``, bit for bit as the numpy path, from numpy's pairwise ``sum``
     and one compiled pass that also checks every entry, for a long row or C-contiguous 2-D block;
     ``(None, a)`` when the numpy path must run on ``a`` instead (numba off; a short, strided or
-    read-only row; a row that is not valid: that path raises its own message)."""
+    read-only row; a row that is not valid: that path raises its own message).  ``out``: a
+    C-contiguous float64 array of ``a``'s size to write into (else a fresh one)."""
     if a.shape[-1] < JIT_MIN_V or not (a.flags.c_contiguous and a.flags.writeable) or not _jit.enabled():
         return None, a
     if a.ndim == 1:                          # (Python floats: small-array numpy calls cost microseconds)
@@ -126,10 +128,11 @@ def _compiled_rows(a: np.ndarray, v, name: str, tol: float) -> tuple[np.ndarray 
         if not ((np.abs(sums - 1.0) <= tol).all() and (sums > 0.0).all()):
             return None, a
     from . import _validate_kernels
-    # a float64 copy made here (from a list, float32, ...) is scaled in place
-    out = a if (a is not v and a.flags.owndata) else np.empty_like(a)
+    if out is None or out.size != a.size:
+        # a float64 copy made here (from a list, float32, ...) is scaled in place
+        out = a if (a is not v and a.flags.owndata) else np.empty_like(a)
     if _validate_kernels.scale_rows(a.reshape(-1, a.shape[-1]), sums, out.reshape(-1, a.shape[-1])):
-        return out, a
+        return out.reshape(a.shape), a
     if out is a:                             # overwritten before the bad entry: convert the input again
         a = _float_array(v, name)[0]
     return None, a
@@ -158,15 +161,20 @@ def as_distribution(v, name: str = "distribution", atol: float | None = None) ->
     ...
     ValueError: q: expected a 1-D probability vector, got shape (1, 2)
     """
+    return _as_distribution(v, name, atol, None)
+
+
+def _as_distribution(v, name: str, atol, out: np.ndarray | None) -> np.ndarray:
+    """:func:`as_distribution`, long rows on the compiled path written into ``out`` if given."""
     a, eps = _float_array(v, name)
     if a.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D probability vector, got shape {a.shape}")
     if a.size < 1:
         raise ValueError(f"{name}: empty probability vector")
     tol = _row_atol(atol, eps, a.size)
-    out, a = _compiled_rows(a, v, name, tol)
-    if out is not None:
-        return out
+    res, a = _compiled_rows(a, v, name, tol, out)
+    if res is not None:
+        return res
     out = a / _check_row(a, name, tol)
     out += 0.0          # -0.0 -> +0.0: a ratio p/q with q = -0.0 would be -inf, sorting first
     return out
@@ -219,11 +227,14 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
     return arr / sums[:, None] + 0.0 if arr.size else arr.astype(np.float64)
 
 
-def as_pair(p, q, atol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A (target p, draft q) pair of probability vectors over the same V >= 2 tokens
     (:func:`as_distribution` each).
 
-    Parameters: ``p``, ``q`` (lists, arrays or tensors), ``atol`` (``None``: dtype-aware).
+    Parameters: ``p``, ``q`` (lists, arrays or tensors), ``atol`` (``None``: dtype-aware),
+    ``scratch``: for a caller that neither keeps nor returns the rows, the name of a per-thread
+    work block (:func:`specsim._jit.work_block`) that long rows on the compiled path are written
+    into instead of fresh arrays (fresh rows of ~1 MB page-fault on every call).
 
     Returns: ``(p, q)`` as renormalised float64 arrays; ``ValueError`` for a bad row, different
     sizes or V < 2.
@@ -237,8 +248,14 @@ def as_pair(p, q, atol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     ...
     ValueError: p and q must have the same vocabulary size, got 2 and 3 tokens
     """
-    p = as_distribution(p, "p (target)", atol)
-    q = as_distribution(q, "q (draft)", atol)
+    rows = None
+    shape = getattr(p, "shape", None)
+    if scratch is not None and shape is not None and len(shape) == 1 and shape[0] >= JIT_MIN_V \
+            and _jit.enabled():
+        rows = _jit.work_block(scratch, 2, int(shape[0]))
+    p = _as_distribution(p, "p (target)", atol, None if rows is None else rows[0])
+    q = _as_distribution(q, "q (draft)", atol, None if rows is None else rows[1])
+    del rows
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same vocabulary size, got {p.size} and {q.size} tokens")
     if p.size < 2:

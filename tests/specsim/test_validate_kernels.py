@@ -142,3 +142,40 @@ def test_short_rows_do_not_import_numba():
             "as_distribution(np.full(JIT_MIN_V, 1.0 / JIT_MIN_V)); print('numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_pair_into_scratch_is_bit_identical_and_never_overwrites_live_rows():
+    """as_pair(scratch=...) writes long rows into a per-thread block: the same bits as fresh
+    rows, and a second call while the first rows are alive gets other memory (first rows intact)."""
+    rng = np.random.default_rng(5)
+    rows = _rows(151_936, rng)
+    p, q = rows["peaked"], rows["random"]
+    want = _numpy(as_pair, p, q)
+    p1, q1 = as_pair(p, q, scratch="test pair")
+    assert _same_bits(p1, want[0]) and _same_bits(q1, want[1])
+    assert np.shares_memory(p1, q1) is False and p1.base is q1.base is not None      # one block
+    keep = p1.copy(), q1.copy()
+    p2, q2 = as_pair(q, p, scratch="test pair")                  # p1, q1 alive: a fresh block
+    assert not np.shares_memory(p1, p2) and _same_bits(p1, keep[0]) and _same_bits(q1, keep[1])
+    assert _same_bits(p2, want[1]) and _same_bits(q2, want[0])
+    address = p2.__array_interface__["data"][0]
+    del p1, q1, p2, q2
+    p3, _ = as_pair(p, q, scratch="test pair")                   # nothing alive: reused
+    assert p3.__array_interface__["data"][0] == address and _same_bits(p3, want[0])
+    for bad in (_error(as_pair, p, np.full(151_936, np.nan), None, "test pair"),):
+        assert bad == _numpy(_error, as_pair, p, np.full(151_936, np.nan))
+
+
+def test_multidraft_bound_results_do_not_hold_the_scratch():
+    from lp.coupling import multidraft_bound
+
+    rng = np.random.default_rng(6)
+    rows = _rows(151_936, rng)
+    p, q = rows["peaked"], rows["random"]
+    first = multidraft_bound(p, q, 2)
+    second = multidraft_bound(q, p, 3)                           # reuses the block
+    again = multidraft_bound(p, q, 2)
+    assert first.value == again.value and np.array_equal(first.H, again.H)
+    assert not np.shares_memory(first.H, second.H)
+    ref = _numpy(multidraft_bound, p, q, 2)
+    assert abs(first.value - ref.value) <= 1e-13
