@@ -381,9 +381,9 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     arithmetic on random, tied, one-hot, subnormal and near-one-hot rows
     (tests/lp/test_bucketed_bound.py).  At V = 151,936 on an LLM-like row, against one AVX-512
     argsort of p/q (``python benchmarks/issue27.py --only 1``, CPU time, shared 2-core machine):
-    compiled (numba installed) 0.25-0.26x from validated rows, 0.31-0.33x for this call with
-    its input validation (itself compiled for rows of >= 4,096 entries, ~0.13x); the numpy path
-    0.6-0.7x and 0.8-0.9x.
+    compiled (numba installed) 0.24-0.27x from validated rows, 0.32-0.37x for this call with
+    its input validation (itself compiled for rows of >= 4,096 entries; load average 4-5); the
+    numpy path 0.6-0.8x and 0.8-0.97x.
 
     Parameters: ``p`` target, ``q`` draft (probability rows under the input contract of
     docs/design.md), ``K`` >= 1 drafts (an integer), ``replacement`` (a bool: i.i.d. drafts if
