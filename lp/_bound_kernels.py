@@ -1,20 +1,25 @@
 """Compiled i.i.d. multi-draft bound without a full sort (numba; see :mod:`specsim._jit`).
 
 The same algorithm as the numpy path of :func:`lp.coupling._iid_bound_bucketed` (docs/theory.md
-§6.6, "without a full sort"), in two passes over the row instead of ~15 numpy calls:
+§6.6, "without a full sort"), in three passes over the row instead of ~15 numpy calls:
 
-1. p/q, its bucket (the IEEE pattern shifted right, clamped below at bucket 0; r > K, inf and
-   nan dropped) and per-bucket sums of p and q, each bucket compensated by TwoSum (Knuth): a
-   bucket of 150,000 tied tokens is summed to ~1 ulp, where the numpy path needs sub-bins;
-2. on the 4,097 buckets: edge objectives, the lower bound inside each bucket, the buckets to open;
-3. a second pass over the bucket ids (int16: 4,097 buckets) gathers the opened buckets' tokens
-   branch-free; a counting sort groups them by bucket and copies their p and q out (read later
-   in ratio order, the full rows would cost a cache miss per token); each bucket is sorted by p/q
-   (skipped when its ratios are all equal; one counting pass on the next 8 bits of the ratio,
-   then insertion sort; heapsort for near-ties) and evaluated at the ends of its runs of equal ratio, with p(H) and
+1. p/q and its bucket (the IEEE pattern shifted right, clamped below at bucket 0; r > K, inf
+   and nan dropped); then, in a pass of its own, per-bucket token counts and sums of p and q:
+   plain sums over at most 71 tokens, each added into the bucket's sum compensated by TwoSum
+   (Knuth): a bucket of 150,000 tied tokens is summed to ~70 ulp of its sum at worst, where the
+   numpy path needs sub-bins;
+2. on the 4,097 buckets: edge objectives, the lower bound inside each bucket (from its smallest
+   ratio, see :func:`lp.coupling._bucket_lower_bounds`), the buckets to open (log1p and expm1
+   only where a cheap estimate of the objective comes within 1e-12 of the threshold);
+3. a pass over the bucket ids (int16: 4,097 buckets; blocks of 64 with none in the opened range
+   skipped) copies the opened buckets' tokens, with their p and q, straight to their slots
+   grouped by bucket (offsets from the counts; read later in ratio order, the full rows would
+   cost a cache miss per token); each bucket is sorted by p/q (skipped when its ratios are all
+   equal; one counting pass on the next 8 bits of the ratio, then insertion sort; heapsort for
+   near-ties) and evaluated at the ends of its runs of equal ratio, with p(H) and
    lam = q(V minus H) from the edge sums plus compensated sums inside the bucket;
 4. H is the tokens with bucket < the best edge, the tokens of the best run's bucket through that
-   run relabelled -1: one ``np.flatnonzero`` outside.
+   run relabelled -1: sized from the bucket counts, filled in one more pass over the bucket ids.
 
 p/q is formed by ``np.divide`` (numpy semantics: q = 0 gives inf or nan, dropped like r > K);
 no fastmath.  The first call compiles the kernels, ~3 s on a shared 2-core machine, unless
@@ -30,6 +35,11 @@ from specsim._jit import njit
 
 _CHUNK = 256                         # p/q goes through a small buffer to read its bit pattern
 _INSERTION = 48                      # runs up to this size are sorted by insertion
+_SCREEN_K = 1024                     # objectives are screened by a cheap estimate for K up to this
+_SCREEN_MARGIN = 1e-12               # ... with this margin (> the estimate's error, <= 1.2e-13)
+_FLUSH = 64.0                        # tokens a bucket sums plainly before its compensated sum takes them
+_GROUP = 8                           # ... tested once per this many tokens
+_SCAN = 64                           # the gather of the opened buckets' tokens skips blocks of this many
 
 
 @njit
@@ -38,6 +48,27 @@ def _miss(lam, K):
     if lam >= 1.0:
         return 1.0
     return -math.expm1(K * math.log1p(-lam))
+
+
+@njit
+def _objective_unless_above(P, lam, K, thr):
+    """P + _miss(lam, K), or inf where it surely exceeds ``thr``: P > thr, or (K <= _SCREEN_K) the
+    estimate P + 1 - (1 - lam)^K by repeated squaring, off by < (K + 2 log2 K + 4) 2^-53
+    <= 1.2e-13, exceeds thr + _SCREEN_MARGIN.  Saves log1p and expm1 where they cannot matter."""
+    if P > thr:
+        return np.inf
+    if K <= _SCREEN_K:
+        x = max(1.0 - lam, 0.0)
+        pw = 1.0
+        k = K
+        while k > 0:
+            if k & 1:
+                pw *= x
+            x *= x
+            k >>= 1
+        if P + (1.0 - pw) > thr + _SCREEN_MARGIN:
+            return np.inf
+    return P + _miss(lam, K)
 
 
 @njit
@@ -124,17 +155,32 @@ def _sift_down(rt, tok, pt, qt, a, root, n):
 
 
 @njit
-def iid_bound(p, q, K, lo, n_buckets, shift, slack):
-    """(value, p(H), lam(H), ids, edge) of alpha* = min_H [p(H) + 1 - q(H)^K] for validated
-    float64 rows: H = the tokens with ids < edge (``ids``: int16 per token).
+def _two_sum_into(acc, k, x):
+    """acc[k] + acc[k + 1] += x with acc[k + 1] collecting the rounding error (TwoSum, Knuth)."""
+    s0 = acc[k]
+    t = s0 + x
+    z = t - s0
+    acc[k + 1] += (s0 - (t - z)) + (x - z)
+    acc[k] = t
+
+
+@njit
+def iid_bound(p, q, K, lo, n_buckets, shift, slack, ids, part, acc):
+    """(value, p(H), lam(H), H) of alpha* = min_H [p(H) + 1 - q(H)^K] for validated float64
+    rows (H: the token ids, ascending).
 
     ``lo``: the bit pattern of K shifted right by ``shift``, minus ``n_buckets - 1`` (bucket 0);
-    ``slack``: a bucket is opened if its lower bound is within it of the best edge objective.
+    ``slack``: a bucket is opened if its lower bound is within it of the best edge objective;
+    ``ids`` (int16, V), ``part`` and ``acc`` (float64, 4 (n_buckets + 1)): scratch, overwritten.
     """
     V = p.size
     nb = n_buckets + 1
-    ids = np.empty(V, np.int16)
-    acc = np.zeros(4 * nb)             # per bucket: sum of p, its correction, sum of q, its correction
+    # scratch from the caller (reused between calls: fresh rows of this size page-fault):
+    # ids (int16, V): each token's bucket; part (4 nb): per bucket, plain sums of p and q over
+    # its last tokens, their count, the count of the tokens summed before them; acc (4 nb): per
+    # bucket, sum of p, its correction, sum of q, its correction
+    part[:] = 0.0
+    acc[:] = 0.0
     top = float(K)
     rbuf = np.empty(_CHUNK)
     bits = rbuf.view(np.int64)
@@ -144,23 +190,40 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
         for j in range(e - s):                           # (vectorised: no branch)
             b = max((bits[j] >> shift) - lo, 0)
             ids[s + j] = b if rbuf[j] <= top else n_buckets
-        for i in range(s, e):
-            b = ids[i]
-            # TwoSum (Knuth): each addition's rounding error goes into the bucket's correction
-            k = 4 * b
-            x, s0 = p[i], acc[k]
-            t = s0 + x
-            z = t - s0
-            acc[k + 1] += (s0 - (t - z)) + (x - z)
-            acc[k] = t
-            x, s0 = q[i], acc[k + 2]
-            t = s0 + x
-            z = t - s0
-            acc[k + 3] += (s0 - (t - z)) + (x - z)
-            acc[k + 2] = t
+    # per-bucket sums: plain over at most _FLUSH + _GROUP - 1 tokens (error <= 71 eps of the
+    # partial), then into the bucket's compensated sum.  The flush is tested once per _GROUP
+    # tokens: a test per token, or TwoSum per token, costs ~1.2x more; so does this loop inside
+    # the chunks above.
+    Vg = V - V % _GROUP
+    for g in range(0, Vg, _GROUP):
+        full = False
+        for i in range(g, g + _GROUP):
+            k = 4 * np.int64(ids[i])
+            part[k] += p[i]
+            part[k + 1] += q[i]
+            n = part[k + 2] + 1.0
+            part[k + 2] = n
+            full |= n >= _FLUSH
+        if full:
+            for i in range(g, g + _GROUP):
+                k = 4 * np.int64(ids[i])
+                if part[k + 2] >= _FLUSH:
+                    _two_sum_into(acc, k, part[k])
+                    _two_sum_into(acc, k + 2, part[k + 1])
+                    part[k + 3] += part[k + 2]           # the bucket's tokens so far
+                    part[k] = 0.0
+                    part[k + 1] = 0.0
+                    part[k + 2] = 0.0
+    for i in range(Vg, V):
+        k = 4 * np.int64(ids[i])
+        part[k] += p[i]
+        part[k + 1] += q[i]
+        part[k + 2] += 1.0
     Pb = np.empty(nb)
     Qb = np.empty(nb)
     for b in range(nb):
+        _two_sum_into(acc, 4 * b, part[4 * b])
+        _two_sum_into(acc, 4 * b + 2, part[4 * b + 1])
         Pb[b] = acc[4 * b] + acc[4 * b + 1]
         Qb[b] = acc[4 * b + 2] + acc[4 * b + 3]
     # edges b = 0..n_buckets: p of the buckets < b (dropped excluded), q of the buckets >= b
@@ -170,7 +233,7 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
     c = 0.0
     for b in range(nb):
         P_edge[b] = s + c
-        if b < n_buckets:
+        if b < n_buckets and Pb[b] != 0.0:           # (adding 0 leaves s and c as they are)
             t = s + Pb[b]
             z = t - s
             c += (s - (t - z)) + (Pb[b] - z)
@@ -179,58 +242,83 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
     c = 0.0
     lam_edge[nb] = 0.0
     for b in range(nb - 1, -1, -1):
-        t = s + Qb[b]
-        z = t - s
-        c += (s - (t - z)) + (Qb[b] - z)
-        s = t
+        if Qb[b] != 0.0:
+            t = s + Qb[b]
+            z = t - s
+            c += (s - (t - z)) + (Qb[b] - z)
+            s = t
         lam_edge[b] = s + c
     ke = 0
     best = 2.0
     for b in range(nb):
-        o = P_edge[b] + _miss(lam_edge[b], K)
+        # skipped, as they cannot be strictly better: an edge after an empty bucket (the same sums
+        # as the edge before it) and an edge whose p alone reaches the best (the miss is >= 0)
+        if (b > 0 and Pb[b - 1] == 0.0 and Qb[b - 1] == 0.0) or P_edge[b] >= best:
+            continue
+        o = _objective_unless_above(P_edge[b], lam_edge[b], K, best)
         if o < best:
             best, ke = o, b
     best_P, best_lam = P_edge[ke], lam_edge[ke]
     # buckets to open (q = 0 only where p = 0: such a bucket is all in at its edge)
-    opened = np.zeros(nb, np.int64)
-    any_open = False
+    opened = np.zeros(nb, np.uint8)
+    olist = np.empty(n_buckets, np.int64)
+    n_olist = 0
+    low = np.empty(1, np.int64)                 # the smallest ratio of a bucket, from its bit pattern
+    low_r = low.view(np.float64)
+    thr = best + slack
     for b in range(n_buckets):
-        if Qb[b] > 0.0 and P_edge[b] + _miss(lam_edge[b + 1], K) <= best + slack:
+        if Qb[b] == 0.0:
+            continue
+        # inside bucket b, H holds q-mass x in [0, Qb] of it with p-mass >= r_low x: the objective
+        # is >= P_edge + r_low x + miss(lam_edge[b + 1] + Qb - x), concave in x, so >= its value at
+        # x = 0 (about edge b's objective) or at x = Qb
+        low[0] = (b + lo) << shift
+        r_low = low_r[0] if b > 0 else 0.0
+        if (_objective_unless_above(P_edge[b], lam_edge[b], K, thr) <= thr
+                or _objective_unless_above(P_edge[b] + r_low * Qb[b], lam_edge[b + 1], K, thr) <= thr):
             opened[b] = 1
-            any_open = True
+            olist[n_olist] = b
+            n_olist += 1
+    any_open = n_olist > 0
     run_bucket = -1
     run_thr = 0.0
     start = np.zeros(nb + 1, np.int64)          # opened bucket b: tok[start[b]:start[b + 1]]
     if any_open:
-        # branch-free append of the opened buckets' tokens (the write slot advances only for them)
-        found = np.empty(V + 1, np.int64)
-        n_open = 0
-        for i in range(V):
-            found[n_open] = i
-            n_open += opened[ids[i]]
-        # grouped by bucket (a counting sort of the few)
-        for j in range(n_open):
-            start[ids[found[j]] + 1] += 1
-        for b in range(nb):
-            start[b + 1] += start[b]
-        fill = np.empty(nb, np.int64)
-        for b in range(nb):
-            fill[b] = start[b]
-        # their p and q copied out once: later passes read them in ratio order, which would be
-        # a cache miss per token on the full rows
+        # the opened buckets' tokens grouped by bucket (offsets from the bucket counts), their p
+        # and q copied out once: later passes read them in ratio order, which would be a cache
+        # miss per token on the full rows
+        for b in range(n_buckets):
+            start[b + 1] = start[b] + (np.int64(part[4 * b + 2] + part[4 * b + 3]) if opened[b] else 0)
+        start[nb] = start[n_buckets]
+        n_open = start[nb]
+        fill = start[:nb].copy()
         tok = np.empty(n_open, np.int64)
         pt = np.empty(n_open)
         qt = np.empty(n_open)
-        for j in range(n_open):
-            i = found[j]
-            k = fill[ids[i]]
-            tok[k], pt[k], qt[k] = i, p[i], q[i]
-            fill[ids[i]] = k + 1
+        # opened buckets lie in olist[0]..olist[-1]: a block of _SCAN ids is looked at token by
+        # token only if one of them falls in that range (a vectorised test)
+        b_lo = olist[0]
+        width = olist[n_olist - 1] - b_lo
+        for s in range(0, V, _SCAN):
+            e = min(s + _SCAN, V)
+            hit = False
+            for i in range(s, e):
+                d = np.int64(ids[i]) - b_lo
+                hit |= (d >= 0) & (d <= width)
+            if not hit:
+                continue
+            for i in range(s, e):
+                b = ids[i]
+                if opened[b]:
+                    k = fill[b]
+                    tok[k], pt[k], qt[k] = i, p[i], q[i]
+                    fill[b] = k + 1
         rt = np.empty(n_open)
         for j in range(n_open):
             rt[j] = pt[j] / qt[j]                 # q > 0 in every kept bucket
         lam_tail = np.empty(n_open + 1)
-        for b in range(n_buckets):
+        for ob in range(n_olist):
+            b = olist[ob]
             a, e = start[b], start[b + 1]
             if a == e:
                 continue
@@ -264,13 +352,26 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack):
                     continue                    # a run of equal ratio is all in or all out
                 P_run = P_edge[b] + (s + c)
                 lam_run = lam_edge[b + 1] + lam_tail[j + 1]
-                o = P_run + _miss(lam_run, K)
+                o = _objective_unless_above(P_run, lam_run, K, best)
                 if o < best:
                     best, best_P, best_lam = o, P_run, lam_run
                     run_bucket, run_thr = b, rt[j]
+    n_H = 0                           # |H| from the bucket counts
     if run_bucket >= 0:               # the run's bucket through the run counts as below it
         for j in range(start[run_bucket], start[run_bucket + 1]):
             if rt[j] <= run_thr:
                 ids[tok[j]] = -1
+                n_H += 1
         ke = run_bucket
-    return best, best_P, best_lam, ids, ke
+    for b in range(ke):
+        n_H += np.int64(part[4 * b + 2] + part[4 * b + 3])
+    # H: the tokens with ids < ke, ascending, appended branch-free (sized by the counts, as the
+    # gather above is: they count the same ids)
+    H = np.empty(n_H + 1, np.int64)
+    n = 0
+    for i in range(V):
+        H[n] = i
+        n += ids[i] < ke
+    if n != n_H:
+        raise RuntimeError("iid_bound: bucket counts disagree with the bucket ids")
+    return best, best_P, best_lam, H[:n_H]

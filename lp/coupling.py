@@ -381,8 +381,9 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     arithmetic on random, tied, one-hot, subnormal and near-one-hot rows
     (tests/lp/test_bucketed_bound.py).  At V = 151,936 on an LLM-like row, against one AVX-512
     argsort of p/q (``python benchmarks/issue27.py --only 1``, CPU time, shared 2-core machine):
-    compiled (numba installed) 0.34-0.47x from validated rows, 0.47-0.61x for this call with
-    its input validation; the numpy path 0.6-0.9x.
+    compiled (numba installed) 0.24-0.27x from validated rows, 0.32-0.37x for this call with
+    its input validation (itself compiled for rows of >= 4,096 entries; load average 4-5); the
+    numpy path 0.6-0.8x and 0.8-0.97x.
 
     Parameters: ``p`` target, ``q`` draft (probability rows under the input contract of
     docs/design.md), ``K`` >= 1 drafts (an integer), ``replacement`` (a bool: i.i.d. drafts if
@@ -403,7 +404,8 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     >>> round(b.value, 12), b.H.tolist()
     (0.7, [0, 1])
     """
-    p, q = as_pair(p, q)
+    # with replacement the validated rows stay inside this call: they go to a per-thread block
+    p, q = as_pair(p, q, scratch="multidraft_bound rows" if replacement is True else None)
     replacement = check_bool(replacement, "replacement")
     k_eff = _check_K(q, K, replacement)
     step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)
@@ -558,9 +560,11 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
        p_v > K q_v >= (Q + q_v)^K - Q^K.  It is "dropped" (kept only in lam = q(V minus H)).
     2. The other tokens are bucketed by the top bits of the IEEE pattern of r = p/q (monotone in r,
        so every bucket edge is a prefix of the sorted order); two weighted bincounts give p and q
-       per bucket, prefix sums give the objective at every edge (an upper bound on alpha*), and
-       the prefixes strictly inside bucket b have p(H) >= p(edge b) and lam >= lam(edge b + 1),
-       a lower bound.  Only buckets whose lower bound reaches the best edge are opened.
+       per bucket, prefix sums give the objective at every edge (an upper bound on alpha*).  A
+       prefix strictly inside bucket b holds q-mass x of it with p-mass >= r_low x (r_low: the
+       bucket's smallest ratio), so its objective is >= P(edge b) + r_low x + miss(lam(edge b + 1)
+       + Q_b - x), which is concave in x: a lower bound is its smaller value at x = 0 and x = Q_b.
+       Only buckets whose lower bound reaches the best edge are opened.
     3. Inside the opened buckets the tokens are sorted and grouped into runs of equal r; a run is
        all in or all out (the objective is concave in the tied mass), so only run ends are
        evaluated.
@@ -570,21 +574,37 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     1 - (1 - lam)^K is -expm1(K log1p(-lam)).
 
     With numba (specsim._jit) the same steps run compiled (:mod:`lp._bound_kernels`): one pass
-    for the ratios, bucket ids and per-bucket sums (TwoSum-compensated instead of sub-binned),
-    one over the bucket ids to gather the opened buckets' tokens, then H by ``np.flatnonzero``.
-    Its first call in a fresh environment compiles for ~3 s (later processes load numba's
-    cache).  The numpy steps below are the path without numba and the tests' reference.
+    for the ratios and bucket ids, one for the per-bucket sums (plain over <= 71 tokens, then
+    TwoSum-compensated, instead of sub-binned), one over the bucket ids to gather the opened
+    buckets' tokens, one more for H.  Its first call in a fresh environment
+    compiles for ~3 s (later processes load numba's cache).  The numpy steps below are the path
+    without numba and the tests' reference.
     """
-    if _jit.enabled():                                           # the same steps in two compiled passes
+    if _jit.enabled():                                           # the same steps in compiled passes
         from . import _bound_kernels
-        value, p_H, lam_H, ids, edge = _bound_kernels.iid_bound(
+        ids = _jit.work_block("iid_bound ids", 1, p.size, np.int16)[0]      # scratch, per thread
+        tables = _jit.work_block("iid_bound tables", 2, 4 * (_N_BUCKETS + 1))
+        value, p_H, lam_H, H = _bound_kernels.iid_bound(
             np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), int(K),
-            _bucket_floor(K), _N_BUCKETS, 52 - _MANT_BITS, _OPEN_SLACK)
-        H = np.flatnonzero(ids < edge)
+            _bucket_floor(K), _N_BUCKETS, 52 - _MANT_BITS, _OPEN_SLACK, ids, tables[0], tables[1])
+        del ids, tables
     else:
         value, p_H, lam_H, H = _iid_bound_numpy(p, q, K)
     return MultidraftBound(min(value, 1.0), H, K, True, p_H, 1.0 - float(_iid_miss(np.array([lam_H]), K)[0]),
                            "prefix")
+
+
+def _bucket_lower_bounds(obj_edge: np.ndarray, P_edge: np.ndarray, lam_edge: np.ndarray, Qb: np.ndarray,
+                         K: int) -> np.ndarray:
+    """Lower bound on the objective of every prefix inside bucket b = 0.._N_BUCKETS - 1.
+
+    Such a prefix holds q-mass x in [0, Qb] of the bucket with p-mass >= r_low x (r_low: the
+    bucket's smallest ratio, 0 for bucket 0), so its objective is >= P_edge + r_low x +
+    miss(lam_edge[b + 1] + Qb - x), concave in x: >= its value at x = 0 (edge b's objective) or
+    at x = Qb.  (The compiled kernel computes the same per bucket.)"""
+    r_low = ((np.arange(_N_BUCKETS, dtype=np.int64) + _bucket_floor(K)) << (52 - _MANT_BITS)).view(np.float64)
+    r_low[0] = 0.0                                               # bucket 0 holds every smaller ratio
+    return np.minimum(obj_edge[:-1], (P_edge[:-1] + r_low * Qb[:-1]) + _iid_miss(lam_edge[1:], K))
 
 
 def _iid_bound_numpy(p: np.ndarray, q: np.ndarray, K: int) -> tuple[float, float, float, np.ndarray]:
@@ -600,7 +620,7 @@ def _iid_bound_numpy(p: np.ndarray, q: np.ndarray, K: int) -> tuple[float, float
     P_edge = _blocked_cumsum0(Pb[:-1])                           # p of buckets < b, b = 0.._N_BUCKETS
     lam_edge = _blocked_cumsum0(Qb[::-1])[::-1][:nb]             # q of buckets >= b, dropped included
     obj_edge = P_edge + _iid_miss(lam_edge, K)
-    lower = P_edge[:-1] + _iid_miss(lam_edge[1:], K)             # inside bucket b
+    lower = _bucket_lower_bounds(obj_edge, P_edge, lam_edge, Qb, K)
     opened = (lower <= obj_edge.min() + _OPEN_SLACK) & (Qb[:-1] > 0)   # q = 0 only for p = 0: all in at the edge
     ke = int(np.argmin(obj_edge))
     best = (float(obj_edge[ke]), float(P_edge[ke]), float(lam_edge[ke]))

@@ -8,7 +8,9 @@ trusts them.  The contract is written out in docs/design.md, "The input contract
   tensor is converted through numpy); it is accepted when its entries are finite and >= 0 and
   |sum - 1| <= :func:`sum_tolerance` (dtype, V) = max(1e-8, min(4 V eps(dtype), 1e-2)), and it is
   returned renormalised once, in float64, so nothing downstream sees a row whose sum differs
-  from 1 by more than float64 rounding;
+  from 1 by more than float64 rounding (rows of >= :data:`JIT_MIN_V` entries: checked and scaled
+  in one compiled pass when numba is installed, :mod:`specsim._validate_kernels`, bit for bit
+  the same result and the same errors);
 - token ids are Python or numpy integers (not ``bool``, not floats) in 0..V-1;
 - numeric parameters are finite numbers in their documented range (:func:`check_real`,
   :func:`check_int`).
@@ -29,12 +31,17 @@ import sys
 
 import numpy as np
 
+from specsim import _jit
+
 #: Floor of the row-sum tolerance: what a float64 row may miss 1 by.
 SUM_ATOL = 1e-8
 #: Ceiling of the row-sum tolerance, whatever the dtype and V (a coarse row summing to 2 is refused).
 SUM_ATOL_MAX = 1e-2
 #: Machine epsilon of bfloat16 (8 significant bits), which numpy's ``finfo`` does not know.
 BFLOAT16_EPS = 2.0 ** -7
+#: Rows at least this long are checked and scaled in one compiled pass when numba is installed
+#: (:mod:`specsim._validate_kernels`); shorter rows never import numba.
+JIT_MIN_V = 4096
 
 
 def sum_tolerance(eps: float, V: int) -> float:
@@ -102,6 +109,35 @@ def _row_atol(atol, eps: float, V: int) -> float:
     return sum_tolerance(eps, V) if atol is None else check_real(atol, "atol", 0.0, 1.0)
 
 
+def _compiled_rows(a: np.ndarray, v, name: str, tol: float,
+                   out: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
+    """``(a / row sums + 0.0, a)``, bit for bit as the numpy path, from numpy's pairwise ``sum``
+    and one compiled pass that also checks every entry, for a long row or C-contiguous 2-D block;
+    ``(None, a)`` when the numpy path must run on ``a`` instead (numba off; a short, strided or
+    read-only row; a row that is not valid: that path raises its own message).  ``out``: a
+    C-contiguous float64 array of ``a``'s size to write into (else a fresh one)."""
+    if a.shape[-1] < JIT_MIN_V or not (a.flags.c_contiguous and a.flags.writeable) or not _jit.enabled():
+        return None, a
+    if a.ndim == 1:                          # (Python floats: small-array numpy calls cost microseconds)
+        s = float(a.sum())                   # the sum _check_row takes
+        if not (abs(s - 1.0) <= tol and s > 0.0):
+            return None, a
+        sums = np.array([s])
+    else:
+        sums = a.sum(axis=1)                 # the sums as_rows takes
+        if not ((np.abs(sums - 1.0) <= tol).all() and (sums > 0.0).all()):
+            return None, a
+    from . import _validate_kernels
+    if out is None or out.size != a.size:
+        # a float64 copy made here (from a list, float32, ...) is scaled in place
+        out = a if (a is not v and a.flags.owndata) else np.empty_like(a)
+    if _validate_kernels.scale_rows(a.reshape(-1, a.shape[-1]), sums, out.reshape(-1, a.shape[-1])):
+        return out.reshape(a.shape), a
+    if out is a:                             # overwritten before the bad entry: convert the input again
+        a = _float_array(v, name)[0]
+    return None, a
+
+
 def as_distribution(v, name: str = "distribution", atol: float | None = None) -> np.ndarray:
     """A probability vector: v_i finite, v_i >= 0 and |sum_i v_i - 1| <= tol, returned as v / sum(v).
 
@@ -125,12 +161,21 @@ def as_distribution(v, name: str = "distribution", atol: float | None = None) ->
     ...
     ValueError: q: expected a 1-D probability vector, got shape (1, 2)
     """
+    return _as_distribution(v, name, atol, None)
+
+
+def _as_distribution(v, name: str, atol, out: np.ndarray | None) -> np.ndarray:
+    """:func:`as_distribution`, long rows on the compiled path written into ``out`` if given."""
     a, eps = _float_array(v, name)
     if a.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D probability vector, got shape {a.shape}")
     if a.size < 1:
         raise ValueError(f"{name}: empty probability vector")
-    out = a / _check_row(a, name, _row_atol(atol, eps, a.size))
+    tol = _row_atol(atol, eps, a.size)
+    res, a = _compiled_rows(a, v, name, tol, out)
+    if res is not None:
+        return res
+    out = a / _check_row(a, name, tol)
     out += 0.0          # -0.0 -> +0.0: a ratio p/q with q = -0.0 would be -inf, sorting first
     return out
 
@@ -167,6 +212,9 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
     if shape is not None and arr.shape != tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)}, got {arr.shape}")
     tol = _row_atol(atol, eps, arr.shape[1])
+    out, arr = _compiled_rows(arr, a, name, tol)
+    if out is not None:
+        return out
     if arr.size and np.isfinite(arr).all() and not (arr < 0).any():
         # one vectorised pass when every row is valid (row sums equal the per-row sums bitwise:
         # the same contiguous reduction); the per-row loop below only names the first bad row
@@ -179,11 +227,14 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
     return arr / sums[:, None] + 0.0 if arr.size else arr.astype(np.float64)
 
 
-def as_pair(p, q, atol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A (target p, draft q) pair of probability vectors over the same V >= 2 tokens
     (:func:`as_distribution` each).
 
-    Parameters: ``p``, ``q`` (lists, arrays or tensors), ``atol`` (``None``: dtype-aware).
+    Parameters: ``p``, ``q`` (lists, arrays or tensors), ``atol`` (``None``: dtype-aware),
+    ``scratch``: for a caller that neither keeps nor returns the rows, the name of a per-thread
+    work block (:func:`specsim._jit.work_block`) that long rows on the compiled path are written
+    into instead of fresh arrays (fresh rows of ~1 MB page-fault on every call).
 
     Returns: ``(p, q)`` as renormalised float64 arrays; ``ValueError`` for a bad row, different
     sizes or V < 2.
@@ -197,8 +248,14 @@ def as_pair(p, q, atol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     ...
     ValueError: p and q must have the same vocabulary size, got 2 and 3 tokens
     """
-    p = as_distribution(p, "p (target)", atol)
-    q = as_distribution(q, "q (draft)", atol)
+    rows = None
+    shape = getattr(p, "shape", None)
+    if scratch is not None and shape is not None and len(shape) == 1 and shape[0] >= JIT_MIN_V \
+            and _jit.enabled():
+        rows = _jit.work_block(scratch, 2, int(shape[0]))
+    p = _as_distribution(p, "p (target)", atol, None if rows is None else rows[0])
+    q = _as_distribution(q, "q (draft)", atol, None if rows is None else rows[1])
+    del rows
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same vocabulary size, got {p.size} and {q.size} tokens")
     if p.size < 2:

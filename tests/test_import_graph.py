@@ -142,7 +142,7 @@ def test_a_package_import_is_an_edge_to_its_init(tmp_path):
 OPTIONAL = {"reference_gpu.kernels": "triton", "reference_gpu.api": "triton",
             "specsim.verifiers._chain_kernels": "numba", "specsim.verifiers._clip_kernels": "numba",
             "lp._race_kernels": "numba", "lp._bound_kernels": "numba",
-            "specsim._kl_kernels": "numba"}
+            "specsim._kl_kernels": "numba", "specsim._validate_kernels": "numba"}
 
 OPTIONAL["specsim._exact_kernels"] = "numba"
 

@@ -109,6 +109,40 @@ def test_bucketed_against_exact_integers_with_pruning(kind):
         assert abs(_iid_bound_bucketed(p, q, K).value - exact) <= TOL, (kind, K)
 
 
+@pytest.mark.parametrize("kind", ["random", "llm", "tied", "subnormal", "near-one-hot"])
+def test_bucket_lower_bounds_hold_at_every_prefix(kind):
+    """coupling._bucket_lower_bounds (which buckets are opened, in both paths) against the exact
+    objective of every prefix of the exact p/q order, each prefix charged to the bucket of its
+    last token.  Negative control: the same bound with each bucket's LARGEST ratio in place of
+    its smallest is violated somewhere (the bound is not vacuous)."""
+    p, q = as_pair(*_rows(kind, 1500, 11))
+    a, b = _ints(p), _ints(q)
+    A, B = sum(a), sum(b)
+    order = sorted((v for v in range(len(a)) if b[v]), key=lambda v: Fraction(a[v], b[v]))
+    nb = coupling._N_BUCKETS + 1
+    for K in (1, 2, 3, 8):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            ids = coupling._ratio_bucket_ids(p / q, K)
+        Pb, Qb = np.bincount(ids, p, nb), np.bincount(ids, q, nb)
+        P_edge = coupling._blocked_cumsum0(Pb[:-1])
+        lam_edge = coupling._blocked_cumsum0(Qb[::-1])[::-1][:nb]
+        obj_edge = P_edge + coupling._iid_miss(lam_edge, K)
+        lower = coupling._bucket_lower_bounds(obj_edge, P_edge, lam_edge, Qb, K)
+        r_high = ((np.arange(1, nb, dtype=np.int64) + coupling._bucket_floor(K))
+                  << (52 - coupling._MANT_BITS)).view(np.float64)
+        too_high = (P_edge[:-1] + r_high * Qb[:-1]) + coupling._iid_miss(lam_edge[1:], K)
+        pa = qb = 0
+        violated = False
+        for v in order:
+            pa, qb = pa + a[v], qb + b[v]
+            if ids[v] == coupling._N_BUCKETS:
+                continue
+            obj = float(Fraction(pa, A) + 1 - Fraction(qb, B) ** K)
+            assert obj >= lower[ids[v]] - TOL, (kind, K, v)
+            violated |= obj < min(obj_edge[ids[v]], too_high[ids[v]]) - 1e-9
+        assert violated, (kind, K)
+
+
 def _tie_row(V: int, ties: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``ties`` tokens at p = q = 0.6 / ties (not a dyadic number, so every addition rounds; ratio
     exactly 1 before and after renormalisation), the other tokens random (mass 0.4 each)."""
@@ -261,8 +295,9 @@ def test_compiled_against_numpy_at_V_151936(kind):
 
 @needs_numba
 def test_compiled_150000_ties_against_exact_integers():
-    """The tie row of test_bucketed_150000_ties_against_exact_integers at K = 2 (per-bucket TwoSum
-    instead of sub-bins), with exact integers at every prefix."""
+    """The tie row of test_bucketed_150000_ties_against_exact_integers at K = 2 (per-bucket plain
+    sums of <= 71 tokens added into a TwoSum-compensated sum, instead of sub-bins; without that
+    flush this test fails), with exact integers at every prefix."""
     K = 2
     p, q = as_pair(*_tie_row(151_936, 150_000, 4))
     a, b = _ints(p), _ints(q)
