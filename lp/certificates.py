@@ -199,7 +199,7 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     (0.082227, 0.56892, 0.001049)
     """
     r = _rule_of(rule)
-    p, q = as_pair(p, q)
+    p, q = as_pair(p, q, scratch="certify rows")   # the rows never leave the call (a view kept would pin them)
     atol = check_real(atol, "atol", 0.0, 1.0)
     fam = clip_family(p, q)  # one ratio sort for the rule (mentored, Cactus) and both KL frontiers
     with fam.shared():

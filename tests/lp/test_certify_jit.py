@@ -232,3 +232,21 @@ def test_kl_on_long_rows_compiled_equals_numpy(kind):
             assert got == want or (np.isnan(got) and np.isnan(want)), (kind, V, got, want)
         assert bool(calls) == (V >= _JIT_MIN), (V, calls)   # the compiled pass really ran (and only there)
         calls.clear()
+
+
+def test_certificate_keeps_its_law_when_the_rows_were_validated_into_scratch():
+    """certify validates long rows into a reusable per-thread block; a rule whose closed form returns
+    the target row itself puts a view of that block in the certificate, and a later certify must
+    not overwrite it (the block is reused only when no view of it is alive)."""
+    from specsim.verifiers.lossy import SingleTokenRule
+
+    rule = SingleTokenRule("emit-p", lambda p, q, x: (1.0, p), lambda p, q: p, lambda p, q: 0.0)
+    p1, q1 = _row("llm", 5000, 1)
+    p2, q2 = _row("random", 5000, 2)
+    c1 = certify(rule, p1, q1)
+    kept = c1.out.copy()
+    for _ in range(3):
+        certify(rule, p2, q2)
+        certify(mentored(0.6), p2, q2)
+    np.testing.assert_array_equal(c1.out, kept)
+    np.testing.assert_allclose(c1.out, p1 / p1.sum(), rtol=1e-15)
