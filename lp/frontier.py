@@ -172,8 +172,7 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDiv
     if d_q <= eps:
         return 1.0
     a = 1.0 if eps == 0.0 else _clip_level(fam, dfun or _ClipDivergence(fam, kind), eps)
-    hi = fam.rank(a, "right")
-    return float(fam.Qc[hi] + a * fam.Psuf[hi])
+    return fam.accepted(a)
 
 
 def _frontier_clip(p, q, eps, kind, fam=None, dfun=None) -> FrontierPoint:

@@ -275,6 +275,12 @@ class ClipFamily:
             return float(min(1.0, self.r[0]))
         return float(min(max((c + self.Qc[j]) / self.Pc[j], 0.0), 1.0, a))
 
+    def accepted(self, a: float) -> float:
+        """sum_v min(q_v, a p_v) = Q(r <= a) + a P(r > a) from the prefix sums (tokens with p = 0 add
+        nothing): the acceptance of speculative sampling against pi(a) (its min(q, pi) = min(q, a p))."""
+        hi = self.rank(a, "right")
+        return float(self.Qc[hi] + a * self.Psuf[hi])
+
     def pi(self, a: float, b: float | None = None) -> np.ndarray:
         """pi(a) = clip(q, b p, a p) (pi_v = 0 where p_v = 0)."""
         b = self.b(a) if b is None else b
@@ -310,7 +316,7 @@ class _GroupedClipFamily(ClipFamily):
         n = p.size
         pc, qc = (np.ascontiguousarray(x, dtype=np.float64) for x in (p, q))
         self._pc, self._qc = pc, qc
-        r_in = np.empty(n)
+        r_in = _jit.work_block("clip r", 1, n)[0]
         with np.errstate(over="ignore"):
             done = n > 0 and pc.min() > 0.0
             if done:                                # p > 0 everywhere: numpy's vectorised divide

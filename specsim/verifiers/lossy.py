@@ -540,7 +540,11 @@ def mentored(alpha: float) -> LossyVerifier:
     def beta(p, q):
         return np.minimum(q, a * p).sum()
 
-    rule = SingleTokenRule("mentored", decide, out, beta, dict(alpha=alpha))
+    def pair(p, q):  # both from the family a certificate shares: no O(V) temporaries for beta
+        fam = ClipFamily.of(p, q)
+        return fam.pi(a), fam.accepted(a)
+
+    rule = SingleTokenRule("mentored", decide, out, beta, dict(alpha=alpha), closed_pair=pair)
     return single_token_chain(rule, doc=mentored.__doc__)
 
 
