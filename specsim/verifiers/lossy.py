@@ -574,13 +574,18 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
         if w in (0.0, 1.0):
             return (q if w == 0.0 else p).copy()
         both = (p > 0) & (q > 0)
-        if both.all():  # the same arithmetic, without the masks
+        if both.all():  # the same arithmetic, without the masks, in one fresh row (the law)
             g = np.log(p)
             g *= w
-            lq = np.log(q)
+            lq = np.log(q, out=_jit.work_block("ensemble log q", 1, q.size)[0])
             lq *= 1.0 - w
             g += lq
-            return normalize(np.exp(g, out=g), p)
+            np.exp(g, out=g)
+            s = g.sum()
+            if s <= 0.0:
+                return p
+            g /= s                                 # normalize(g, p), in place
+            return g
         g = np.zeros(p.size)
         g[both] = np.exp(w * np.log(p[both]) + (1.0 - w) * np.log(q[both]))
         return normalize(g, p)
