@@ -295,8 +295,12 @@ def lenience(l: float) -> LossyVerifier:  # noqa: E741 (the paper's name)
 
 # --------------------------------------------------------------------------- 8.3 top-k acceptance
 def _top_set(p: np.ndarray, k: int) -> np.ndarray:
-    kth = np.partition(p, p.size - k)[p.size - k] if k < p.size else -np.inf
-    return p >= kth
+    if k >= p.size:
+        return np.ones(p.size, dtype=bool)
+    buf = _jit.work_block("top set", 1, p.size)[0]     # partition a scratch copy, not a fresh one
+    buf[:] = p
+    buf.partition(p.size - k)
+    return p >= buf[p.size - k]
 
 
 def topk_accept(k: int) -> LossyVerifier:
@@ -320,15 +324,20 @@ def topk_accept(k: int) -> LossyVerifier:
         return float(S[x]), _pos_part(S - q, p)
 
     def beta(p, q):
-        return q[_top_set(p, k)].sum()
+        return q.sum(where=_top_set(p, k))
 
     def pair(p, q):
         S = _top_set(p, k)
-        q_out = q[~S].sum()  # q(S^c) summed directly: 1 - q(S) can round below 0 when S^c is empty
+        q_in = q.sum(where=S)
+        q_out = q.sum(where=~S)  # q(S^c) summed directly: 1 - q(S) can round below 0 when S^c is empty
         den = S.sum() - 1.0 + q_out
         if den <= 0:  # S = {v} with q_v = 1: never rejected
-            return q.copy(), q[S].sum()
-        return np.where(S, q + q_out * (1.0 - q) / den, 0.0), q[S].sum()
+            return q.copy(), q_in
+        res = np.subtract(1.0, q)                # q + q(S^c) (1 - q) / |S| - q(S), in one fresh row
+        res *= q_out / den
+        res += q
+        res[~S] = 0.0
+        return res, q_in
 
     def out(p, q):
         return pair(p, q)[0]
