@@ -315,8 +315,8 @@ class _GroupedClipFamily(ClipFamily):
         self.p, self.q = p, q
         n = p.size
         pc, qc = (np.ascontiguousarray(x, dtype=np.float64) for x in (p, q))
-        self._pc, self._qc = pc, qc
-        r_in = _jit.work_block("clip r", 1, n)[0]
+        TK = _jit.work_block("clip tokens", 2, n)
+        r_in = TK[0]
         with np.errstate(over="ignore"):
             done = n > 0 and pc.min() > 0.0
             if done:                                # p > 0 everywhere: numpy's vectorised divide
@@ -335,49 +335,50 @@ class _GroupedClipFamily(ClipFamily):
             B = top - base + 2
         else:                                   # every ratio is 0 (or no p > 0): one bucket
             base, B = 0, 1
-        self._par = par = np.array([base, B, m, n0, 0], dtype=np.int64)
-        W, I = _jit.work_block("clip W", 12, m + 1, np.float64), _jit.work_block("clip I", 1, n, np.int64)[0]
-        self._W = W
-        self._BB, self._BI = K.grouped_setup(pc, qc, r_in, W, I, par)
+        par = np.array([base, B, m, n0, 0], dtype=np.int64)
+        W = _jit.work_block("clip W", 12, m + 1)
+        BI = np.zeros((2, B + 1), dtype=np.int64)
+        I = _jit.work_block("clip ids", 2, n, np.int64)
+        BB = K.grouped_setup(W, BI, par, TK, I, pc, qc)
+        #: the state every compiled query takes (see _clip_kernels)
+        self._S = (W, BB, BI, par, TK, I, pc, qc)
+        self._W, self._par = W, par
         self.r, self.ps, self.qs = W[0, :m], W[1, :m], W[2, :m]
         self.Pc, self.Qc, self.Psuf, self.Qsuf, self.G = W[4], W[5], W[6], W[7], W[8, :m]
         if m:                                   # the least and the largest ratio: read by b()
-            K.sort_bucket_at(W, self._BI, par, 0)
-            K.sort_bucket_at(W, self._BI, par, m - 1)
+            K.sort_bucket_at(*self._S, 0)
+            K.sort_bucket_at(*self._S, m - 1)
         self.m, self.n0 = m, n0
         self.q0 = float(q[p <= 0].sum()) if m < n else 0.0
         self.a_max = float(self.r[-1]) if m else 1.0
         self.Ptot = float(self.Pc[-1])
 
     def rank(self, x: float, side: str) -> int:
-        return int(self._K.rank(self._W, self._BI, self._par, float(x), side == "right"))
+        return int(self._K.rank(*self._S, float(x), side == "right"))
 
     def ranks(self, xs: np.ndarray, side: str) -> np.ndarray:
-        return self._K.ranks(self._W, self._BI, self._par, np.ascontiguousarray(xs, dtype=np.float64),
-                             side == "right")
+        return self._K.ranks(*self._S, np.ascontiguousarray(xs, dtype=np.float64), side == "right")
 
     def ratios_at(self, js: np.ndarray) -> np.ndarray:
-        return self._K.ratios_at(self._W, self._BI, self._par, np.ascontiguousarray(js, dtype=np.int64))
+        return self._K.ratios_at(*self._S, np.ascontiguousarray(js, dtype=np.int64))
 
     def segments(self, a: float, b: float) -> tuple[int, int]:
         return self.rank(b, "left"), self.rank(a, "right")
 
     def b(self, a: float, mass: float = 1.0) -> float:
-        return float(self._K.b_level(self._W, self._BB, self._BI, self._par, float(a), float(mass), self.q0))
+        return float(self._K.b_level(*self._S, float(a), float(mass), self.q0))
 
     def pi(self, a: float, b: float | None = None) -> np.ndarray:
         b = self.b(a) if b is None else b
-        return self._K.clip_law(self._pc, self._qc, float(a), float(b), np.empty(self.p.size))
+        return self._K.clip_law(self._S[6], self._S[7], float(a), float(b), np.empty(self.p.size))
 
     def mid(self, kind: str) -> np.ndarray:
-        W = self._W
         if kind != "tv" and not self._par[4]:
-            log = W[3, :self.m]
-            with np.errstate(divide="ignore"):
-                np.log(self.r, out=log)
-            log[:self.n0] = 0.0                 # r = 0: q log r = 0, and KL(p||q) = inf is decided by n0
-            self._K.grouped_logs(W, self._BB, self._BI, self._par)
-        return W[9 + _KIND_CODE[kind]]
+            TK = self._S[4]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                np.log(TK[0], out=TK[1])        # token order; r = 0 and p = 0 are skipped by the pass
+            self._K.grouped_logs(*self._S)
+        return self._W[9 + _KIND_CODE[kind]]
 
     def q_divergence(self, kind: str) -> float:
         return float(self.mid(kind)[-1])
@@ -385,13 +386,7 @@ class _GroupedClipFamily(ClipFamily):
     def clip_level(self, kind: str, eps: float) -> float:
         """lp.frontier's clip level a(eps), the bisection compiled on the grouped state."""
         self.mid(kind)
-        return float(self._K.clip_level(self._W, self._BB, self._BI, self._par, _KIND_CODE[kind],
-                                        float(eps), self.a_max, self.q0))
-
-    @property
-    def logr(self) -> np.ndarray:
-        self.mid("kl")
-        return self._W[3, :self.m]
+        return float(self._K.clip_level(*self._S, _KIND_CODE[kind], float(eps), self.a_max, self.q0))
 
 
 def clip_family(p: np.ndarray, q: np.ndarray) -> ClipFamily:

@@ -35,18 +35,22 @@ _SHIFT = 44
 #: Most buckets (the lowest one takes every ratio 2^(2^(15-8)) = 2^128 times below the top and less).
 _MAX_BUCKETS = 1 << 15
 
-# The grouped clip family's state (specsim.verifiers._clip_family._GroupedClipFamily), five arrays
-# passed explicitly (a tuple of arrays costs ~0.25 us per call between kernels):
-#  W (12, m + 1) float64, in grouped order (bucket order = ratio order; sorted inside a bucket once a
-#    query lands in it): 0 r = q/p, 1 p, 2 q, 3 log r (zeros on r = 0; once par[4]), 4 Pc, 5 Qc
-#    (sums of p, q before the position), 6 Psuf, 7 Qsuf (from the position on), 8 G = r Pc - Qc
-#    (W[8, m] is scratch), 9-11 M: running sums of the frontier's middle terms per kind ((p - q)_+,
-#    q log r, -p log r); rows 4-11 are valid at bucket starts and inside sorted buckets;
-#  I (V,) int64: bucket ids (int16 view);
+# The grouped clip family's state (specsim.verifiers._clip_family._GroupedClipFamily): eight arrays
+# passed explicitly, in this order (a tuple of arrays costs ~0.25 us per call between kernels):
+#  W (12, m + 1) float64, in grouped order (bucket order = ratio order, sorted inside a bucket once a
+#    query lands in it): 0 r = q/p, 1 p, 2 q, 3 log r (0 where r = 0); 4 Pc, 5 Qc (sums of p, q
+#    before the position), 6 Psuf, 7 Qsuf (from the position on), 8 G = r Pc - Qc (W[8, m] is
+#    scratch), 9-11 M: running sums of the frontier's middle terms per kind ((p - q)_+, q log r,
+#    -p log r).  Rows 0-3 are gathered when a bucket is sorted; rows 4-11 are valid at bucket
+#    starts and inside sorted buckets.  Only the sorted buckets' tokens are ever moved: grouping
+#    every token by value costs a random write per token and entry, which dominates on a cold cache;
 #  BB (8, B + 1) float64: 0 BP, 1 BQ (p, q of the buckets before k), 2 BPs, 3 BQs (of the buckets
 #    from k on), 4-6 BM (the middle terms of the buckets before k), 7 G at each bucket start;
 #  BI (2, B + 1) int64: 0 first position of each bucket, 1 bucket sorted and filled;
-#  par int64: (base, B, m, n0, has_logs).
+#  par int64: (base, B, m, n0, has_logs);
+#  TK (2, V) float64: 0 r = q/p in token order (inf where p = 0), 1 its log (once has_logs);
+#  I (2, V) int64: 0 bucket ids (int16 view), 1 token ids in grouped order (int32 view);
+#  p, q: the rows.
 _R, _P, _Q, _LOG, _PC, _QC, _PSUF, _QSUF, _G, _M = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 
@@ -81,62 +85,47 @@ def grouped_ratios(p, q, r_in):
 
 
 @njit
-def grouped_setup(p, q, r_in, W, I, par):
+def grouped_setup(W, BI, par, TK, I, p, q):
     """Bucket every token with p > 0 (0: r = 0; 1 + the top bits of r's pattern above ``base``,
-    clamped at 1), group the tokens by bucket (a counting sort keeping token order inside a
-    bucket), sum p, q and (p - q)_+ per bucket and fill W at the bucket starts.  ``W`` (12 rows of
-    length >= m + 1) and ``I`` (a row of length >= V) are allocated by the caller, once each
-    (fresh O(V) arrays per call page-fault).  Returns (BB, BI)."""
+    clamped at 1) in one pass over the row that also sums p, q and (p - q)_+ per bucket; lay the
+    buckets out (positions, token ids by a counting sort that keeps token order inside a bucket)
+    and fill W at the bucket starts.  ``W``, ``TK`` and ``I`` are allocated by the caller, once
+    each (fresh O(V) arrays per call page-fault).  Returns BB (BI is filled in place)."""
     base, B, m = par[0], par[1], par[2]
     n = p.size
+    r_in = TK[0]
     bits = r_in.view(np.int64)
-    bid = I.view(np.int16)[:n]                  # B <= 2^15
+    bid = I[0].view(np.int16)                   # B <= 2^15
+    ids = I[1].view(np.int32)
     count = np.zeros(B, np.int64)
-    for i in range(n):                          # ids and counts only: per-bucket sums here would
-        if p[i] > 0.0:                          # chain each add through memory (~4x slower)
-            if r_in[i] == 0.0:
+    sp = np.zeros(B)
+    sq = np.zeros(B)
+    stv = np.zeros(B)
+    bmin = np.full(B, np.inf)
+    for i in range(n):
+        if p[i] > 0.0:
+            v = r_in[i]
+            if v == 0.0:
                 k = 0
             else:
                 k = (bits[i] >> _SHIFT) - base
                 k = (k if k > 0 else 0) + 1
             bid[i] = k
             count[k] += 1
+            sp[k] += p[i]
+            sq[k] += q[i]
+            d = p[i] - q[i]
+            stv[k] += d if d > 0.0 else 0.0
+            if v < bmin[k]:
+                bmin[k] = v
         else:
             bid[i] = -1
-    BI = np.zeros((2, B + 1), np.int64)
+    BB = np.zeros((8, B + 1))
     for k in range(B):
         BI[0, k + 1] = BI[0, k] + count[k]
-        BI[1, k] = count[k] <= 1                # one token: sorted, its start filled below
-    pos = BI[0, :B].copy()
-    for i in range(n):
-        k = bid[i]
-        if k >= 0:
-            j = pos[k]
-            pos[k] = j + 1
-            W[_R, j] = r_in[i]
-            W[_P, j] = p[i]
-            W[_Q, j] = q[i]
-    BB = np.zeros((8, B + 1))
-    sp = np.zeros(B)
-    sq = np.zeros(B)
-    bmin = np.full(B, np.inf)
-    for k in range(B):                          # sums over each bucket, now contiguous
-        a = 0.0
-        c = 0.0
-        t = 0.0
-        lo = np.inf
-        for i in range(BI[0, k], BI[0, k + 1]):
-            a += W[_P, i]
-            c += W[_Q, i]
-            d = W[_P, i] - W[_Q, i]
-            t += d if d > 0.0 else 0.0
-            lo = min(lo, W[_R, i])
-        sp[k] = a
-        sq[k] = c
-        bmin[k] = lo
-        BB[0, k + 1] = BB[0, k] + a
-        BB[1, k + 1] = BB[1, k] + c
-        BB[4, k + 1] = BB[4, k] + t
+        BB[0, k + 1] = BB[0, k] + sp[k]
+        BB[1, k + 1] = BB[1, k] + sq[k]
+        BB[4, k + 1] = BB[4, k] + stv[k]
     for k in range(B - 1, -1, -1):              # from the top, as the suffix sums of the sorted path
         BB[2, k] = BB[2, k + 1] + sp[k]
         BB[3, k] = BB[3, k + 1] + sq[k]
@@ -148,6 +137,12 @@ def grouped_setup(p, q, r_in, W, I, par):
             nxt = bmin[k]
         BB[7, k] = bmin[k] * BB[0, k] - BB[1, k] if bmin[k] < np.inf else np.inf
     BB[7, B] = np.inf
+    pos = BI[0, :B].copy()
+    for i in range(n):
+        k = bid[i]
+        if k >= 0:
+            ids[pos[k]] = i
+            pos[k] += 1
     for k in range(B + 1):                      # increasing k: an empty bucket's start is rewritten
         s = BI[0, k]                            # by the next bucket's, with the same sums
         W[_PC, s] = BB[0, k]
@@ -157,7 +152,7 @@ def grouped_setup(p, q, r_in, W, I, par):
         W[_M, s] = BB[4, k]
         if s < m:
             W[_G, s] = BB[7, k]
-    return BB, BI
+    return BB
 
 
 @njit
@@ -178,18 +173,24 @@ def _fill_mid(W, BI, k, kind):
 
 
 @njit
-def _sort_bucket(W, BI, par, k):
-    """Sort bucket k by ratio and fill its running sums from the bucket's start (suffix sums from
-    the next bucket's start)."""
+def _sort_bucket(W, BI, par, TK, I, p, q, k):
+    """Gather bucket k's tokens (ratio, p, q, log ratio), sort them by ratio and fill the running
+    sums from the bucket's start (suffix sums from the next bucket's start)."""
     s, e = BI[0, k], BI[0, k + 1]
+    n = e - s
     logs = par[4] != 0
-    ordered = True                              # the zero bucket, and buckets grouped in order
-    for i in range(s + 1, e):
-        if W[_R, i] < W[_R, i - 1]:
+    ids = I[1].view(np.int32)
+    ordered = True
+    for i in range(s, e):
+        t = ids[i]
+        W[_R, i] = TK[0, t]
+        W[_P, i] = p[t]
+        W[_Q, i] = q[t]
+        if logs:
+            W[_LOG, i] = TK[1, t] if TK[0, t] > 0.0 else 0.0
+        if i > s and W[_R, i] < W[_R, i - 1]:
             ordered = False
-            break
     if not ordered:                             # ties in any order: sums are order-free to rounding
-        n = e - s
         o = np.argsort(W[_R, s:e].copy())       # plain loops below: fancy indexing of a strided
         tmp = np.empty(n)                       # block compiles several times slower
         for row in range(_LOG + 1 if logs else _LOG):
@@ -197,6 +198,10 @@ def _sort_bucket(W, BI, par, k):
                 tmp[i] = W[row, s + o[i]]
             for i in range(n):
                 W[row, s + i] = tmp[i]
+        for i in range(n):
+            tmp[i] = ids[s + o[i]]
+        for i in range(n):
+            ids[s + i] = np.int32(tmp[i])
     P = W[_PC, s]
     Q = W[_QC, s]
     for i in range(s, e):
@@ -221,25 +226,33 @@ def _sort_bucket(W, BI, par, k):
 
 
 @njit
-def grouped_logs(W, BB, BI, par):
-    """With W's log row filled (numpy's log of r, zeros on r = 0): the KL kinds' bucket sums, their
-    values at bucket starts and inside the buckets already sorted; marks the state as having logs."""
+def grouped_logs(W, BB, BI, par, TK, I, p, q):
+    """With TK's log row filled (numpy's log of the token-order ratios): the KL kinds' bucket sums
+    (one pass over the row), their values at bucket starts and inside the buckets already sorted;
+    marks the state as having logs."""
     B = par[1]
+    bid = I[0].view(np.int16)
+    a = np.zeros(B)
+    c = np.zeros(B)
+    for i in range(p.size):
+        k = bid[i]
+        if k > 0:                               # bucket 0 (r = 0) adds nothing
+            lg = TK[1, i]
+            a[k] += q[i] * lg
+            c[k] += -(p[i] * lg)
     for k in range(B):
-        a = 0.0
-        c = 0.0
-        for i in range(BI[0, k], BI[0, k + 1]):
-            a += W[_Q, i] * W[_LOG, i]
-            c += -(W[_P, i] * W[_LOG, i])
-        BB[5, k + 1] = BB[5, k] + a
-        BB[6, k + 1] = BB[6, k] + c
+        BB[5, k + 1] = BB[5, k] + a[k]
+        BB[6, k + 1] = BB[6, k] + c[k]
     for k in range(B + 1):
         s = BI[0, k]
         W[_M + 1, s] = BB[5, k]
         W[_M + 2, s] = BB[6, k]
     par[4] = 1
+    ids = I[1].view(np.int32)
     for k in range(B):
         if BI[1, k]:
+            for i in range(BI[0, k], BI[0, k + 1]):
+                W[_LOG, i] = TK[1, ids[i]] if W[_R, i] > 0.0 else 0.0
             _fill_mid(W, BI, k, 1)
             _fill_mid(W, BI, k, 2)
 
@@ -271,44 +284,44 @@ def _search(W, row, s, e, x, right):
 
 
 @njit
-def rank(W, BI, par, x, right):
+def rank(W, BB, BI, par, TK, I, p, q, x, right):
     """#{r < x} (``right`` False) or #{r <= x} in ratio order; sorts the bucket of x if needed."""
     k = _bucket(W, par, x)
     if k >= par[1]:
         return par[2]
     if not BI[1, k]:
-        _sort_bucket(W, BI, par, k)
+        _sort_bucket(W, BI, par, TK, I, p, q, k)
     return _search(W, _R, BI[0, k], BI[0, k + 1], x, right)
 
 
 @njit
-def ranks(W, BI, par, xs, right):
+def ranks(W, BB, BI, par, TK, I, p, q, xs, right):
     out = np.empty(xs.size, np.int64)
     for i in range(xs.size):
-        out[i] = rank(W, BI, par, xs[i], right)
+        out[i] = rank(W, BB, BI, par, TK, I, p, q, xs[i], right)
     return out
 
 
 @njit
-def sort_bucket_at(W, BI, par, j):
+def sort_bucket_at(W, BB, BI, par, TK, I, p, q, j):
     """Sort the bucket holding position j (0 <= j < m)."""
     k = np.searchsorted(BI[0], j, side="right") - 1
     if not BI[1, k]:
-        _sort_bucket(W, BI, par, k)
+        _sort_bucket(W, BI, par, TK, I, p, q, k)
 
 
 @njit
-def ratios_at(W, BI, par, js):
+def ratios_at(W, BB, BI, par, TK, I, p, q, js):
     """r at positions js (each 0 <= j < m), sorting their buckets."""
     out = np.empty(js.size)
     for i in range(js.size):
-        sort_bucket_at(W, BI, par, js[i])
+        sort_bucket_at(W, BB, BI, par, TK, I, p, q, js[i])
         out[i] = W[_R, js[i]]
     return out
 
 
 @njit
-def _g_search(W, BB, BI, par, c):
+def _g_search(W, BB, BI, par, TK, I, p, q, c):
     """The least j with G_j >= c (m if none), as np.searchsorted(G, c) over the sorted order."""
     lo, hi = 0, par[1]
     while lo < hi:
@@ -321,23 +334,23 @@ def _g_search(W, BB, BI, par, c):
         return 0
     k = lo - 1                                  # the last bucket starting below c: never empty
     if not BI[1, k]:
-        _sort_bucket(W, BI, par, k)
+        _sort_bucket(W, BI, par, TK, I, p, q, k)
     return _search(W, _G, BI[0, k], BI[0, k + 1], c, False)
 
 
 @njit
-def b_level(W, BB, BI, par, a, mass, q0):
+def b_level(W, BB, BI, par, TK, I, p, q, a, mass, q0):
     """ClipFamily.b(a, mass) on the grouped state (the same formula; the buckets of the least and
     the largest ratio are sorted at set-up)."""
     m = par[2]
-    hi = rank(W, BI, par, a, True)
+    hi = rank(W, BB, BI, par, TK, I, p, q, a, True)
     excess = q0
     if hi < m:
         excess += max(W[_QSUF, hi] - a * W[_PSUF, hi], W[_Q, m - 1] - a * W[_P, m - 1], 0.0)
     c = (mass - 1.0) + excess
     if c <= 0.0:
         return min(1.0, W[_R, 0]) if m > 0 else 1.0
-    j = _g_search(W, BB, BI, par, c)
+    j = _g_search(W, BB, BI, par, TK, I, p, q, c)
     j = j if j < hi else hi
     if j == 0:
         return min(1.0, W[_R, 0])
@@ -345,11 +358,11 @@ def b_level(W, BB, BI, par, a, mass, q0):
 
 
 @njit
-def divergence(W, BB, BI, par, kind, a, q0):
+def divergence(W, BB, BI, par, TK, I, p, q, kind, a, q0):
     """lp.frontier._ClipDivergence(fam, kind)(a) at mass 1 on the grouped state."""
-    b = b_level(W, BB, BI, par, a, 1.0, q0)
-    lo = rank(W, BI, par, b, False)
-    hi = rank(W, BI, par, a, True)
+    b = b_level(W, BB, BI, par, TK, I, p, q, a, 1.0, q0)
+    lo = rank(W, BB, BI, par, TK, I, p, q, b, False)
+    hi = rank(W, BB, BI, par, TK, I, p, q, a, True)
     low, high = W[_PC, lo], W[_PSUF, hi]
     mid = W[_M + kind, hi] - W[_M + kind, lo]
     if kind == 1:
@@ -364,17 +377,17 @@ def divergence(W, BB, BI, par, kind, a, q0):
 
 
 @njit
-def clip_level(W, BB, BI, par, kind, eps, a_max, q0):
+def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
     """lp.frontier._clip_level: the largest a >= 1 with D(pi(a), p) <= eps, by the same bisection."""
     hi = max(a_max, 1.0)
     if eps == 0.0:
         return 1.0
-    if divergence(W, BB, BI, par, kind, hi, q0) <= eps:
+    if divergence(W, BB, BI, par, TK, I, p, q, kind, hi, q0) <= eps:
         return hi
     lo = 1.0
     for _ in range(400):
         mid = lo * math.sqrt(hi / lo) if 0.0 < 4.0 * lo < hi else 0.5 * (lo + hi)
-        if divergence(W, BB, BI, par, kind, mid, q0) <= eps:
+        if divergence(W, BB, BI, par, TK, I, p, q, kind, mid, q0) <= eps:
             lo = mid
         else:
             hi = mid
