@@ -177,13 +177,16 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     out(y) = q(y) a(y) + sum_x q(x) (1 - a(x)) R_x(y) (the rule's closed-form law) and
     beta = sum_x q(x) a(x); reported with KL(out||p), KL(p||out), TV(out, p),
     D_inf(out||p) = log max out/p, betweenness min(p, q) - atol <= out <= max(p, q) + atol, and the
-    frontier beta*(D(out, p)) of :func:`lp.frontier.frontier` for each divergence D.  Cost: one sort
-    of q/p (a ``ClipFamily`` shared by the rule's closed form and both KL frontiers) plus O(V)
-    passes.  With numba (specsim._jit) the family's set-up, the divergence fields, the clip-level
-    bisections and the heavier closed forms run as compiled passes giving the same numbers (the
-    KL frontiers to ~1e-16 relative): 4.5-6x one ``np.sort(p)`` at V = 151,936 against 8-13x for
-    the numpy path (``python benchmarks/issue27.py --only 3``, idle 2-core machine; the first
-    call in a process compiles for ~3.5 s, later processes load the disk cache).
+    frontier beta*(D(out, p)) of :func:`lp.frontier.frontier` for each divergence D.  Cost without
+    numba: one sort of q/p (a ``ClipFamily`` shared by the rule's closed form and both KL
+    frontiers) plus O(V) passes.  With numba (specsim._jit) the family is grouped by buckets of
+    q/p and sorts only the buckets its queries land in (no full sort), and the divergence fields,
+    KL sums, clip-level bisections and the heavier closed forms are compiled passes: the fields
+    of rules that do not use the family are the numpy path's bit for bit, the others agree to
+    rounding (sums in another order).  3.0-3.5x one ``np.sort(p)`` at V = 151,936 against
+    8-13x for the numpy path (``python benchmarks/issue27.py --only 3``, idle 2-core machine;
+    the first call in a fresh install compiles for ~8 s, later processes load the disk cache in
+    ~0.5 s).
 
     Parameters: ``rule`` (a lossy verifier from :mod:`specsim.verifiers.lossy` or its
     ``SingleTokenRule``), ``p`` target and ``q`` draft (probability vectors over the same V >= 2
