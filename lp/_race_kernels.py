@@ -16,8 +16,9 @@ chains of full-row numpy calls and in Python-level loops over grid rows.  The ke
 The numpy code they replace is the reference in the tests (tests/lp/test_race_kernels.py) and
 the path without numba.  Sums run in the same short runs as the numpy path (or compensated), so
 results agree with it to rounding, not bit for bit.  Every kernel takes float64 / int64 arrays
-and Python floats / ints / bools, so each compiles once: ~2 s in all on the first call of a
-process without an on-disk cache (measured on a loaded 2-core machine), ~0.3 s with one.
+and Python floats / ints / bools, so each compiles once: ~5 s in all on the first call of a
+process without an on-disk cache (idle 2-core machine, validation's kernel included), ~0.3 s
+with one.
 """
 from __future__ import annotations
 
