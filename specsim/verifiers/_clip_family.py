@@ -300,8 +300,8 @@ class _GroupedClipFamily(ClipFamily):
     2^8 buckets per binade) and sums p, q and (p - q)_+ per bucket; a counting sort groups the
     tokens by bucket.  Running sums are then exact at every bucket start, and a query (a rank, a
     b level, a clip-level bisection) sorts only the buckets it lands in, once each: a certificate
-    sorts a few short buckets instead of the row.  The KL kinds' log-ratios (numpy's log over
-    the grouped row) and bucket sums are made on the first :meth:`mid` of a KL kind.
+    sorts a few short buckets instead of the row.  The log-ratios are numpy's log of the row, summed
+    per bucket in the same pass.
 
     Sums differ from the sorted family's in rounding only (each bucket summed in token order,
     then the bucket totals in order), so queries agree with :class:`ClipFamily` to ~1e-16
@@ -329,13 +329,15 @@ class _GroupedClipFamily(ClipFamily):
             self._overflow(bad)
         #: q/p in token order (inf where p = 0)
         self.r_tokens = r_in
+        with np.errstate(divide="ignore"):
+            np.log(r_in, out=TK[1])             # numpy's vectorised log; r = 0 and p = 0 are skipped
         if rmax > 0.0:
             top, low = (int(np.float64(x).view(np.int64)) >> K._SHIFT for x in (rmax, rmin))
             base = max(low, top - (K._MAX_BUCKETS - 2))
             B = top - base + 2
         else:                                   # every ratio is 0 (or no p > 0): one bucket
             base, B = 0, 1
-        par = np.array([base, B, m, n0, 0], dtype=np.int64)
+        par = np.array([base, B, m, n0], dtype=np.int64)
         W = _jit.work_block("clip W", 12, m + 1)
         BI = np.zeros((2, B + 1), dtype=np.int64)
         I = _jit.work_block("clip ids", 2, n, np.int64)
@@ -373,11 +375,6 @@ class _GroupedClipFamily(ClipFamily):
         return self._K.clip_law(self._S[6], self._S[7], float(a), float(b), np.empty(self.p.size))
 
     def mid(self, kind: str) -> np.ndarray:
-        if kind != "tv" and not self._par[4]:
-            TK = self._S[4]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                np.log(TK[0], out=TK[1])        # token order; r = 0 and p = 0 are skipped by the pass
-            self._K.grouped_logs(*self._S)
         return self._W[9 + _KIND_CODE[kind]]
 
     def q_divergence(self, kind: str) -> float:
@@ -385,7 +382,6 @@ class _GroupedClipFamily(ClipFamily):
 
     def clip_level(self, kind: str, eps: float) -> float:
         """lp.frontier's clip level a(eps), the bisection compiled on the grouped state."""
-        self.mid(kind)
         return float(self._K.clip_level(*self._S, _KIND_CODE[kind], float(eps), self.a_max, self.q0))
 
 

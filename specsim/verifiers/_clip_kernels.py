@@ -47,8 +47,8 @@ _MAX_BUCKETS = 1 << 15
 #  BB (8, B + 1) float64: 0 BP, 1 BQ (p, q of the buckets before k), 2 BPs, 3 BQs (of the buckets
 #    from k on), 4-6 BM (the middle terms of the buckets before k), 7 G at each bucket start;
 #  BI (2, B + 1) int64: 0 first position of each bucket, 1 bucket sorted and filled;
-#  par int64: (base, B, m, n0, has_logs);
-#  TK (2, V) float64: 0 r = q/p in token order (inf where p = 0), 1 its log (once has_logs);
+#  par int64: (base, B, m, n0);
+#  TK (2, V) float64: 0 r = q/p in token order (inf where p = 0), 1 its log (numpy's);
 #  I (2, V) int64: 0 bucket ids (int16 view), 1 token ids in grouped order (int32 view);
 #  p, q: the rows.
 _R, _P, _Q, _LOG, _PC, _QC, _PSUF, _QSUF, _G, _M = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
@@ -87,7 +87,8 @@ def grouped_ratios(p, q, r_in):
 @njit
 def grouped_setup(W, BI, par, TK, I, p, q):
     """Bucket every token with p > 0 (0: r = 0; 1 + the top bits of r's pattern above ``base``,
-    clamped at 1) in one pass over the row that also sums p, q and (p - q)_+ per bucket; lay the
+    clamped at 1) in one pass over the row that also sums p, q, (p - q)_+, q log r and -p log r per
+    bucket (one pass for every kind: a certificate needs all three); lay the
     buckets out (positions, token ids by a counting sort that keeps token order inside a bucket)
     and fill W at the bucket starts.  ``W``, ``TK`` and ``I`` are allocated by the caller, once
     each (fresh O(V) arrays per call page-fault).  Returns BB (BI is filled in place)."""
@@ -101,15 +102,20 @@ def grouped_setup(W, BI, par, TK, I, p, q):
     sp = np.zeros(B)
     sq = np.zeros(B)
     stv = np.zeros(B)
+    skl = np.zeros(B)
+    srev = np.zeros(B)
     bmin = np.full(B, np.inf)
     for i in range(n):
         if p[i] > 0.0:
             v = r_in[i]
             if v == 0.0:
-                k = 0
+                k = 0                           # r = 0: no log terms (q log r = 0; KL(p||.) = inf via n0)
             else:
                 k = (bits[i] >> _SHIFT) - base
                 k = (k if k > 0 else 0) + 1
+                lg = TK[1, i]
+                skl[k] += q[i] * lg
+                srev[k] += -(p[i] * lg)
             bid[i] = k
             count[k] += 1
             sp[k] += p[i]
@@ -126,6 +132,8 @@ def grouped_setup(W, BI, par, TK, I, p, q):
         BB[0, k + 1] = BB[0, k] + sp[k]
         BB[1, k + 1] = BB[1, k] + sq[k]
         BB[4, k + 1] = BB[4, k] + stv[k]
+        BB[5, k + 1] = BB[5, k] + skl[k]
+        BB[6, k + 1] = BB[6, k] + srev[k]
     for k in range(B - 1, -1, -1):              # from the top, as the suffix sums of the sorted path
         BB[2, k] = BB[2, k + 1] + sp[k]
         BB[3, k] = BB[3, k + 1] + sq[k]
@@ -150,6 +158,8 @@ def grouped_setup(W, BI, par, TK, I, p, q):
         W[_PSUF, s] = BB[2, k]
         W[_QSUF, s] = BB[3, k]
         W[_M, s] = BB[4, k]
+        W[_M + 1, s] = BB[5, k]
+        W[_M + 2, s] = BB[6, k]
         if s < m:
             W[_G, s] = BB[7, k]
     return BB
@@ -178,7 +188,6 @@ def _sort_bucket(W, BI, par, TK, I, p, q, k):
     sums from the bucket's start (suffix sums from the next bucket's start)."""
     s, e = BI[0, k], BI[0, k + 1]
     n = e - s
-    logs = par[4] != 0
     ids = I[1].view(np.int32)
     ordered = True
     for i in range(s, e):
@@ -186,14 +195,13 @@ def _sort_bucket(W, BI, par, TK, I, p, q, k):
         W[_R, i] = TK[0, t]
         W[_P, i] = p[t]
         W[_Q, i] = q[t]
-        if logs:
-            W[_LOG, i] = TK[1, t] if TK[0, t] > 0.0 else 0.0
+        W[_LOG, i] = TK[1, t] if TK[0, t] > 0.0 else 0.0
         if i > s and W[_R, i] < W[_R, i - 1]:
             ordered = False
     if not ordered:                             # ties in any order: sums are order-free to rounding
         o = np.argsort(W[_R, s:e].copy())       # plain loops below: fancy indexing of a strided
         tmp = np.empty(n)                       # block compiles several times slower
-        for row in range(_LOG + 1 if logs else _LOG):
+        for row in range(_LOG + 1):
             for i in range(n):
                 tmp[i] = W[row, s + o[i]]
             for i in range(n):
@@ -219,42 +227,9 @@ def _sort_bucket(W, BI, par, TK, I, p, q, k):
         W[_PSUF, i] = P
         W[_QSUF, i] = Q
     _fill_mid(W, BI, k, 0)
-    if logs:
-        _fill_mid(W, BI, k, 1)
-        _fill_mid(W, BI, k, 2)
+    _fill_mid(W, BI, k, 1)
+    _fill_mid(W, BI, k, 2)
     BI[1, k] = 1
-
-
-@njit
-def grouped_logs(W, BB, BI, par, TK, I, p, q):
-    """With TK's log row filled (numpy's log of the token-order ratios): the KL kinds' bucket sums
-    (one pass over the row), their values at bucket starts and inside the buckets already sorted;
-    marks the state as having logs."""
-    B = par[1]
-    bid = I[0].view(np.int16)
-    a = np.zeros(B)
-    c = np.zeros(B)
-    for i in range(p.size):
-        k = bid[i]
-        if k > 0:                               # bucket 0 (r = 0) adds nothing
-            lg = TK[1, i]
-            a[k] += q[i] * lg
-            c[k] += -(p[i] * lg)
-    for k in range(B):
-        BB[5, k + 1] = BB[5, k] + a[k]
-        BB[6, k + 1] = BB[6, k] + c[k]
-    for k in range(B + 1):
-        s = BI[0, k]
-        W[_M + 1, s] = BB[5, k]
-        W[_M + 2, s] = BB[6, k]
-    par[4] = 1
-    ids = I[1].view(np.int32)
-    for k in range(B):
-        if BI[1, k]:
-            for i in range(BI[0, k], BI[0, k + 1]):
-                W[_LOG, i] = TK[1, ids[i]] if W[_R, i] > 0.0 else 0.0
-            _fill_mid(W, BI, k, 1)
-            _fill_mid(W, BI, k, 2)
 
 
 @njit
