@@ -204,7 +204,7 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     r = _rule_of(rule)
     p, q = as_pair(p, q, scratch="certify rows")   # the rows never leave the call (a view kept would pin them)
     atol = check_real(atol, "atol", 0.0, 1.0)
-    fam = clip_family(p, q)  # one ratio sort for the rule (mentored, Cactus) and both KL frontiers
+    fam = clip_family(p, q)  # one family for the rule (mentored, Cactus) and both KL frontiers
     with fam.shared():
         out, beta = r.out_beta(p, q)
     fields = _out_fields_compiled(out, p, q, atol) if _jit.enabled() else None

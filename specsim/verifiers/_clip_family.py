@@ -166,7 +166,7 @@ class ClipFamily:
         """``ValueError`` naming the last token whose ratio overflows."""
         p, q = self.p, self.q
         raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
-                             "ratio is not representable; set such p entries to 0 or floor them")
+                         "ratio is not representable; set such p entries to 0 or floor them")
 
     def spare_row(self, name: str, size: int) -> tuple[np.ndarray, bool]:
         """A row of the family's work block for a per-family array (``size`` <= len(r) + 1), as
@@ -247,7 +247,7 @@ class ClipFamily:
 
     def segments(self, a: float, b: float) -> tuple[int, int]:
         """(lo, hi) = (#{r < b}, #{r <= a}) in ratio order."""
-        return int(np.searchsorted(self.r, b, "left")), int(np.searchsorted(self.r, a, "right"))
+        return self.rank(b, "left"), self.rank(a, "right")
 
     def b(self, a: float, mass: float = 1.0) -> float:
         """The lower clip level b(a) in [0, 1] for a >= 1: sum_v clip(q_v, b p_v, a p_v) = ``mass``.
@@ -297,11 +297,11 @@ class _GroupedClipFamily(ClipFamily):
     """:class:`ClipFamily` without the full sort (compiled; :mod:`specsim.verifiers._clip_kernels`).
 
     One pass buckets the ratios by the top bits of their IEEE pattern (monotone in the ratio;
-    2^8 buckets per binade) and sums p, q and (p - q)_+ per bucket; a counting sort groups the
-    tokens by bucket.  Running sums are then exact at every bucket start, and a query (a rank, a
+    2^8 buckets per binade) and sums p, q and the frontier's middle terms per bucket; a counting
+    sort lays out the token ids by bucket.  Running sums are then exact at every bucket start, and a query (a rank, a
     b level, a clip-level bisection) sorts only the buckets it lands in, once each: a certificate
-    sorts a few short buckets instead of the row.  The log-ratios are numpy's log of the row, summed
-    per bucket in the same pass.
+    sorts a few short buckets instead of the row (their ratios, p, q and logs are gathered then).
+    The log-ratios are numpy's log of the row, summed per bucket in the same pass.
 
     Sums differ from the sorted family's in rounding only (each bucket summed in token order,
     then the bucket totals in order), so queries agree with :class:`ClipFamily` to ~1e-16
@@ -344,7 +344,7 @@ class _GroupedClipFamily(ClipFamily):
         BB = K.grouped_setup(W, BI, par, TK, I, pc, qc)
         #: the state every compiled query takes (see _clip_kernels)
         self._S = (W, BB, BI, par, TK, I, pc, qc)
-        self._W, self._par = W, par
+        self._W = W
         self.r, self.ps, self.qs = W[0, :m], W[1, :m], W[2, :m]
         self.Pc, self.Qc, self.Psuf, self.Qsuf, self.G = W[4], W[5], W[6], W[7], W[8, :m]
         if m:                                   # the least and the largest ratio: read by b()
@@ -363,9 +363,6 @@ class _GroupedClipFamily(ClipFamily):
 
     def ratios_at(self, js: np.ndarray) -> np.ndarray:
         return self._K.ratios_at(*self._S, np.ascontiguousarray(js, dtype=np.int64))
-
-    def segments(self, a: float, b: float) -> tuple[int, int]:
-        return self.rank(b, "left"), self.rank(a, "right")
 
     def b(self, a: float, mass: float = 1.0) -> float:
         return float(self._K.b_level(*self._S, float(a), float(mass), self.q0))
