@@ -91,7 +91,9 @@ def make(quick: bool = False) -> FigureResult:
     fig.tight_layout()
     caption = (f"Achieved memory bandwidth (bytes of the byte model in benchmarks/verify_kernels.py / time of one "
                f"verify_chain call, CUDA events; host work included, which benchmarks/verify_kernels_profile.py "
-               f"separates) of the Triton verification kernels vs batch size (solid: the automatic path of the measured run, which split every request's vocabulary over several programs at these B; dotted: one program per request), against the device's peak (dashed), from {path} "
+               f"separates) of the Triton verification kernels vs batch size (solid: the automatic path, where "
+               f"reference_gpu.kernels.chain_plan decides whether a request's vocabulary is split over several "
+               f"programs; dotted: one program per request), against the device's peak (dashed), from {path} "
                f"(device {context.get('device', 'unknown')}, dtype {context.get('dtype', 'unknown')}; benchmark "
                f"command: {data.get('command', 'not recorded')}; run {data.get('machine', {}).get('date', '')}). "
                f"Made by `{command(NAME, quick)}`.")
