@@ -30,6 +30,24 @@ from specsim._jit import njit
 RUN = 4096
 
 
+#: :func:`wor_bucket_pass` divides this many tokens at a time in a loop of its own (no zero
+#: test per token: the compiler vectorises it), then buckets them.
+DIV_BLOCK = 1024
+
+
+@njit
+def _ratios(p, q, qtot, r, w):
+    """r = p/q (inf where q = 0 < p, nan where p = q = 0) and w = q / (qtot - q) for a block of
+    tokens.  The denominators are made nonzero by a select, so that the loop has no division-by-zero
+    branch and is vectorised (two divisions per token were most of the bucket pass's time)."""
+    for i in range(p.size):
+        pv, qv = p[i], q[i]
+        x = pv / (qv if qv != 0.0 else 1.0)
+        r[i] = x if qv != 0.0 else (np.inf if pv > 0.0 else np.nan)
+        d = qtot - qv
+        w[i] = qv / (d if d != 0.0 else 1.0)                     # (d = 0: the largest mass alone, unused)
+
+
 @njit
 def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, ids):
     """One pass of :func:`lp.coupling._wor_buckets` step 2: r = p/q and its bucket per token
@@ -39,40 +57,42 @@ def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, id
 
     The bucket of r <= ``top`` is max((bits(r) >> shift) - lo, 0) (``lo``:
     :func:`lp.coupling._bucket_floor` of ``top``); r > top, inf and nan go to ``n_buckets``.  Returns
-    (a [4, n_buckets + 1] array (P, Q, W, max q), the sum of q without ``star``).  The tokens go in
-    runs of :data:`RUN` ids, each summed into a table of its own (small enough to stay in cache; a
-    bucket's four entries in one cache line) that is then added into the totals: a bucket of
-    150,000 tied tokens is summed in runs of 4,096 terms, as the numpy path's sub-bins.  ``star``
-    is left out of the q sums until the end: the sum without it is then the bucket totals' sum
-    (compensated), free of the cancellation q(V) - q_star.
+    (a [4, n_buckets + 1] array (P, Q, W, max q), the sum of q without ``star``, the number of
+    tokens with q != 0).  The divisions go :data:`DIV_BLOCK` tokens at a time (:func:`_ratios`).
+    The tokens go in runs of :data:`RUN` ids, each summed into a table of its own (small enough to
+    stay in cache; a bucket's four entries in one cache line) that is then added into the totals: a
+    bucket of 150,000 tied tokens is summed in runs of 4,096 terms, as the numpy path's sub-bins.
+    ``star`` is left out of the q sums until the end: the sum without it is then the bucket totals'
+    sum (compensated), free of the cancellation q(V) - q_star.
     """
     nb = n_buckets + 1
     part = np.zeros(4 * nb)
     tot = np.zeros(4 * nb)
-    rb = r.view(np.int64)
+    wbuf = np.empty(DIV_BLOCK)
     n = p.size
+    nnz = 0
     for a in range(0, n, RUN):
         b_min, b_max = nb, 0
-        for v in range(a, min(a + RUN, n)):
-            pv, qv = p[v], q[v]
-            rv = pv / qv if qv != 0.0 else (np.inf if pv > 0.0 else np.nan)
-            r[v] = rv
-            if rv <= top:
-                b = (rb[v] >> shift) - lo
-                if b < 0:
-                    b = 0
-            else:
-                b = n_buckets
-            ids[v] = b
-            b_min = min(b_min, b)
-            b_max = max(b_max, b)
-            k = 4 * b
-            part[k] += pv
-            if v != star:
-                part[k + 1] += qv
-                part[k + 2] += qv / (qtot - qv)
-            if with_max:
-                part[k + 3] = max(part[k + 3], qv)               # (no branch on the data)
+        for c in range(a, min(a + RUN, n), DIV_BLOCK):
+            e = min(c + DIV_BLOCK, n)
+            ps, qs, rs, ids_s = p[c:e], q[c:e], r[c:e], ids[c:e]
+            _ratios(ps, qs, qtot, rs, wbuf)
+            rb = rs.view(np.int64)
+            for i in range(e - c):
+                pv, qv, rv = ps[i], qs[i], rs[i]
+                nnz += qv != 0.0
+                b = max((rb[i] >> shift) - lo, 0)
+                b = b if rv <= top else n_buckets                # (selects: no branch on the data)
+                ids_s[i] = b
+                b_min = min(b_min, b)
+                b_max = max(b_max, b)
+                k = 4 * b
+                part[k] += pv
+                if c + i != star:
+                    part[k + 1] += qv
+                    part[k + 2] += wbuf[i]
+                if with_max:
+                    part[k + 3] = max(part[k + 3], qv)
         for i in range(4 * b_min, 4 * b_max + 4):
             tot[i] = max(tot[i], part[i]) if i & 3 == 3 else tot[i] + part[i]
             part[i] = 0.0
@@ -88,7 +108,7 @@ def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, id
         s = t
     if 0 <= star < n:
         out[1, ids[star]] += q[star]
-    return out, s + c
+    return out, s + c, nnz
 
 
 @njit
@@ -367,24 +387,55 @@ def chord_block_sums(q, T):
     """(sum u_a, sum u_a q_a, sum u_a q_a^2, sum q_a^2), u_a = q_a / (T - q_a), over the block
     ``q`` (the block's terms of :func:`lp.coupling._chord_screen`'s prefix sums) in one pass.
 
-    Four scalar lanes per sum, flushed into the totals every 1,024 tokens (runs of <= 256 terms).
+    The divisions go :data:`DIV_BLOCK` tokens at a time in a loop of their own (vectorised, as in
+    :func:`_ratios`); four scalar lanes per sum, added into the totals after each block (runs of
+    <= 256 terms).
     """
-    acc = np.zeros(16)
     tot = np.zeros(4)
+    ubuf = np.empty(DIV_BLOCK)
     n = q.size
-    for v in range(n):
-        x = q[v]
-        u = x / (T - x)
-        ux = u * x
-        k = 4 * (v & 3)
-        acc[k] += u
-        acc[k + 1] += ux
-        acc[k + 2] += ux * x
-        acc[k + 3] += x * x
-        if (v & 1023) == 1023 or v == n - 1:
-            for i in range(4):
-                tot[i] += (acc[i] + acc[4 + i]) + (acc[8 + i] + acc[12 + i])
-            acc[:] = 0.0
+    for c in range(0, n, DIV_BLOCK):
+        e = min(c + DIV_BLOCK, n)
+        qs = q[c:e]
+        m = e - c
+        for i in range(m):
+            d = T - qs[i]
+            ubuf[i] = qs[i] / (d if d != 0.0 else 1.0)           # (d = 0 only past the screen's q <= T/4)
+        a0 = a1 = a2 = a3 = 0.0                                  # sum u
+        b0 = b1 = b2 = b3 = 0.0                                  # sum u q
+        c0 = c1 = c2 = c3 = 0.0                                  # sum u q^2
+        d0 = d1 = d2 = d3 = 0.0                                  # sum q^2
+        m4 = m - m % 4
+        for i in range(0, m4, 4):
+            x0, x1, x2, x3 = qs[i], qs[i + 1], qs[i + 2], qs[i + 3]
+            u0, u1, u2, u3 = ubuf[i], ubuf[i + 1], ubuf[i + 2], ubuf[i + 3]
+            a0 += u0
+            a1 += u1
+            a2 += u2
+            a3 += u3
+            v0, v1, v2, v3 = u0 * x0, u1 * x1, u2 * x2, u3 * x3
+            b0 += v0
+            b1 += v1
+            b2 += v2
+            b3 += v3
+            c0 += v0 * x0
+            c1 += v1 * x1
+            c2 += v2 * x2
+            c3 += v3 * x3
+            d0 += x0 * x0
+            d1 += x1 * x1
+            d2 += x2 * x2
+            d3 += x3 * x3
+        for i in range(m4, m):
+            x, u = qs[i], ubuf[i]
+            a0 += u
+            b0 += u * x
+            c0 += u * x * x
+            d0 += x * x
+        tot[0] += (a0 + a1) + (a2 + a3)
+        tot[1] += (b0 + b1) + (b2 + b3)
+        tot[2] += (c0 + c1) + (c2 + c3)
+        tot[3] += (d0 + d1) + (d2 + d3)
     return tot[0], tot[1], tot[2], tot[3]
 
 

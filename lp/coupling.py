@@ -411,7 +411,7 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)
     if replacement:
         return _iid_bound_bucketed(p, q, k_eff)
-    if 2 <= k_eff < int(np.count_nonzero(q)):
+    if 2 <= k_eff == int(K):              # (k_eff < K: all of supp q drawn; K = |supp q|: declined there)
         bound = _wor_bound_head(p, q, int(K), k_eff, step)
         if bound is not None:
             return bound
@@ -692,8 +692,9 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
        (plus 1e-9 for the rounding of the bucket sums) is not live; nor is an edge whose own lower
        bound does.
 
-    None when c is not finite (the K - 1 largest masses hold everything) or V <
-    :data:`_WOR_BUCKET_MIN_V`, where a sort costs little.
+    None when c is not finite (the K - 1 largest masses hold everything), when q has at most K
+    nonzero entries (the draws take all of supp q) or V < :data:`_WOR_BUCKET_MIN_V`, where a sort
+    costs little.
     """
     V = p.size
     if V < _WOR_BUCKET_MIN_V:
@@ -710,11 +711,15 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
     r, ids = work[0], work[1].view(np.int64)
     if _jit.enabled():                                           # the pass and the edge bounds below, compiled
         from . import _race_kernels
-        (Pb, Qb, Wb, qmax_b), rest_star = _race_kernels.wor_bucket_pass(
+        (Pb, Qb, Wb, qmax_b), rest_star, nnz = _race_kernels.wor_bucket_pass(
             p, q, _bucket_floor(c), 52 - _MANT_BITS, c, N, star, qtot, K > 2, r, ids)
+        if nnz <= K:
+            return None
         P_e, Q_e, W_e, lam_e, live, live_edge = _race_kernels.wor_edge_bounds(
             Pb, Qb, Wb, qmax_b, K, V, int(ids[star]), qstar, rest_star)
         return _WorBuckets(r, ids, P_e, Q_e, W_e, lam_e, live, live_edge, qtot, star, rest_star, work)
+    if np.count_nonzero(q) <= K:
+        return None
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         np.divide(p, q, out=r)                                   # inf: q = 0 < p; nan: p = q = 0
     _ratio_bucket_ids(r, c, out=ids)
@@ -793,7 +798,7 @@ def _stable_argsort(x: np.ndarray) -> np.ndarray:
 
 
 def _wor_bound_head(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, step: float) -> MultidraftBound | None:
-    """:func:`multidraft_bound` without replacement (2 <= k_eff < |supp q|) from the live buckets
+    """:func:`multidraft_bound` without replacement (2 <= k_eff; None if k_eff >= |supp q|) from the live buckets
     alone: no permutation or prefix sum of the whole row (docs/theory.md §6.6, "without a full sort").
 
     The buckets of :func:`_wor_buckets`; the live buckets and edges span a range [b_lo, b_hi) of
