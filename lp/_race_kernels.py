@@ -111,57 +111,73 @@ def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, id
     return out, s + c, nnz
 
 
+#: :func:`power_moments` takes the tokens this many at a time (a chunk), adding each power into
+#: a row of this many partial sums (one per position in the chunk).
+MOMENT_CHUNK = 64
+
+
 @njit
 def power_moments(q, tau, R):
     """sum_v (q_v / tau)^r for r = 0..R (entry 0 is left 0), as :func:`lp._race.small_token_state`.
 
-    Tokens go eight at a time in scalar lanes (their multiplications do not wait on each other),
-    bases q_v * (1 / tau) (within an ulp of q_v / tau); a group stops once all its powers are
-    <= 1e-22 (each later term is smaller still: relative 1e-22 len(q) on sums >= 1, as the numpy
-    path's drop).  Group sums go into partial sums flushed every 1,024 tokens: runs of <= 128 terms.
-    A group of eight equal masses (flat or tied drafts) takes one lane: 8 p = the four-level sum exactly.
+    Tokens go :data:`MOMENT_CHUNK` at a time with bases q_v * (1 / tau) (within an ulp of
+    q_v / tau).  A chunk adds its powers r = 1..r_c, r_c the last with (max base)^r > 1e-22 (each
+    dropped term is <= 1e-22: relative 1e-22 len(q) on sums >= 1, as the numpy path's drop), each
+    power into a row of per-position partial sums: element-wise loops, which the compiler
+    vectorises (a running scalar sum per power would not be, without reassociation).  The rows are
+    summed pairwise into the totals every 16 chunks (runs of <= 16 terms, then one per 1,024
+    tokens).  A chunk of equal masses (flat or tied drafts) adds m p^r once per power instead.
     """
+    CW = MOMENT_CHUNK
     M = np.zeros(R + 1)
-    part = np.zeros(R + 1)
+    A = np.zeros((R + 1, CW))
+    base = np.zeros(CW)
+    pw = np.zeros(CW)
     n = q.size
     inv = 1.0 / tau
-    for g in range(0, n, 8):
-        if g + 8 <= n:
-            b0, b1, b2, b3 = q[g] * inv, q[g + 1] * inv, q[g + 2] * inv, q[g + 3] * inv
-            b4, b5, b6, b7 = q[g + 4] * inv, q[g + 5] * inv, q[g + 6] * inv, q[g + 7] * inv
-        else:                                                    # the tail, zero-padded
-            b0 = q[g] * inv
-            b1 = q[g + 1] * inv if g + 1 < n else 0.0
-            b2 = q[g + 2] * inv if g + 2 < n else 0.0
-            b3 = q[g + 3] * inv if g + 3 < n else 0.0
-            b4 = q[g + 4] * inv if g + 4 < n else 0.0
-            b5 = q[g + 5] * inv if g + 5 < n else 0.0
-            b6 = q[g + 6] * inv if g + 6 < n else 0.0
-            b7 = 0.0
-        p0, p1, p2, p3, p4, p5, p6, p7 = b0, b1, b2, b3, b4, b5, b6, b7
-        if b0 == b1 and b0 == b2 and b0 == b3 and b0 == b4 and b0 == b5 and b0 == b6 and b0 == b7:
-            for r in range(1, R + 1):                            # tied (a flat draft): 8 p is the
-                part[r] += 8.0 * p0                              # same sum, bit for bit
-                p0 *= b0
-                if p0 <= 1e-22:
-                    break
+    chunks = 0
+    for a in range(0, n, CW):
+        e = min(a + CW, n)
+        m = e - a
+        qs = q[a:e]
+        top, low = 0.0, np.inf
+        for i in range(m):
+            x = qs[i] * inv
+            base[i] = x
+            pw[i] = x
+            top = max(top, x)
+            low = min(low, x)
+        for i in range(m, CW):                                   # (the last chunk: zero-padded)
+            base[i] = 0.0
+            pw[i] = 0.0
+        rc, t = 0, top
+        while rc < R and t > 1e-22:
+            rc += 1
+            t *= top
+        if low == top:                                           # tied: m equal terms
+            x = top
+            for r in range(1, rc + 1):
+                A[r, 0] += m * x
+                x *= top
         else:
+            for r in range(1, rc + 1):
+                Ar = A[r]
+                for i in range(CW):
+                    Ar[i] += pw[i]
+                    pw[i] *= base[i]
+        chunks += 1
+        if chunks == 16 or e == n:
             for r in range(1, R + 1):
-                part[r] += ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
-                p0 *= b0
-                p1 *= b1
-                p2 *= b2
-                p3 *= b3
-                p4 *= b4
-                p5 *= b5
-                p6 *= b6
-                p7 *= b7
-                if max(max(max(p0, p1), max(p2, p3)), max(max(p4, p5), max(p6, p7))) <= 1e-22:
-                    break
-        if (g & 1023) == 1016 or g + 8 >= n:
-            for r in range(1, R + 1):
-                M[r] += part[r]
-                part[r] = 0.0
+                Ar = A[r]
+                w = CW
+                while w > 1:                                     # pairwise over the positions
+                    w //= 2
+                    for i in range(w):
+                        Ar[i] += Ar[i + w]
+                M[r] += Ar[0]
+                for i in range(CW):
+                    Ar[i] = 0.0
+            chunks = 0
     return M
 
 
