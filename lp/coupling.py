@@ -113,13 +113,14 @@ def maximal_coupling(p, q, method: str = "closed", solver: str | None = None) ->
 
 
 # --------------------------------------------------------------------------- draft-set law
-def _check_K(q: np.ndarray, K, replacement: bool) -> int:
-    """Validate K; return the number of draws that land in distinct tokens' worth of the law."""
+def _check_K(q: np.ndarray, K, replacement: bool, support: bool = True) -> int:
+    """Validate K; return the number of draws that land in distinct tokens' worth of the law
+    (``support=False``: K itself, without the pass over q that counts its support)."""
     K = check_int(K, "K", 1)
     if not replacement:
         if K > q.size:
             raise ValueError(f"K={K} drafts without replacement need K <= V={q.size}")
-        return min(K, int(np.count_nonzero(q)))  # the support runs out: the set is supp q
+        return min(K, int(np.count_nonzero(q))) if support else K  # the support runs out: the set is supp q
     return K
 
 
@@ -407,15 +408,16 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     # with replacement the validated rows stay inside this call: they go to a per-thread block
     p, q = as_pair(p, q, scratch="multidraft_bound rows" if replacement is True else None)
     replacement = check_bool(replacement, "replacement")
-    k_eff = _check_K(q, K, replacement)
-    step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)
+    k_eff = _check_K(q, K, replacement, support=replacement)
+    step = None if step is None else check_real(step, "step", *STEP_RANGE)
     if replacement:
         return _iid_bound_bucketed(p, q, k_eff)
-    if 2 <= k_eff == int(K):              # (k_eff < K: all of supp q drawn; K = |supp q|: declined there)
-        bound = _wor_bound_head(p, q, int(K), k_eff, step)
+    if k_eff >= 2:                   # declined where K >= |supp q| (counted in the bucket pass)
+        bound = _wor_bound_head(p, q, k_eff, k_eff, auto_step(k_eff) if step is None else step)
         if bound is not None:
             return bound
-    return _sorted_prefix_bound(p, q, int(K), k_eff, replacement, step)
+    k_eff = _check_K(q, K, replacement)
+    return _sorted_prefix_bound(p, q, int(K), k_eff, replacement, auto_step(k_eff) if step is None else step)
 
 
 def _sorted_prefix_bound(p: np.ndarray, q: np.ndarray, K: int, k_eff: int, replacement: bool,
@@ -662,7 +664,7 @@ class _WorBuckets(NamedTuple):
     """Bucket-level view of a row for K >= 2 draws without replacement (:func:`_wor_buckets`)."""
 
     r: np.ndarray            # p/q per token
-    ids: np.ndarray          # bucket of p/q per token (_N_BUCKETS: dropped)
+    ids: np.ndarray          # bucket of p/q per token (_N_BUCKETS: dropped); int16 when compiled
     P_e: np.ndarray          # p of buckets < b, b = 0.._N_BUCKETS (the prefix at edge b)
     Q_e: np.ndarray          # q of buckets < b
     W_e: np.ndarray          # sum of q_a / (q(V) - q_a) over buckets < b, the largest mass apart
@@ -711,6 +713,7 @@ def _wor_buckets(p: np.ndarray, q: np.ndarray, K: int) -> _WorBuckets | None:
     r, ids = work[0], work[1].view(np.int64)
     if _jit.enabled():                                           # the pass and the edge bounds below, compiled
         from . import _race_kernels
+        ids = work[1].view(np.int16)[:V]                         # (a quarter of the traffic of int64 ids)
         (Pb, Qb, Wb, qmax_b), rest_star, nnz = _race_kernels.wor_bucket_pass(
             p, q, _bucket_floor(c), 52 - _MANT_BITS, c, N, star, qtot, K > 2, r, ids)
         if nnz <= K:

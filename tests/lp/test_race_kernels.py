@@ -286,3 +286,99 @@ def test_small_token_state_against_numpy(kind):
         fast, ref = _both(_race.small_token_state, q, t, K, x_max)
         pf, pr = fast.esym * np.exp(-fast.mass), ref.esym * np.exp(-ref.mass)
         assert np.max(np.abs(pf - pr)) <= 1e-14 and _close(fast.mass, ref.mass, 0.0), (kind, K)
+
+
+# --------------------------------------------------------------------------- vectorised passes
+def _screen_block(kind, V, seed=0):
+    """Draft masses of a row, as the chord screen sees a block (each <= T / 4, T = their sum)."""
+    q = _wor_rows(kind, V, seed)[1]
+    return q[q <= 0.25 * q.sum()], float(q.sum())
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+@pytest.mark.parametrize("V", [3, 9, 1023, 1025, 5000])
+def test_chord_block_sums_vectorised_against_numpy(kind, V):
+    """The block sums with the divisions in a loop of their own (blocks of DIV_BLOCK, four lanes)
+    against the numpy screen's sums, on every row kind and on lengths around the block size."""
+    from lp._race_kernels import chord_block_sums
+
+    block, T = _screen_block(kind, V)
+    u = block / (T - block)
+    ref = (u.sum(), u @ block, (u * block) @ block, block @ block)
+    assert _close(chord_block_sums(block, T), ref, 1e-13, 1e-300), (kind, V)
+
+
+def test_chord_block_sums_vectorised_at_V_151936():
+    from lp._race_kernels import chord_block_sums
+
+    block, T = _screen_block("llm", 151_936, 3)
+    u = block / (T - block)
+    ref = (math.fsum(u), math.fsum(u * block), math.fsum(u * block * block), math.fsum(block * block))
+    assert _close(chord_block_sums(block, T), ref, 1e-13)
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+@pytest.mark.parametrize("V", [3, 63, 64, 65, 1025, 3000])
+def test_power_moments_chunked_against_numpy(kind, V):
+    """The chunked moments (powers per chunk from its largest base, tied chunks as one product)
+    against the numpy path on every row kind, lengths around the chunk size, R = 3..30."""
+    q = _wor_rows(kind, V, 2)[1]
+    q = q[q > 0]
+    for R in (3, 12, 30):
+        fast, ref = _both(_race._power_moments, q, float(q.max()), R, None)
+        assert _close(fast[1:], ref[1:], 1e-14), (kind, V, R)
+
+
+def test_power_moments_chunked_at_V_151936_and_a_negative_control():
+    """V = 151,936 (LLM-like and uniform drafts: a random order, and one tied chunk after another),
+    and a sum that leaves out one token is caught at the same tolerance."""
+    from lp._race_kernels import power_moments
+
+    for kind in ("llm", "uniform"):
+        q = _wor_rows(kind, 151_936, 3)[1]
+        tau = float(q.max())
+        fast, ref = _both(_race._power_moments, q, tau, 26, None)
+        assert _close(fast[1:], ref[1:], 1e-14), kind
+    q = _wor_rows("llm", 3000, 1)[1]
+    with _jit.disabled():
+        ref = _race._power_moments(q, float(q.max()), 12, None)
+    short = power_moments(np.delete(q, int(np.argmin(np.abs(q - np.median(q))))), float(q.max()), 12)
+    assert not _close(short[1:], ref[1:], 1e-14)
+
+
+@pytest.mark.parametrize("kind", WOR_KINDS)
+def test_bucket_pass_ratios_and_support_count(kind, bucket_small_rows):
+    """The bucket pass divides with selects in place of a zero test: r = p/q with numpy's inf
+    (q = 0 < p) and nan (p = q = 0), and the count of nonzero draft masses it returns equals
+    numpy's, on rows of V = 3 and 1500 (zeros in one-hot drafts, subnormal entries)."""
+    from lp import _race_kernels
+    from lp.coupling import _MANT_BITS, _N_BUCKETS, _bucket_floor
+
+    for V in (3, 1500):
+        p, q = as_pair(*_wor_rows(kind, V, 0))
+        q = q.copy()
+        q[:: 7] = 0.0                                            # more zero draft masses
+        r, ids = np.empty(V), np.empty(V, dtype=np.int16)
+        star, qtot = int(np.argmax(q)), float(q.sum())
+        _, _, nnz = _race_kernels.wor_bucket_pass(p, q, _bucket_floor(3.0), 52 - _MANT_BITS, 3.0, _N_BUCKETS,
+                                                  star, qtot, True, r, ids)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            assert _close(r, p / q, 0.0), kind
+        assert nnz == np.count_nonzero(q), kind
+
+
+@pytest.mark.parametrize("kind", ["llm", "random", "one-hot draft"])
+def test_bound_when_K_reaches_the_support(kind, bucket_small_rows):
+    """K = |supp q| (the bucketed path declines: the set is supp q) and K = |supp q| - 1 (it does
+    not), at V = 9 against brute force and at V = 5000 the compiled path against the numpy one."""
+    for V in (9, 5000):
+        p, q = as_pair(*_wor_rows(kind, V, 1))
+        q = q.copy()
+        q[np.argsort(q)[:-6]] = 0.0                              # six nonzero draft masses
+        q /= q.sum()
+        for K in (5, 6):
+            fast, ref = _both(multidraft_bound, p, q, K, False)
+            assert abs(fast.value - ref.value) <= 1e-12 and np.array_equal(fast.H, ref.H), (kind, V, K)
+            if V == 9:
+                exact = multidraft_bound_bruteforce(p, q, K, replacement=False)
+                assert abs(fast.value - exact.value) <= 1e-12, (kind, K)
