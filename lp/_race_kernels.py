@@ -235,6 +235,14 @@ def _low_probability(e, n, m, K):
     return low
 
 
+@njit
+def low_probabilities(e, n, m, K, out):
+    """:func:`_low_probability` of every row (``e`` [K, g], ``n``, ``m`` [g]) into ``out``: the
+    numpy ``RaceState.low_probability`` in one call, not ~4 K array operations on a few dozen rows."""
+    for i in range(out.size):
+        out[i] = _low_probability(e[:, i], n[i], m[i], K)
+
+
 #: Below this q_v t, o_v = expm1(q_v t) is a Taylor polynomial (:func:`_expm1`).
 TAYLOR_X = 0.0625
 

@@ -382,3 +382,17 @@ def test_bound_when_K_reaches_the_support(kind, bucket_small_rows):
             if V == 9:
                 exact = multidraft_bound_bruteforce(p, q, K, replacement=False)
                 assert abs(fast.value - exact.value) <= 1e-12, (kind, K)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 80), st.integers(0, 2 ** 32 - 1))
+def test_low_probability_compiled_against_numpy(K, g, seed):
+    """RaceState.low_probability on 2-d states (compiled, row by row) against the numpy sums:
+    e_j from 0 to 1e300, tokens counted as arrived, masses past 700 (the logarithms)."""
+    rng = np.random.default_rng(seed)
+    e = rng.random((K, g)) * 10.0 ** rng.uniform(-300, 300, (K, g))
+    e[0] = 1.0
+    e[:, rng.random(g) < 0.2] = 0.0
+    state = _race.RaceState(e, rng.integers(0, 3, g).astype(np.float64), rng.uniform(0, 1500, g))
+    fast, ref = _both(state.low_probability)
+    assert _close(fast, ref, 1e-14)
