@@ -532,20 +532,21 @@ def split_head(ids, q, b_lo, b_hi, block, seg):
     """The block and the segment of :func:`lp.coupling._wor_bound_head` in one pass: the draft
     masses of the tokens in buckets < ``b_lo`` into ``block`` (token order, as ``np.compress``) and
     the ids of the tokens in buckets [b_lo, b_hi) into ``seg`` (ascending).  Returns their counts
-    and the block's largest mass (0 if empty)."""
+    and the block's largest mass (0 if empty).  Branch-free: every token is written at the next
+    free place of both outputs, which advance only when it belongs there (the place written is
+    at most the token's index, so ``block`` and ``seg`` of len(ids) suffice)."""
     nb = 0
     m = 0
     top = 0.0
     for v in range(ids.size):
         b = ids[v]
-        if b < b_lo:
-            x = q[v]
-            block[nb] = x
-            top = max(top, x)
-            nb += 1
-        elif b < b_hi:
-            seg[m] = v
-            m += 1
+        x = q[v]
+        block[nb] = x
+        inb = b < b_lo
+        nb += inb
+        top = max(top, x if inb else 0.0)
+        seg[m] = v
+        m += (b >= b_lo) & (b < b_hi)
     return nb, m, top
 
 
