@@ -464,23 +464,55 @@ def chord_block_sums(q, T):
 
 
 @njit
+def _chord_lower(Q, L, qm, E2, M, Q2, n, a, s):
+    """Q_K >= Q_2 prod_i a_i - E2 sum_i s_i prod_{j != i} a_j at one prefix (:func:`chord_bounds`)."""
+    if L <= 0.0:
+        return 1.0
+    if (n - 1) * qm + M > Q:
+        return 0.0                                               # a chord would go negative: none
+    T = Q + L
+    for i in range(n):
+        x = i * qm
+        a[i] = (Q - x) / (T - x) if x < Q else 0.0
+        x = x + M
+        gM = (Q - x) / (T - x) if x < Q else 0.0
+        s[i] = (a[i] - gM) / M if M > 0 else 0.0
+    prod_a = 1.0
+    for i in range(n):
+        prod_a *= a[i]
+    lin = 0.0
+    for i in range(n):
+        pr = s[i]
+        for j in range(n):
+            if j != i:
+                pr *= a[j]
+        lin += pr
+    return Q2 * prod_a - E2 * lin
+
+
+@njit
 def chord_bounds(Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, upper_obj):
-    """The per-prefix bounds of :func:`lp.coupling._chord_screen` in one pass along the prefixes.
+    """The per-prefix bounds of :func:`lp.coupling._chord_screen` along the prefixes.
 
     The running sums over the tokens before prefix k (u_a = q_a / (T - q_a) with T - q_a summed
     directly as Qc[a] + lam[a + 1]): A1 = sum u, A2 = sum u q, A3 = sum u q^2, S2 = sum q^2 and
     the largest q start from the block's (``b1``, ``b2``, ``b3``, ``b0``, ``bmax``).  For each k
     in ``at`` (ascending) writes Pc[k] + 1 - (the upper bound on Q_K) into ``upper_obj`` and
     returns min over ``at`` of Pc[k] + 1 - (the lower bound), the same formulas as the numpy screen.
+    The lower bound (~3 (K - 2) divisions) is taken only where it can lower that minimum: its
+    objective is at least the prefix's upper-bound objective, so prefixes whose upper-bound
+    objective exceeds the running minimum by more than rounding (1e-12) are skipped, first
+    seeding the minimum at the prefix with the smallest upper-bound objective: the same minimum.
     """
     n = K - 2
+    nc = at.size
     A1, A2, A3, S2, qm = b1, b2, b3, b0, bmax
     a = np.empty(n)
     s = np.empty(n)
-    best = np.inf
+    E2s, Ms, QMs = np.empty(nc), np.empty(nc), np.empty(nc)
     c = 0
     for k in range(qs.size + 1):
-        while c < at.size and at[c] == k:
+        while c < nc and at[c] == k:
             Q, L = Qc[k], lam[k]
             T = Q + L
             E2 = max(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
@@ -488,32 +520,13 @@ def chord_bounds(Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, upper_obj)
             Q2 = 1.0 - miss2[k]
             l0 = Q / T
             lM = Q / T - (L / (T * T)) * M
-            l0n = l0 ** n
-            slope = (l0n - max(lM, 0.0) ** n) / M if M > 0 else 0.0
+            l0n, lMn, lMp = 1.0, 1.0, max(lM, 0.0)
+            for _ in range(n):                                   # (** n would be a library pow)
+                l0n *= l0
+                lMn *= lMp
+            slope = (l0n - lMn) / M if M > 0 else 0.0
             upper_obj[c] = Pc[k] + (1.0 - (Q2 * l0n - slope * E2))
-            if L <= 0.0:
-                lower = 1.0
-            elif (n - 1) * qm + M > Q:
-                lower = 0.0                                      # a chord would go negative: none
-            else:
-                for i in range(n):
-                    x = i * qm
-                    a[i] = (Q - x) / (T - x) if x < Q else 0.0
-                    x = x + M
-                    gM = (Q - x) / (T - x) if x < Q else 0.0
-                    s[i] = (a[i] - gM) / M if M > 0 else 0.0
-                prod_a = 1.0
-                for i in range(n):
-                    prod_a *= a[i]
-                lin = 0.0
-                for i in range(n):
-                    pr = s[i]
-                    for j in range(n):
-                        if j != i:
-                            pr *= a[j]
-                    lin += pr
-                lower = Q2 * prod_a - E2 * lin
-            best = min(best, Pc[k] + (1.0 - lower))
+            E2s[c], Ms[c], QMs[c] = E2, M, qm
             c += 1
         if k == qs.size:
             break
@@ -524,6 +537,17 @@ def chord_bounds(Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, upper_obj)
         A3 += u * x * x
         S2 += x * x
         qm = max(qm, x)
+    best = np.inf
+    if nc == 0:
+        return best
+    first = np.argmin(upper_obj[:nc])
+    for r in range(nc + 1):
+        c = first if r == 0 else r - 1
+        if (r > 0 and c == first) or upper_obj[c] > best + 1e-12:
+            continue
+        k = at[c]
+        lower = _chord_lower(Qc[k], lam[k], QMs[c], E2s[c], Ms[c], 1.0 - miss2[k], n, a, s)
+        best = min(best, Pc[k] + (1.0 - lower))
     return best
 
 

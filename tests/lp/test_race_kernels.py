@@ -396,3 +396,42 @@ def test_low_probability_compiled_against_numpy(K, g, seed):
     state = _race.RaceState(e, rng.integers(0, 3, g).astype(np.float64), rng.uniform(0, 1500, g))
     fast, ref = _both(state.low_probability)
     assert _close(fast, ref, 1e-14)
+
+
+@pytest.mark.parametrize("kind", ["llm", "uniform", "tied", "random", "subnormal"])
+def test_chord_bounds_pruned_lower_bounds_equal_the_full_minimum(kind, bucket_small_rows, monkeypatch):
+    """chord_bounds takes the lower bound only at prefixes whose upper-bound objective can beat the
+    running minimum: its cap equals (bit for bit) the minimum of the lower-bound objective over
+    every prefix (K = 3, 4, 8 on rows of V = 3000 through the bucketed path)."""
+    from lp import _race_kernels
+
+    calls = []
+    original = _race_kernels.chord_bounds
+
+    def record(*args):
+        calls.append([a.copy() if isinstance(a, np.ndarray) else a for a in args])
+        return original(*args)
+
+    monkeypatch.setattr(_race_kernels, "chord_bounds", record)
+    p, q = as_pair(*_wor_rows(kind, 3000, 4))
+    for K in (3, 4, 8):
+        multidraft_bound(p, q, K, False)
+    assert calls
+    for Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, upper_obj in calls:
+        n = K - 2
+        A1, A2, A3, S2, qm = b1, b2, b3, b0, bmax
+        full, c = np.inf, 0
+        for k in range(qs.size + 1):
+            while c < at.size and at[c] == k:
+                Q, L = Qc[k], lam[k]
+                T = Q + L
+                E2 = max(Q * A2 + S2 * A1 - 2.0 * A3, 0.0) / T
+                M = min(2.0 * qm, Q)
+                low = _race_kernels._chord_lower(Q, L, qm, E2, M, 1.0 - miss2[k], n, np.empty(n), np.empty(n))
+                full = min(full, Pc[k] + (1.0 - low))
+                c += 1
+            if k < qs.size:
+                x = qs[k]
+                u = x / (Qc[k] + lam[k + 1])
+                A1, A2, A3, S2, qm = A1 + u, A2 + u * x, A3 + u * x * x, S2 + x * x, max(qm, x)
+        assert original(Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, np.empty(at.size)) == full
