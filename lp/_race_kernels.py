@@ -11,14 +11,19 @@ chains of full-row numpy calls and in Python-level loops over grid rows.  The ke
   :func:`lp.coupling._chord_screen`;
 - :func:`power_moments`, :func:`race_prefix_weights`: the block's moments and the race
   recursion (:mod:`lp._race`), over a cluster of candidate prefixes with the quadrature's
-  weights folded in (:func:`lp._race.wor_subset_quadrature`).
+  weights folded in (:func:`lp._race.wor_subset_quadrature`); :func:`low_probabilities`, the
+  law's P(N <= K - 1) on the quadrature's grid rows.
 
-The numpy code they replace is the reference in the tests (tests/lp/test_race_kernels.py) and
-the path without numba.  Sums run in the same short runs as the numpy path (or compensated), so
-results agree with it to rounding, not bit for bit.  Every kernel takes float64 / int64 arrays
-and Python floats / ints / bools, so each compiles once: ~5 s in all on the first call of a
-process without an on-disk cache (idle 2-core machine, validation's kernel included), ~0.3 s
-with one.
+What the passes cost is mostly how the compiler can lay them out: a division per token in a loop
+that also tests for zero or scatters into tables runs at scalar division speed, so the divisions
+go in loops of their own (:func:`_ratios`; zero denominators replaced by a select, so the loop
+has no branch and is vectorised), and sums that numpy's would reassociate are kept in lanes or
+per-position partial sums (:func:`power_moments`).  The numpy code they replace is the
+reference in the tests (tests/lp/test_race_kernels.py) and the path without numba.  Sums run in
+the same short runs as the numpy path (or compensated), so results agree with it to rounding,
+not bit for bit.  Every kernel takes float64 / int64 arrays (int16 bucket ids) and Python floats
+/ ints / bools, so each compiles once: ~5 s in all on the first call of a process without an
+on-disk cache (idle 2-core machine, validation's kernel included), ~0.3 s with one.
 """
 from __future__ import annotations
 
