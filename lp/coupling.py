@@ -369,12 +369,13 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     docs/theory.md §6.6): only the tokens of the buckets that can hold the optimum are sorted and
     summed.  With numba (the ``fast`` extra, :mod:`specsim._jit`) the full-row passes (bucketing
     and bucket sums, the block/segment split, the block's sums and moments), the chord screen
-    and the race recursion are compiled (:mod:`lp._race_kernels`; ~2 s of compilation on the
-    first call of a process without an on-disk cache, ~0.3 s with one).  At V = 151,936, CPU
-    time against an AVX-512 argsort of the row (``python benchmarks/issue27.py --only 1``, a
-    shared 2-core machine): K = 2 ~0.8-1.05x, K = 3..8 ~1.5-1.7x with a uniform draft and
-    1.9-2.7x with an LLM-like one (2,431 prefixes integrated at K = 4); the numpy path
-    ~1.15-1.3x, 2.2-2.6x and 3.3-5.0x.
+    and the race recursion are compiled (:mod:`lp._race_kernels`; ~5 s of compilation on the
+    first call of a process without an on-disk cache, well under 1 s with one).  At V = 151,936,
+    CPU time against an AVX-512 argsort of the row (``python benchmarks/issue27.py --only 1``,
+    two runs on a shared 2-core machine, load average 1-3.5): K = 2 0.53-0.64x, K = 3..8
+    0.93-1.11x with a uniform draft and 1.22-1.63x with an LLM-like one (K = 4 the slowest:
+    2,431 prefixes integrated, 1.50x in the quieter run); the numpy path 1.18-1.34x, 2.2-2.7x and
+    3.3-5.1x.
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
