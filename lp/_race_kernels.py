@@ -285,61 +285,6 @@ DRIFT_X = 100.0
 
 
 @njit
-def _advance(qv, t, K, sure_at, e, n, m, E, o):
-    """Join the token of mass ``qv`` on every row: e_j += o e_{j-1} (j descending), o = expm1(q t),
-    m += q t and E *= 1 + o = e^{q t}.  Rows with q t <= TAYLOR_X (a prefix of them: t ascends) go
-    through branch-free loops over the rows, which the compiler vectorises; the others one by one
-    (library expm1; q t > ``sure_at``: arrived, n += 1).  Returns whether a row counted the token as
-    arrived (its E and e^{-lam t - mass} then need a refresh)."""
-    g = t.size
-    if g == 0:
-        return False
-    lo, hi = 0, g                                                # rows [0, lo): q t <= TAYLOR_X
-    if qv * t[g - 1] <= TAYLOR_X:
-        lo = g
-    else:
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if qv * t[mid] <= TAYLOR_X:
-                lo = mid + 1
-            else:
-                hi = mid
-    for i in range(lo):
-        x = qv * t[i]
-        m[i] += x
-        o[i] = _expm1_taylor(x)
-    for j in range(K - 1, 0, -1):
-        for i in range(lo):
-            e[j, i] += o[i] * e[j - 1, i]
-    for i in range(lo):
-        E[i] *= 1.0 + o[i]
-    arrived = False
-    for i in range(lo, g):
-        x = qv * t[i]
-        if x > sure_at:                                          # inf included
-            n[i] += 1.0
-            arrived = True
-        else:
-            m[i] += x
-            oi = _expm1(x)
-            for j in range(K - 1, 0, -1):
-                e[j, i] += oi * e[j - 1, i]
-            E[i] *= 1.0 + oi
-    return arrived
-
-
-@njit
-def _esum(e, n, K, acc):
-    """acc[i] = sum_{j <= K - 1 - n[i]} e_j[i] (P(N <= K - 1) = acc e^{-mass}), rows side by side."""
-    for i in range(acc.size):
-        acc[i] = 0.0
-    for j in range(K):
-        lim = K - 1 - j
-        for i in range(acc.size):
-            acc[i] += e[j, i] if n[i] <= lim else 0.0
-
-
-@njit
 def _start(t, K, e0, n0, m0, e, n, m):
     """Copy the start state into the running one."""
     for j in range(K):
@@ -356,7 +301,7 @@ def race_prefix_weights(qtok, lam_tok, t, K, sure_at, e0, n0, m0, cols, total, e
     cluster, without [rows, tokens] or [rows, prefixes] tables and without an exp per (row, prefix).
 
     Row i (time ``t[i]``, ascending) starts from ``e0[:, i]``, ``n0[i]``, ``m0[i]``; the tokens
-    ``qtok`` go through the recursion (:func:`_advance`) and the state after all of them goes into
+    ``qtok`` go through the recursion and the state after all of them goes into
     ``e_end[:, i]``, ``n_end[i]``, ``m_end[i]``.  For the c-th prefix length k = cols[c]
     (ascending), with lam = ``lam_tok[k]`` (q outside the prefix; ``lam_tok`` has len(qtok) + 1
     entries), writes into ``total[c]`` the sum over the rows of lt e^{-lt} clip(1 - P(N <= K - 1)),
@@ -366,6 +311,12 @@ def race_prefix_weights(qtok, lam_tok, t, K, sure_at, e0, n0, m0, cols, total, e
     recomputed with exp only at a refresh (``REFRESH``, ``DRIFT_X``; lam t falls by at most
     DRIFT_X in between, so an E that underflowed at a refresh (lt > 745) stays below e^{-645}).
     Rows with mass > 700 (F underflows) take :func:`_low_probability`'s logarithms.
+
+    Joining a token: e_j += o e_{j-1} (j descending), o = expm1(q t), mass += q t and
+    E *= 1 + o = e^{q t}.  Rows with q t <= TAYLOR_X (a prefix of them: t ascends) go through
+    branch-free loops over the rows, which the compiler vectorises; the others one by one (library
+    expm1; q t > ``sure_at``: arrived, n += 1, and E, F refreshed).  The per-token and per-prefix
+    steps are written inline: as calls (array arguments) they cost a fifth of the loop.
     """
     g, w, nc = t.size, qtok.size, cols.size
     e, n, m = e_end, n_end, m_end
@@ -384,7 +335,12 @@ def race_prefix_weights(qtok, lam_tok, t, K, sure_at, e0, n0, m0, cols, total, e
             refresh, since, drift = False, 0, 0.0
         if c < nc and cols[c] == v:
             lam = lam_tok[v]
-            _esum(e, n, K, acc)
+            for i in range(g):                                   # sum_{j <= K - 1 - n} e_j
+                acc[i] = 0.0
+            for j in range(K):
+                lim = K - 1 - j
+                for i in range(g):
+                    acc[i] += e[j, i] if n[i] <= lim else 0.0
             big = False
             for i in range(g):
                 big |= m[i] > 700.0
@@ -406,7 +362,38 @@ def race_prefix_weights(qtok, lam_tok, t, K, sure_at, e0, n0, m0, cols, total, e
                 c += 1
         if v == w:
             break
-        refresh = _advance(qtok[v], t, K, sure_at, e, n, m, E, o)
+        qv = qtok[v]                                             # join token v
+        lo, hi = 0, g                                            # rows [0, lo): q t <= TAYLOR_X
+        if g == 0 or qv * t[g - 1] <= TAYLOR_X:
+            lo = g
+        else:
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if qv * t[mid] <= TAYLOR_X:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        for i in range(lo):
+            x = qv * t[i]
+            m[i] += x
+            o[i] = _expm1_taylor(x)
+        for j in range(K - 1, 0, -1):
+            for i in range(lo):
+                e[j, i] += o[i] * e[j - 1, i]
+        for i in range(lo):
+            E[i] *= 1.0 + o[i]
+        refresh = False
+        for i in range(lo, g):
+            x = qv * t[i]
+            if x > sure_at:                                      # inf included
+                n[i] += 1.0
+                refresh = True
+            else:
+                m[i] += x
+                oi = _expm1(x)
+                for j in range(K - 1, 0, -1):
+                    e[j, i] += oi * e[j - 1, i]
+                E[i] *= 1.0 + oi
         drift += qtok[v] * t_max
         since += 1
 
