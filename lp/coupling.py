@@ -996,28 +996,33 @@ def _wor_miss_race(Pc, qs, Qc, lam, miss2, K: int, step: float, valid: np.ndarra
     block = None if joined is None else joined[:nb]
     done = lam <= 0.0                                            # H holds supp q: Q_sub = 1
     at = np.arange(Pc.size) if valid is None else np.flatnonzero(valid)   # the prefixes considered
-    m2 = miss2[at]
-    optimistic = Pc[at] + m2 + (1.0 - m2) * _iid_miss(lam[at], K - 2)      # 1 - Q_2 (1 - lam)^(K-2)
+    pick = slice(None) if valid is None else at                  # (every prefix: views, no gathers)
+    m2 = miss2[pick]
+    optimistic = Pc[pick] + m2 + (1.0 - m2) * _iid_miss(lam[pick], K - 2)  # 1 - Q_2 (1 - lam)^(K-2)
     k0 = int(at[np.argmin(optimistic)])
     lo, hi = max(k0 - _BOUND_WINDOW, 0), min(k0 + _BOUND_WINDOW + 1, Qc.size)
     if block_max is None:
         block_max = float(block.max()) if nb else 0.0
     head = max(float(qs[:lo].max()) if lo > 0 else 0.0, block_max)
-    qmax = np.maximum.accumulate(np.concatenate(([head], qs[lo:hi - 1])))   # max q on H_k
-    # |fl(Qc[k]) - Qc[k]| <= k eps (k-term cumulative sum): shrink q(H) - m by that much, so the
-    # pessimistic objective stays a true upper bound
-    slack = (np.arange(lo, hi) + nb + K + 2) * np.finfo(np.float64).eps
-    lower = 1.0 - miss2[lo:hi]
-    for j in range(2, K):
-        room = np.maximum(Qc[lo:hi] - j * qmax - slack, 0.0)   # q(H) - m_j, at least
-        with np.errstate(invalid="ignore"):
-            lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
-    lower[done[lo:hi]] = 1.0
-    best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
+    if _jit.enabled():                                           # the same products, one loop
+        from . import _race_kernels
+        best_upper = _race_kernels.window_upper(Pc, qs, Qc, lam, miss2, K, lo, hi, head, nb)
+    else:
+        qmax = np.maximum.accumulate(np.concatenate(([head], qs[lo:hi - 1])))   # max q on H_k
+        # |fl(Qc[k]) - Qc[k]| <= k eps (k-term cumulative sum): shrink q(H) - m by that much, so the
+        # pessimistic objective stays a true upper bound
+        slack = (np.arange(lo, hi) + nb + K + 2) * np.finfo(np.float64).eps
+        lower = 1.0 - miss2[lo:hi]
+        for j in range(2, K):
+            room = np.maximum(Qc[lo:hi] - j * qmax - slack, 0.0)   # q(H) - m_j, at least
+            with np.errstate(invalid="ignore"):
+                lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
+        lower[done[lo:hi]] = 1.0
+        best_upper = float(np.min(Pc[lo:hi] + 1.0 - lower))
     if valid is not None or block is not None:   # few prefixes (the full sort keeps the old screen)
         optimistic, best_upper = _chord_screen(Pc, qs, Qc, lam, miss2, K, at, optimistic, best_upper, block, V,
                                                None if work is None else work[0], block_max)
-    cand = at[(optimistic <= best_upper + 1e-12) & ~done[at] & (Qc[at] > 0)]
+    cand = at[(optimistic <= best_upper + 1e-12) & ~done[pick] & (Qc[pick] > 0)]
     miss = (~done).astype(np.float64)                            # 0 where H holds supp q
     if cand.size and nb:                                         # the block leads, in any order
         lam_all = np.empty(nb + lam.size)

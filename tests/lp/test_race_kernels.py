@@ -435,3 +435,44 @@ def test_chord_bounds_pruned_lower_bounds_equal_the_full_minimum(kind, bucket_sm
                 u = x / (Qc[k] + lam[k + 1])
                 A1, A2, A3, S2, qm = A1 + u, A2 + u * x, A3 + u * x * x, S2 + x * x, max(qm, x)
         assert original(Pc, qs, Qc, lam, miss2, K, at, b1, b2, b3, b0, bmax, np.empty(at.size)) == full
+
+
+@pytest.mark.parametrize("kind", ["llm", "uniform", "tied", "random", "subnormal", "near-one-hot"])
+def test_window_upper_against_numpy(kind, bucket_small_rows, monkeypatch):
+    """The general screen's cap (window_upper, one loop): the optimum of _wor_miss_race on the
+    arguments the head path passes it (V = 3000, K = 3, 4, 8) as on the numpy path, and the cap
+    itself equal bit for bit to the numpy array operations on a synthetic window (lam = 0 at the end)."""
+    calls = []
+    original = lp.coupling._wor_miss_race
+
+    def record(*args, **kwargs):
+        calls.append((args, kwargs))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(lp.coupling, "_wor_miss_race", record)
+    p, q = as_pair(*_wor_rows(kind, 3000, 6))
+    for K in (3, 4, 8):
+        multidraft_bound(p, q, K, False)
+    for args, kwargs in calls:
+        fast, ref = _both(lambda: original(*args, **kwargs))
+        Pc = args[0]                                             # (the prefixes integrated may differ)
+        assert abs(np.min(Pc + fast) - np.min(Pc + ref)) <= 1e-12
+    from lp._race_kernels import window_upper
+    rng = np.random.default_rng(1)
+    for K in (3, 4, 8):
+        qs = rng.dirichlet(np.full(500, 0.3)) * 0.5
+        Qc = 0.2 + np.concatenate(([0.0], np.cumsum(qs)))
+        lam = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0])) + 0.3
+        lam[-3:] = 0.0
+        Pc = np.sort(rng.random(501))
+        miss2 = rng.random(501) * 0.5
+        lo, hi, head, nb = 7, 501, 0.01, 1000
+        qmax = np.maximum.accumulate(np.concatenate(([head], qs[lo:hi - 1])))
+        slack = (np.arange(lo, hi) + nb + K + 2) * np.finfo(np.float64).eps
+        lower = 1.0 - miss2[lo:hi]
+        for j in range(2, K):
+            room = np.maximum(Qc[lo:hi] - j * qmax - slack, 0.0)
+            with np.errstate(invalid="ignore"):
+                lower *= np.where(room > 0, room / (lam[lo:hi] + room), 0.0)
+        lower[lam[lo:hi] <= 0.0] = 1.0
+        assert window_upper(Pc, qs, Qc, lam, miss2, K, lo, hi, head, nb) == float(np.min(Pc[lo:hi] + 1.0 - lower))
