@@ -118,7 +118,7 @@ def wor_bucket_pass(p, q, lo, shift, top, n_buckets, star, qtot, with_max, r, id
 
 #: :func:`power_moments` takes the tokens this many at a time (a chunk), adding each power into
 #: a row of this many partial sums (one per position in the chunk).
-MOMENT_CHUNK = 64
+MOMENT_CHUNK = 128
 
 
 @njit
@@ -130,7 +130,7 @@ def power_moments(q, tau, R):
     dropped term is <= 1e-22: relative 1e-22 len(q) on sums >= 1, as the numpy path's drop), each
     power into a row of per-position partial sums: element-wise loops, which the compiler
     vectorises (a running scalar sum per power would not be, without reassociation).  The rows are
-    summed pairwise into the totals every 16 chunks (runs of <= 16 terms, then one per 1,024
+    summed pairwise into the totals every 16 chunks (runs of <= 16 terms, then one per 2,048
     tokens).  A chunk of equal masses (flat or tied drafts) adds m p^r once per power instead.
     """
     CW = MOMENT_CHUNK
