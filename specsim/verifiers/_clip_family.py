@@ -339,7 +339,7 @@ class _GroupedClipFamily(ClipFamily):
             base, B = 0, 1
         par = np.array([base, B, m, n0], dtype=np.int64)
         W = _jit.work_block("clip W", 12, m + 1)
-        BI = np.zeros((2, B + 1), dtype=np.int64)
+        BI = np.zeros((3, B + 1), dtype=np.int64)
         I = _jit.work_block("clip ids", 2, n, np.int64)
         BB = K.grouped_setup(W, BI, par, TK, I, pc, qc)
         #: the state every compiled query takes (see _clip_kernels)

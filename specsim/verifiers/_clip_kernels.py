@@ -46,10 +46,12 @@ _MAX_BUCKETS = 1 << 15
 #    every token by value costs a random write per token and entry, which dominates on a cold cache;
 #  BB (8, B + 1) float64: 0 BP, 1 BQ (p, q of the buckets before k), 2 BPs, 3 BQs (of the buckets
 #    from k on), 4-6 BM (the middle terms of the buckets before k), 7 G at each bucket start;
-#  BI (2, B + 1) int64: 0 first position of each bucket, 1 bucket sorted and filled;
+#  BI (3, B + 1) int64: 0 first position of each bucket, 1 bucket sorted and filled, 2 the bucket's
+#    last token (-1: none), the head of its list in I[0];
 #  par int64: (base, B, m, n0);
 #  TK (2, V) float64: 0 r = q/p in token order (inf where p = 0), 1 its log (numpy's);
-#  I (2, V) int64: 0 bucket ids (int16 view), 1 token ids in grouped order (int32 view);
+#  I (2, V) int64: 0 (int32 view) each token's predecessor in its bucket (-1: none), 1 token ids in
+#    grouped order (int32 view; a bucket's are written when it is sorted);
 #  p, q: the rows.
 _R, _P, _Q, _LOG, _PC, _QC, _PSUF, _QSUF, _G, _M = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
 
@@ -88,69 +90,67 @@ def grouped_ratios(p, q, r_in):
 def grouped_setup(W, BI, par, TK, I, p, q):
     """Bucket every token with p > 0 (0: r = 0; 1 + the top bits of r's pattern above ``base``,
     clamped at 1) in one pass over the row that also sums p, q, (p - q)_+, q log r and -p log r per
-    bucket (one pass for every kind: a certificate needs all three); lay the
-    buckets out (positions, token ids by a counting sort that keeps token order inside a bucket)
-    and fill W at the bucket starts.  ``W``, ``TK`` and ``I`` are allocated by the caller, once
+    bucket (one pass for every kind: a certificate needs all three) and threads each bucket's
+    tokens into a list; lay the buckets out (positions) and fill W at the bucket starts.  ``W``, ``TK`` and ``I`` are allocated by the caller, once
     each (fresh O(V) arrays per call page-fault).  Returns BB (BI is filled in place)."""
     base, B, m = par[0], par[1], par[2]
     n = p.size
     r_in = TK[0]
     bits = r_in.view(np.int64)
-    bid = I[0].view(np.int16)                   # B <= 2^15
-    ids = I[1].view(np.int32)
+    # each bucket's tokens as a list threaded through nxt (head in BI[2]): the pass writes nxt in
+    # token order; a counting-sort scatter instead writes ids at random into a row that is out of
+    # cache after other work, as slow as the pass itself.  _sort_bucket walks the list.
+    nxt = I[0].view(np.int32)
+    head = BI[2]
+    head[:] = -1
     count = np.zeros(B, np.int64)
-    sp = np.zeros(B)
-    sq = np.zeros(B)
-    stv = np.zeros(B)
-    skl = np.zeros(B)
-    srev = np.zeros(B)
-    bmin = np.full(B, np.inf)
+    # one 64-byte line per bucket (p, q, (p - q)_+, q log r, -p log r, least r): a token touches
+    # one line, not six arrays (the pass is ~30% faster; the sums are the same, in the same order)
+    A = np.zeros(B * 8)
+    for k in range(B):
+        A[8 * k + 5] = np.inf
     for i in range(n):
-        if p[i] > 0.0:
+        pi = p[i]
+        if pi > 0.0:
             v = r_in[i]
+            qi = q[i]
             if v == 0.0:
                 k = 0                           # r = 0: no log terms (q log r = 0; KL(p||.) = inf via n0)
             else:
                 k = (bits[i] >> _SHIFT) - base
                 k = (k if k > 0 else 0) + 1
+            j = 8 * k
+            if v != 0.0:
                 lg = TK[1, i]
-                skl[k] += q[i] * lg
-                srev[k] += -(p[i] * lg)
-            bid[i] = k
+                A[j + 3] += qi * lg
+                A[j + 4] += -(pi * lg)
+            nxt[i] = head[k]
+            head[k] = i
             count[k] += 1
-            sp[k] += p[i]
-            sq[k] += q[i]
-            d = p[i] - q[i]
-            stv[k] += d if d > 0.0 else 0.0
-            if v < bmin[k]:
-                bmin[k] = v
-        else:
-            bid[i] = -1
+            A[j] += pi
+            A[j + 1] += qi
+            d = pi - qi
+            A[j + 2] += d if d > 0.0 else 0.0
+            if v < A[j + 5]:
+                A[j + 5] = v
     BB = np.zeros((8, B + 1))
     for k in range(B):
+        j = 8 * k
         BI[0, k + 1] = BI[0, k] + count[k]
-        BB[0, k + 1] = BB[0, k] + sp[k]
-        BB[1, k + 1] = BB[1, k] + sq[k]
-        BB[4, k + 1] = BB[4, k] + stv[k]
-        BB[5, k + 1] = BB[5, k] + skl[k]
-        BB[6, k + 1] = BB[6, k] + srev[k]
+        BB[0, k + 1] = BB[0, k] + A[j]
+        BB[1, k + 1] = BB[1, k] + A[j + 1]
+        BB[4, k + 1] = BB[4, k] + A[j + 2]
+        BB[5, k + 1] = BB[5, k] + A[j + 3]
+        BB[6, k + 1] = BB[6, k] + A[j + 4]
     for k in range(B - 1, -1, -1):              # from the top, as the suffix sums of the sorted path
-        BB[2, k] = BB[2, k + 1] + sp[k]
-        BB[3, k] = BB[3, k + 1] + sq[k]
+        BB[2, k] = BB[2, k + 1] + A[8 * k]
+        BB[3, k] = BB[3, k + 1] + A[8 * k + 1]
     nxt = np.inf                                # an empty bucket starts where the next one does
     for k in range(B - 1, -1, -1):
-        if count[k] == 0:
-            bmin[k] = nxt
-        else:
-            nxt = bmin[k]
-        BB[7, k] = bmin[k] * BB[0, k] - BB[1, k] if bmin[k] < np.inf else np.inf
+        if count[k] > 0:
+            nxt = A[8 * k + 5]
+        BB[7, k] = nxt * BB[0, k] - BB[1, k] if nxt < np.inf else np.inf
     BB[7, B] = np.inf
-    pos = BI[0, :B].copy()
-    for i in range(n):
-        k = bid[i]
-        if k >= 0:
-            ids[pos[k]] = i
-            pos[k] += 1
     for k in range(B + 1):                      # increasing k: an empty bucket's start is rewritten
         s = BI[0, k]                            # by the next bucket's, with the same sums
         W[_PC, s] = BB[0, k]
@@ -189,6 +189,11 @@ def _sort_bucket(W, BI, par, TK, I, p, q, k):
     s, e = BI[0, k], BI[0, k + 1]
     n = e - s
     ids = I[1].view(np.int32)
+    nxt = I[0].view(np.int32)
+    t = BI[2, k]
+    for i in range(e - 1, s - 1, -1):            # the list runs from the last token down
+        ids[i] = t
+        t = nxt[t]
     ordered = True
     for i in range(s, e):
         t = ids[i]
