@@ -111,7 +111,7 @@ def _out_fields(out, p, q, atol, fam):
     """(KL(out||p), KL(p||out), TV(out, p), max out/p, betweenness, out == q, support note, None)
     of :func:`certify` by numpy (the reference; the path without numba)."""
     (k1, k2), t = kl_pair(out, p), tv(out, p)     # one log pass for both directions
-    if fam.r.size == p.size:  # p > 0 everywhere
+    if fam.m == p.size:  # p > 0 everywhere
         mr = float((out / p).max())
     else:
         with np.errstate(divide="ignore", invalid="ignore"):

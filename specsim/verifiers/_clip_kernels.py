@@ -377,6 +377,22 @@ def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
 
 
 @njit
+def q_divergence(p, q, TK, kind):
+    """KL(q||p) = sum q log r (``kind`` 1) or KL(p||q) = -sum p log r (2) over the tokens with
+    p > 0 and r > 0 (TK = ratios and their logs), summed in blocks of 256 tokens."""
+    total = 0.0
+    n = p.size
+    for s in range(0, n, 256):
+        part = 0.0
+        for i in range(s, min(s + 256, n)):
+            r = TK[0, i]
+            if p[i] > 0.0 and r > 0.0:
+                part += (q[i] if kind == 1 else p[i]) * TK[1, i]
+        total += part
+    return total if kind == 1 else -total
+
+
+@njit
 def clip_law(p, q, a, b, out):
     """out = clip(q, b p, a p) = min(max(q, b p), a p) (b <= a): ClipFamily.pi's operations in one pass."""
     for i in range(p.size):
