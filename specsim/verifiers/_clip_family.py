@@ -336,6 +336,7 @@ class _GroupedClipFamily(ClipFamily):
         self.r_tokens = r_in
         self._range = (rmin, rmax)
         self._logs = False
+        self._qdiv = None
         self.m, self.n0 = m, n0
         self.q0 = float(q[p <= 0].sum()) if m < n else 0.0
         self.a_max = float(rmax) if m else 1.0
@@ -368,7 +369,10 @@ class _GroupedClipFamily(ClipFamily):
         W = _jit.work_block("clip W", 12, m + 1)
         BI = np.zeros((3, B + 1), dtype=np.int64)
         I = _jit.work_block("clip ids", 2, n, np.int64)
-        BB = K.grouped_setup(W, BI, par, TK, I, pc, qc)
+        D = np.zeros(2)
+        BB = K.grouped_setup(W, BI, par, TK, I, pc, qc, D)
+        if self._qdiv is None:                  # the same sums q_divergence would take
+            self._qdiv = D
         #: the state every compiled query takes (see _clip_kernels)
         self._S = (W, BB, BI, par, TK, I, pc, qc)
         self._W = W
@@ -399,9 +403,13 @@ class _GroupedClipFamily(ClipFamily):
         return self._W[9 + _KIND_CODE[kind]]
 
     def q_divergence(self, kind: str) -> float:
-        # summed over the tokens, without the buckets (the rounding differs from mid(kind)[-1])
-        self._log_ratios()
-        return float(self._K.q_divergence(self._pc, self._qc, self._TK, _KIND_CODE[kind]))
+        # summed over the tokens in blocks, by the set-up pass if the buckets are built, else by a
+        # pass of its own with the same arithmetic (the rounding differs from mid(kind)[-1])
+        if self._qdiv is None:
+            self._log_ratios()
+            self._qdiv = np.zeros(2)
+            self._K.q_divergences(self._pc, self._qc, self._TK, self._qdiv)
+        return float(self._qdiv[_KIND_CODE[kind] - 1])
 
     def clip_level(self, kind: str, eps: float) -> float:
         """lp.frontier's clip level a(eps), the bisection compiled on the grouped state."""

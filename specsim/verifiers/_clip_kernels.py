@@ -54,6 +54,8 @@ _MAX_BUCKETS = 1 << 15
 #    grouped order (int32 view; a bucket's are written when it is sorted);
 #  p, q: the rows.
 _R, _P, _Q, _LOG, _PC, _QC, _PSUF, _QSUF, _G, _M = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+#: tokens per block of the D(q, p) sums (partial sums per block, then the blocks in order)
+_QD_BLOCK = 256
 
 
 @njit
@@ -87,12 +89,13 @@ def grouped_ratios(p, q, r_in):
 
 
 @njit
-def grouped_setup(W, BI, par, TK, I, p, q):
+def grouped_setup(W, BI, par, TK, I, p, q, D):
     """Bucket every token with p > 0 (0: r = 0; 1 + the top bits of r's pattern above ``base``,
     clamped at 1) in one pass over the row that also sums p, q, (p - q)_+, q log r and -p log r per
     bucket (one pass for every kind: a certificate needs all three) and threads each bucket's
     tokens into a list; lay the buckets out (positions) and fill W at the bucket starts.  ``W``, ``TK`` and ``I`` are allocated by the caller, once
-    each (fresh O(V) arrays per call page-fault).  Returns BB (BI is filled in place)."""
+    each (fresh O(V) arrays per call page-fault).  D += (KL(q||p), KL(p||q)) as :func:`q_divergences`
+    sums them, bit for bit.  Returns BB (BI is filled in place)."""
     base, B, m = par[0], par[1], par[2]
     n = p.size
     r_in = TK[0]
@@ -109,30 +112,39 @@ def grouped_setup(W, BI, par, TK, I, p, q):
     A = np.zeros(B * 8)
     for k in range(B):
         A[8 * k + 5] = np.inf
-    for i in range(n):
-        pi = p[i]
-        if pi > 0.0:
-            v = r_in[i]
-            qi = q[i]
-            if v == 0.0:
-                k = 0                           # r = 0: no log terms (q log r = 0; KL(p||.) = inf via n0)
-            else:
-                k = (bits[i] >> _SHIFT) - base
-                k = (k if k > 0 else 0) + 1
-            j = 8 * k
-            if v != 0.0:
-                lg = TK[1, i]
-                A[j + 3] += qi * lg
-                A[j + 4] += -(pi * lg)
-            nxt[i] = head[k]
-            head[k] = i
-            count[k] += 1
-            A[j] += pi
-            A[j + 1] += qi
-            d = pi - qi
-            A[j + 2] += d if d > 0.0 else 0.0
-            if v < A[j + 5]:
-                A[j + 5] = v
+    for s0 in range(0, n, _QD_BLOCK):           # blocks: D(q, p) summed as q_divergences does
+        d1 = 0.0
+        d2 = 0.0
+        for i in range(s0, min(s0 + _QD_BLOCK, n)):
+            pi = p[i]
+            if pi > 0.0:
+                v = r_in[i]
+                qi = q[i]
+                if v == 0.0:
+                    k = 0                       # r = 0: no log terms (q log r = 0; KL(p||.) = inf via n0)
+                else:
+                    k = (bits[i] >> _SHIFT) - base
+                    k = (k if k > 0 else 0) + 1
+                j = 8 * k
+                if v != 0.0:
+                    lg = TK[1, i]
+                    t1 = qi * lg
+                    t2 = -(pi * lg)
+                    A[j + 3] += t1
+                    A[j + 4] += t2
+                    d1 += t1
+                    d2 += t2
+                nxt[i] = head[k]
+                head[k] = i
+                count[k] += 1
+                A[j] += pi
+                A[j + 1] += qi
+                d = pi - qi
+                A[j + 2] += d if d > 0.0 else 0.0
+                if v < A[j + 5]:
+                    A[j + 5] = v
+        D[0] += d1
+        D[1] += d2
     BB = np.zeros((8, B + 1))
     for k in range(B):
         j = 8 * k
@@ -322,8 +334,13 @@ def _g_search(W, BB, BI, par, TK, I, p, q, c):
 def b_level(W, BB, BI, par, TK, I, p, q, a, mass, q0):
     """ClipFamily.b(a, mass) on the grouped state (the same formula; the buckets of the least and
     the largest ratio are sorted at set-up)."""
+    return _b_at(W, BB, BI, par, TK, I, p, q, a, rank(W, BB, BI, par, TK, I, p, q, a, True), mass, q0)
+
+
+@njit
+def _b_at(W, BB, BI, par, TK, I, p, q, a, hi, mass, q0):
+    """b_level with hi = #{r <= a} given."""
     m = par[2]
-    hi = rank(W, BB, BI, par, TK, I, p, q, a, True)
     excess = q0
     if hi < m:
         excess += max(W[_QSUF, hi] - a * W[_PSUF, hi], W[_Q, m - 1] - a * W[_P, m - 1], 0.0)
@@ -340,9 +357,14 @@ def b_level(W, BB, BI, par, TK, I, p, q, a, mass, q0):
 @njit
 def divergence(W, BB, BI, par, TK, I, p, q, kind, a, q0):
     """lp.frontier._ClipDivergence(fam, kind)(a) at mass 1 on the grouped state."""
-    b = b_level(W, BB, BI, par, TK, I, p, q, a, 1.0, q0)
+    return _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, rank(W, BB, BI, par, TK, I, p, q, a, True), q0)
+
+
+@njit
+def _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, hi, q0):
+    """divergence with hi = #{r <= a} given."""
+    b = _b_at(W, BB, BI, par, TK, I, p, q, a, hi, 1.0, q0)
     lo = rank(W, BB, BI, par, TK, I, p, q, b, False)
-    hi = rank(W, BB, BI, par, TK, I, p, q, a, True)
     low, high = W[_PC, lo], W[_PSUF, hi]
     mid = W[_M + kind, hi] - W[_M + kind, lo]
     if kind == 1:
@@ -357,14 +379,43 @@ def divergence(W, BB, BI, par, TK, I, p, q, kind, a, q0):
 
 
 @njit
+def _below_bucket(W, par, k):
+    """The largest double below bucket k's ratios (k >= 2): every ratio of buckets < k is <= it,
+    every ratio of bucket k is above it, so #{r <= it} is bucket k's start (no sort)."""
+    m = par[2]
+    W[_G, m:m + 1].view(np.int64)[0] = ((par[0] + k - 1) << _SHIFT) - 1    # scratch, as _bucket
+    return W[_G, m]
+
+
+@njit
 def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
-    """lp.frontier._clip_level: the largest a >= 1 with D(pi(a), p) <= eps, by the same bisection."""
+    """lp.frontier._clip_level: the largest a >= 1 with D(pi(a), p) <= eps.  First a search over
+    the bucket edges (D there needs no sort of the bucket a lands in), then lp.frontier's bisection
+    inside the bucket found, so only one bucket of a is sorted (b's buckets still are)."""
     hi = max(a_max, 1.0)
     if eps == 0.0:
         return 1.0
     if divergence(W, BB, BI, par, TK, I, p, q, kind, hi, q0) <= eps:
         return hi
     lo = 1.0
+    B = par[1]
+    first, last = 2, B - 1                      # the least bucket k >= 2 whose edge is >= 1
+    while first <= last:
+        mid_k = (first + last) >> 1
+        if _below_bucket(W, par, mid_k) >= 1.0:
+            last = mid_k - 1
+        else:
+            first = mid_k + 1
+    low_k, high_k = first, B - 1                # largest k in [first, B - 1] with D feasible
+    while low_k <= high_k:
+        mid_k = (low_k + high_k) >> 1
+        a = _below_bucket(W, par, mid_k)
+        if _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, BI[0, mid_k], q0) <= eps:
+            lo = a
+            low_k = mid_k + 1
+        else:
+            hi = a
+            high_k = mid_k - 1
     for _ in range(400):
         mid = lo * math.sqrt(hi / lo) if 0.0 < 4.0 * lo < hi else 0.5 * (lo + hi)
         if divergence(W, BB, BI, par, TK, I, p, q, kind, mid, q0) <= eps:
@@ -377,19 +428,21 @@ def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
 
 
 @njit
-def q_divergence(p, q, TK, kind):
-    """KL(q||p) = sum q log r (``kind`` 1) or KL(p||q) = -sum p log r (2) over the tokens with
-    p > 0 and r > 0 (TK = ratios and their logs), summed in blocks of 256 tokens."""
-    total = 0.0
+def q_divergences(p, q, TK, D):
+    """D += (KL(q||p), KL(p||q)) = (sum q log r, sum -(p log r)) over the tokens with p > 0 and
+    r > 0 (TK = the ratios and their logs), in blocks of _QD_BLOCK tokens: the same sums, in the
+    same order, as grouped_setup's."""
     n = p.size
-    for s in range(0, n, 256):
-        part = 0.0
-        for i in range(s, min(s + 256, n)):
-            r = TK[0, i]
-            if p[i] > 0.0 and r > 0.0:
-                part += (q[i] if kind == 1 else p[i]) * TK[1, i]
-        total += part
-    return total if kind == 1 else -total
+    for s0 in range(0, n, _QD_BLOCK):
+        d1 = 0.0
+        d2 = 0.0
+        for i in range(s0, min(s0 + _QD_BLOCK, n)):
+            if p[i] > 0.0 and TK[0, i] != 0.0:
+                lg = TK[1, i]
+                d1 += q[i] * lg
+                d2 += -(p[i] * lg)
+        D[0] += d1
+        D[1] += d2
 
 
 @njit
