@@ -140,14 +140,13 @@ def _out_fields_compiled(out, p, q, atol):
     n = p.size
     work = _jit.work_block("certify", 5, n)
     with np.errstate(all="ignore"):
-        bad, same, off, miss, mr, between, equal_q, dense, near = K.out_pass(
-            out, p, q, float(atol), work[0], work[4], work[1], work[2])
+        bad, same, off, miss, mr, between, equal_q, dense, near, t, tv_pq = K.out_pass(
+            out, p, q, float(atol), work[1], work[2])
         if bad:
             return None
         if mr < 0:
             mr = work[1].max() if n else 0.0
-        t = float(0.5 * work[0].sum())
-        tv_pq = float(0.5 * work[4].sum())
+        t, tv_pq = float(0.5 * t), float(0.5 * tv_pq)
         k1 = k2 = np.inf
         if same:
             k = n if dense else KL.ratio_rows(out, p, work[1], work[2])[0]

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from specsim import _kl_kernels as KL
 from specsim._jit import njit
 
 
@@ -455,51 +456,61 @@ def clip_law(p, q, a, b, out):
 
 
 @njit
-def out_pass(out, p, q, atol, tv_out, tv_pq, lr, d):
-    """One pass over a certificate's (out, p, q): tv_out = |out - p|, tv_pq = |p - q| (terms of the
-    two TV sums), lr = out / p and d = (out - p) / p where p > 0 (:func:`specsim._kl_kernels.ratio_rows` of (out, p)
-    when every entry of both is > 0), and the flags.  Returns (bad, same_support, off, miss,
-    max_ratio (-1: take lr.max()), between, equal_q, dense, near): ``bad`` = out has a negative or non-finite entry;
-    ``off`` = out > 0 = p somewhere, ``miss`` = p > 0 = out somewhere; max_ratio = max out/p (inf
-    where out > 0 = p, 0 where both are 0); between = min(p, q) - atol <= out <= max(p, q) + atol;
-    equal_q = (out == q); dense = out > 0 and p > 0 everywhere; near = some 0.5 < out/p < 2."""
-    # branch-free (selects, no early exits) so that the loop vectorises; the max ratio is
-    # taken afterwards from lr, which holds out/p where p > 0 and out where p = 0
-    bad = False
-    off = False
-    miss = False
-    between = True
-    eq = True
-    near = False
+def out_pass(out, p, q, atol, lr, d):
+    """One pass over a certificate's (out, p, q): lr = out / p and d = (out - p) / p where p > 0
+    (:func:`specsim._kl_kernels.ratio_rows` of (out, p) when every entry of both is > 0), the sums
+    of |out - p| and |p - q| (numpy's ``.sum()`` of those rows bit for bit, formed block by block
+    in its pairwise order) and the flags.  Returns (bad, same_support, off, miss, max_ratio,
+    between, equal_q, dense, near, sum |out - p|, sum |p - q|): ``bad`` = out has a negative or
+    non-finite entry; ``off`` = out > 0 = p somewhere, ``miss`` = p > 0 = out somewhere; max_ratio
+    = max out/p (inf where out > 0 = p, 0 where both are 0; -1: take lr.max()); between = min(p, q) - atol <= out <=
+    max(p, q) + atol; equal_q = (out == q); dense = out > 0 and p > 0 everywhere; near = some
+    0.5 < out/p < 2."""
+    n = out.size
+    lens = KL.pairwise_blocks(n)
+    s1 = np.empty(lens.size)
+    s2 = np.empty(lens.size)
+    b1 = np.empty(KL.PW_BLOCK)
+    b2 = np.empty(KL.PW_BLOCK)
+    bad = off = miss = near = nb = ne = False
     npos = 0
-    for i in range(out.size):
-        o, a, c = out[i], p[i], q[i]
-        pa = a > 0.0
-        po = o > 0.0
-        den = a if pa else 1.0
-        ratio = o / den
-        lr[i] = ratio
-        d[i] = (o - a) / den
-        bad |= not ((o >= 0.0) & (o < np.inf))
-        off |= po & (not pa)
-        miss |= pa & (not po)
-        npos += pa
-        near |= pa & po & (ratio > 0.5) & (ratio < 2.0)
-        tv_out[i] = abs(o - a)
-        tv_pq[i] = abs(a - c)
-        between &= (o >= min(a, c) - atol) & (o <= max(a, c) + atol)
-        eq &= o == c
-    dense = not (off or miss) and npos == out.size
+    s = 0
+    for k in range(lens.size):
+        m = lens[k]
+        # views of the block (out[s + i] with s unknown to be >= 0 keeps the loop from vectorising)
+        os, ps, qs, ls, ds = out[s:s + m], p[s:s + m], q[s:s + m], lr[s:s + m], d[s:s + m]
+        for i in range(m):                      # branch-free (selects, no early exits): it vectorises
+            o, a, c = os[i], ps[i], qs[i]
+            pa = a > 0.0
+            po = o > 0.0
+            den = a if pa else 1.0
+            ratio = o / den
+            ls[i] = ratio
+            ds[i] = (o - a) / den
+            bad |= not ((o >= 0.0) & (o < np.inf))
+            off |= po & (not pa)
+            miss |= pa & (not po)
+            npos += pa
+            near |= pa & po & (ratio > 0.5) & (ratio < 2.0)
+            nb |= (o < min(a, c) - atol) | (o > max(a, c) + atol)
+            ne |= o != c
+            b1[i] = abs(o - a)
+            b2[i] = abs(a - c)
+        s1[k] = KL.leaf_sum(b1, m)
+        s2[k] = KL.leaf_sum(b2, m)
+        s += m
+    dense = not (off or miss) and npos == n
     if off:
         mr = np.inf
     elif dense:
         mr = -1.0                               # the caller takes lr.max() (numpy's vectorised max)
     else:
         mr = 0.0                                # out = 0 where p = 0 (no off): ratio 0 there
-        for i in range(out.size):
+        for i in range(n):
             if p[i] > 0.0 and lr[i] > mr:
                 mr = lr[i]
-    return bad, not (off or miss), off, miss, mr, between, eq, dense, near
+    return (bad, not (off or miss), off, miss, mr, not nb, not ne, dense, near,
+            KL.pairwise_total(n, s1), KL.pairwise_total(n, s2))
 
 
 @njit
