@@ -416,6 +416,18 @@ class _GroupedClipFamily(ClipFamily):
         return float(self._K.clip_level(*self._S, _KIND_CODE[kind], float(eps), self.a_max, self.q0))
 
 
+def log_ratios(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """log(q/p) in token order, for p, q > 0 everywhere (read-only): the grouped family's row when
+    :meth:`ClipFamily.shared` scopes one built from these very arrays (a certificate's rule then
+    shares the frontier's logs), else computed; the same numpy divide and log either way, so the
+    same bits."""
+    fam = _SHARED_FAMILY.get()
+    if isinstance(fam, _GroupedClipFamily) and fam.p is p and fam.q is q:
+        fam._log_ratios()
+        return fam._TK[1]
+    return np.log(np.divide(q, p))
+
+
 def clip_family(p: np.ndarray, q: np.ndarray) -> ClipFamily:
     """The clip family of (p, q): grouped (no full sort) with numba, sorted by numpy without."""
     return _GroupedClipFamily(p, q) if _jit.enabled() else ClipFamily(p, q)

@@ -27,7 +27,7 @@ from .._validate import as_pair, check_int, check_real, normalize
 from .. import _jit
 from .. import divergences as _divergences
 from ..divergences import _kl_rows, tv
-from ._clip_family import ClipFamily
+from ._clip_family import ClipFamily, log_ratios
 from .base import Verifier, chain_verifier
 from .chain import _outcomes
 
@@ -583,20 +583,17 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
         if w in (0.0, 1.0):
             return (q if w == 0.0 else p).copy()
         both = (p > 0) & (q > 0)
-        if both.all():  # the same arithmetic, without the masks, in one fresh row (the law)
-            g = np.log(p)
-            g *= w
-            lq = np.log(q, out=_jit.work_block("ensemble log q", 1, q.size)[0])
-            lq *= 1.0 - w
-            g += lq
+        if both.all():  # p^w q^(1-w) = p (q/p)^(1-w): one exp over the log-ratios a certificate shares
+            g = np.multiply(log_ratios(p, q), 1.0 - w)
             np.exp(g, out=g)
+            g *= p
             s = g.sum()
             if s <= 0.0:
                 return p
             g /= s                                 # normalize(g, p), in place
             return g
         g = np.zeros(p.size)
-        g[both] = np.exp(w * np.log(p[both]) + (1.0 - w) * np.log(q[both]))
+        g[both] = p[both] * np.exp((1.0 - w) * np.log(q[both] / p[both]))
         return normalize(g, p)
 
     def decide(p, q, x):
