@@ -322,13 +322,13 @@ class _GroupedClipFamily(ClipFamily):
         self._pc, self._qc = (np.ascontiguousarray(x, dtype=np.float64) for x in (p, q))
         self._TK = TK = _jit.work_block("clip tokens", 2, n)
         r_in = TK[0]
-        with np.errstate(over="ignore"):
-            done = n > 0 and self._pc.min() > 0.0
-            if done:                                # p > 0 everywhere: numpy's vectorised divide
-                np.divide(self._qc, self._pc, out=r_in)
-                m, n0, bad, rmin, rmax = n, 0, -1, float(r_in.min()), float(r_in.max())
-                done = rmin > 0.0 and rmax < np.inf
-            if not done:                            # zero or overflowing ratios: the compiled pass
+        with np.errstate(all="ignore"):
+            # numpy's vectorised divide; finite positive ratios everywhere (NaN, from 0/0, fails
+            # both tests) mean p > 0 everywhere and no overflow, else the compiled pass redoes it
+            np.divide(self._qc, self._pc, out=r_in)
+            m, n0, bad = n, 0, -1
+            rmin, rmax = (float(r_in.min()), float(r_in.max())) if n else (0.0, 0.0)
+            if not (rmin > 0.0 and rmax < np.inf):  # zero, infinite or undefined ratios
                 m, n0, rmin, rmax, bad = K.grouped_ratios(self._pc, self._qc, r_in)
         if bad >= 0:
             self._overflow(bad)
