@@ -26,7 +26,7 @@ from .._sampling import draw_token
 from .._validate import as_pair, check_int, check_real, normalize
 from .. import _jit
 from .. import divergences as _divergences
-from ..divergences import _kl_rows, tv
+from ..divergences import _JIT_MIN, _kl_rows, tv
 from ._clip_family import ClipFamily, log_ratios
 from .base import Verifier, chain_verifier
 from .chain import _outcomes
@@ -347,13 +347,22 @@ def topk_accept(k: int) -> LossyVerifier:
 
 
 # --------------------------------------------------------------------------- 8.4 FSD
+def _mid(p, q):
+    """m = (p + q) / 2 of validated rows (so a valid row too), in a reused work row on long rows
+    (a fresh one page-faults); the caller must not keep it."""
+    out = _jit.work_block("fsd mid", 1, p.size)[0] if p.size >= _JIT_MIN and _jit.enabled() else None
+    m = np.add(p, q, out=out)
+    m /= 2
+    return m
+
+
 def _js(p, q):  # p, q: validated rows (the rule's inputs), so m is one too
-    m = (p + q) / 2
+    m = _mid(p, q)
     return 0.5 * _kl_rows(p, m) + 0.5 * _kl_rows(q, m)
 
 
 def _js_released(p, q):
-    m = (p + q) / 2
+    m = _mid(p, q)
     return 0.5 * _kl_rows(m, p) + 0.5 * _kl_rows(m, q)
 
 
