@@ -285,9 +285,13 @@ def lenience(l: float) -> LossyVerifier:  # noqa: E741 (the paper's name)
         if not _jit.enabled():
             return out(p, q), beta(p, q)
         from ._clip_kernels import lenience_terms
-        acc, rej, pos = np.empty((3, p.size))
+        acc, rej, pos = _jit.work_block("lenience terms", 3, p.size)    # fresh rows page-fault
         lenience_terms(np.ascontiguousarray(p), np.ascontiguousarray(q), l, acc, rej, pos)
-        return acc + rej.sum() * normalize(pos, p), acc.sum()
+        s = pos.sum()                           # out's operations, in one fresh row (the law)
+        res = np.divide(pos, s) if s > 0.0 else p.copy()     # normalize(pos, p)
+        res *= rej.sum()
+        res += acc
+        return res, acc.sum()
 
     return single_token_chain(SingleTokenRule("lenience", decide, out, beta, dict(l=l), closed_pair=pair),
                               doc=lenience.__doc__)
