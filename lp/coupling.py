@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specsim import _jit
-from specsim._validate import as_distribution, as_pair, check_bool, check_int, check_real
+from specsim._validate import _scale, as_distribution, as_pair, check_bool, check_int, check_real, pair_sums
 
 from ._race import wor_subset_quadrature
 from ._solvers import LP_SOLVERS, check_solvers, solve
@@ -404,13 +404,16 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     >>> round(b.value, 12), b.H.tolist()
     (0.7, [0, 1])
     """
-    # with replacement the validated rows stay inside this call: they go to a per-thread block
-    p, q = as_pair(p, q, scratch="multidraft_bound rows" if replacement is True else None)
+    if replacement is True:         # the checked rows and their sums: the bound's first pass normalises
+        p, q, *scales = pair_sums(p, q)
+    else:
+        p, q = as_pair(p, q)
+        scales = None
     replacement = check_bool(replacement, "replacement")
     k_eff = _check_K(q, K, replacement)
     step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)
     if replacement:
-        return _iid_bound_bucketed(p, q, k_eff)
+        return _iid_bound_bucketed(p, q, k_eff, scales)
     if 2 <= k_eff < int(np.count_nonzero(q)):
         bound = _wor_bound_head(p, q, int(K), k_eff, step)
         if bound is not None:
@@ -551,7 +554,8 @@ def _bucket_sums(ids: np.ndarray, out: np.ndarray | None = None):
     return sums
 
 
-def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound:
+def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int,
+                        scales: tuple[float, float] | None = None) -> MultidraftBound:
     """alpha* = min_k [Pc_k + 1 - Qc_k^K] over the prefixes in p/q order, without a full sort.
 
     The result of Algorithm 6.6 AlphaIID (docs/theory.md §6.6, "Without a full sort"):
@@ -582,16 +586,30 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     """
     if _jit.enabled():                                           # the same steps in compiled passes
         from . import _bound_kernels
-        ids = _jit.work_block("iid_bound ids", 1, p.size, np.int16)[0]      # scratch, per thread
+        s_p, s_q = (1.0, 1.0) if scales is None else scales      # (x / 1.0 + 0.0 = x on as_pair's rows)
+        if not (s_p > 0.0 and s_q > 0.0):                        # (a zero sum: only with atol = 1)
+            p, q, s_p, s_q = _scale(p, s_p), _scale(q, s_q), 1.0, 1.0
+        rows = _jit.work_block("iid_bound rows", 2, p.size)          # scratch, per thread
+        ids = _jit.work_block("iid_bound ids", 1, p.size, np.int16)[0]
         tables = _jit.work_block("iid_bound tables", 2, 4 * (_N_BUCKETS + 1))
         value, p_H, lam_H, H = _bound_kernels.iid_bound(
-            np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), int(K),
-            _bucket_floor(K), _N_BUCKETS, 52 - _MANT_BITS, _OPEN_SLACK, ids, tables[0], tables[1])
-        del ids, tables
+            _kernel_row(p), _kernel_row(q), float(s_p), float(s_q), int(K), _bucket_floor(K), _N_BUCKETS,
+            52 - _MANT_BITS, _OPEN_SLACK, rows[0], rows[1], ids, tables[0], tables[1])
+        del rows, ids, tables
     else:
+        if scales is not None:
+            p, q = _scale(p, scales[0]), _scale(q, scales[1])
         value, p_H, lam_H, H = _iid_bound_numpy(p, q, K)
     return MultidraftBound(min(value, 1.0), H, K, True, p_H, 1.0 - float(_iid_miss(np.array([lam_H]), K)[0]),
                            "prefix")
+
+
+def _kernel_row(a: np.ndarray) -> np.ndarray:
+    """``a`` as the compiled kernels take it: C-contiguous, writeable float64 (a read-only array
+    is another numba signature, compiled again); copied only when it is not."""
+    if a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable:
+        return a
+    return np.array(a, dtype=np.float64, order="C")
 
 
 def _bucket_lower_bounds(obj_edge: np.ndarray, P_edge: np.ndarray, lam_edge: np.ndarray, Qb: np.ndarray,

@@ -105,37 +105,46 @@ def _check_row(a: np.ndarray, name: str, atol: float) -> float:
     return s
 
 
+def _row_sum(a: np.ndarray, name: str, atol: float) -> float:
+    """numpy's sum of a valid float64 row; :func:`_check_row`'s error otherwise.
+
+    Two reductions: a NaN or an infinite entry makes the sum NaN or infinite (they propagate
+    through every addition), so a sum within ``atol`` of 1 leaves only the sign to check, and
+    ``min`` does that (-0.0 passes).  A row that fails goes through :func:`_check_row`, which
+    names the first bad entry in the order it always has (non-finite, negative, sum)."""
+    s = float(a.sum())
+    if abs(s - 1.0) <= atol and a.min() >= 0.0:          # NaN fails both tests
+        return s
+    return _check_row(a, name, atol)
+
+
 def _row_atol(atol, eps: float, V: int) -> float:
     return sum_tolerance(eps, V) if atol is None else check_real(atol, "atol", 0.0, 1.0)
 
 
-def _compiled_rows(a: np.ndarray, v, name: str, tol: float,
-                   out: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
-    """``(a / row sums + 0.0, a)``, bit for bit as the numpy path, from numpy's pairwise ``sum``
-    and one compiled pass that also checks every entry, for a long row or C-contiguous 2-D block;
-    ``(None, a)`` when the numpy path must run on ``a`` instead (numba off; a short, strided or
-    read-only row; a row that is not valid: that path raises its own message).  ``out``: a
-    C-contiguous float64 array of ``a``'s size to write into (else a fresh one)."""
-    if a.shape[-1] < JIT_MIN_V or not (a.flags.c_contiguous and a.flags.writeable) or not _jit.enabled():
-        return None, a
-    if a.ndim == 1:                          # (Python floats: small-array numpy calls cost microseconds)
-        s = float(a.sum())                   # the sum _check_row takes
-        if not (abs(s - 1.0) <= tol and s > 0.0):
-            return None, a
-        sums = np.array([s])
-    else:
-        sums = a.sum(axis=1)                 # the sums as_rows takes
-        if not ((np.abs(sums - 1.0) <= tol).all() and (sums > 0.0).all()):
-            return None, a
-    from . import _validate_kernels
-    if out is None or out.size != a.size:
-        # a float64 copy made here (from a list, float32, ...) is scaled in place
-        out = a if (a is not v and a.flags.owndata) else np.empty_like(a)
-    if _validate_kernels.scale_rows(a.reshape(-1, a.shape[-1]), sums, out.reshape(-1, a.shape[-1])):
-        return out.reshape(a.shape), a
-    if out is a:                             # overwritten before the bad entry: convert the input again
-        a = _float_array(v, name)[0]
-    return None, a
+def _scale(a: np.ndarray, sums, out: np.ndarray | None = None) -> np.ndarray:
+    """``a / sums + 0.0``: a checked row over its sum (a ``float``), or the rows of a 2-D array
+    over theirs (1-D), as float64: the normalised copy every accepted row becomes.  The + 0.0
+    turns -0.0 into +0.0: a ratio p/q with q = -0.0 would be -inf, sorting first.
+
+    Long, C-contiguous, writeable rows with sums > 0 are scaled in one compiled pass when numba
+    is installed (:mod:`specsim._validate_kernels`, bit for bit numpy's result), into ``out``
+    (C-contiguous, ``a``'s size; may be ``a``) if given, else a fresh array; otherwise numpy
+    divides into a fresh array (a zero sum, accepted only with ``atol`` = 1, gives NaN and inf)."""
+    if a.shape[-1] >= JIT_MIN_V and a.flags.c_contiguous and a.flags.writeable and _jit.enabled():
+        if a.ndim == 1:                      # (Python floats: small-array numpy calls cost microseconds)
+            col = np.array([sums]) if sums > 0.0 else None
+        else:
+            col = sums if (sums > 0.0).all() else None
+        if col is not None:
+            from . import _validate_kernels
+            if out is None or out.size != a.size:
+                out = np.empty_like(a)
+            _validate_kernels.scale_rows(a.reshape(-1, a.shape[-1]), col, out.reshape(-1, a.shape[-1]))
+            return out.reshape(a.shape)
+    res = a / (sums if a.ndim == 1 else sums[:, None])
+    res += 0.0
+    return res
 
 
 def as_distribution(v, name: str = "distribution", atol: float | None = None) -> np.ndarray:
@@ -166,18 +175,25 @@ def as_distribution(v, name: str = "distribution", atol: float | None = None) ->
 
 def _as_distribution(v, name: str, atol, out: np.ndarray | None) -> np.ndarray:
     """:func:`as_distribution`, long rows on the compiled path written into ``out`` if given."""
+    a, s = _checked_row(v, name, atol)
+    return _scale(a, s, _own_copy(a, v) if out is None else out)
+
+
+def _own_copy(a: np.ndarray, v) -> np.ndarray | None:
+    """``a`` when it is a float64 copy made here (from a list, float32, ...): it can be scaled in
+    place; ``None`` when it is (a view of) the caller's ``v``."""
+    return a if a is not v and a.flags.owndata else None
+
+
+def _checked_row(v, name: str, atol) -> tuple[np.ndarray, float]:
+    """(``v`` as a float64 1-D array, its numpy sum) once it meets the input contract: the one
+    check behind :func:`as_distribution`, :func:`as_pair` and :func:`pair_sums`."""
     a, eps = _float_array(v, name)
     if a.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D probability vector, got shape {a.shape}")
     if a.size < 1:
         raise ValueError(f"{name}: empty probability vector")
-    tol = _row_atol(atol, eps, a.size)
-    res, a = _compiled_rows(a, v, name, tol, out)
-    if res is not None:
-        return res
-    out = a / _check_row(a, name, tol)
-    out += 0.0          # -0.0 -> +0.0: a ratio p/q with q = -0.0 would be -inf, sorting first
-    return out
+    return a, _row_sum(a, name, _row_atol(atol, eps, a.size))
 
 
 def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | None = None) -> np.ndarray:
@@ -212,19 +228,12 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
     if shape is not None and arr.shape != tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)}, got {arr.shape}")
     tol = _row_atol(atol, eps, arr.shape[1])
-    out, arr = _compiled_rows(arr, a, name, tol)
-    if out is not None:
-        return out
-    if arr.size and np.isfinite(arr).all() and not (arr < 0).any():
-        # one vectorised pass when every row is valid (row sums equal the per-row sums bitwise:
-        # the same contiguous reduction); the per-row loop below only names the first bad row
-        sums = arr.sum(axis=1)
-        if (np.abs(sums - 1.0) <= tol).all():
-            out = arr / sums[:, None]
-            out += 0.0  # -0.0 -> +0.0, as in as_distribution
-            return out
-    sums = np.array([_check_row(row, f"{name}[{i}]", tol) for i, row in enumerate(arr)])
-    return arr / sums[:, None] + 0.0 if arr.size else arr.astype(np.float64)
+    if not arr.size:
+        return arr.astype(np.float64)
+    sums = arr.sum(axis=1)          # bit for bit each row's own sum (the same contiguous reduction)
+    if not ((np.abs(sums - 1.0) <= tol).all() and arr.min() >= 0.0):   # (as _row_sum, every row at once)
+        sums = np.array([_check_row(row, f"{name}[{i}]", tol) for i, row in enumerate(arr)])
+    return _scale(arr, sums, _own_copy(arr, a))
 
 
 def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -248,18 +257,37 @@ def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tupl
     ...
     ValueError: p and q must have the same vocabulary size, got 2 and 3 tokens
     """
-    rows = None
-    shape = getattr(p, "shape", None)
-    if scratch is not None and shape is not None and len(shape) == 1 and shape[0] >= JIT_MIN_V \
-            and _jit.enabled():
-        rows = _jit.work_block(scratch, 2, int(shape[0]))
-    p = _as_distribution(p, "p (target)", atol, None if rows is None else rows[0])
-    q = _as_distribution(q, "q (draft)", atol, None if rows is None else rows[1])
-    del rows
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same vocabulary size, got {p.size} and {q.size} tokens")
-    if p.size < 2:
-        raise ValueError(f"vocabulary size must be >= 2, got {p.size}")
+    (a, sp), (b, sq) = _checked_pair(p, q, atol)
+    if scratch is not None and a.size >= JIT_MIN_V and _jit.enabled():
+        rows = _jit.work_block(scratch, 2, a.size)
+        return _scale(a, sp, rows[0]), _scale(b, sq, rows[1])
+    return _scale(a, sp, _own_copy(a, p)), _scale(b, sq, _own_copy(b, q))
+
+
+def pair_sums(p, q, atol: float | None = None) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """:func:`as_pair` without the normalised copies, for a caller that reads each entry once
+    and can divide it on the way (a copy of a long row costs a write pass and its page faults).
+
+    The same checks and errors as :func:`as_pair`; returns ``(p, q, s_p, s_q)``: the rows as
+    float64 arrays (the caller's own arrays when they already are: read them, never write),
+    and numpy's sums of them, so that ``p / s_p + 0.0`` is bit for bit what :func:`as_pair`
+    returns.
+
+    >>> from specsim._validate import pair_sums
+    >>> pair_sums([0.25, 0.75], [1.0, 0.0])[2:]
+    (1.0, 1.0)
+    """
+    (p, sp), (q, sq) = _checked_pair(p, q, atol)
+    return p, q, sp, sq
+
+
+def _checked_pair(p, q, atol):
+    """Both rows checked (:func:`_checked_row`) and compared: ((p, s_p), (q, s_q))."""
+    p, q = _checked_row(p, "p (target)", atol), _checked_row(q, "q (draft)", atol)
+    if p[0].shape != q[0].shape:
+        raise ValueError(f"p and q must have the same vocabulary size, got {p[0].size} and {q[0].size} tokens")
+    if p[0].size < 2:
+        raise ValueError(f"vocabulary size must be >= 2, got {p[0].size}")
     return p, q
 
 
