@@ -3,8 +3,11 @@
 The same algorithm as the numpy path of :func:`lp.coupling._iid_bound_bucketed` (docs/theory.md
 §6.6, "without a full sort"), in three passes over the row instead of ~15 numpy calls:
 
+0. the input is the checked rows and their sums (:func:`specsim._validate.pair_sums`): p and q
+   are divided out where the passes read them (no normalised copy of the rows is written);
 1. p/q and its bucket (the IEEE pattern shifted right, clamped below at bucket 0; r > K, inf
-   and nan dropped); then, in a pass of its own, per-bucket token counts and sums of p and q:
+   and nan dropped); then, in a pass of its own, per-bucket token counts and sums of p and q
+   (of the rows as given, divided by their sums at the end):
    plain sums over at most 71 tokens, each added into the bucket's sum compensated by TwoSum
    (Knuth): a bucket of 150,000 tied tokens is summed to ~70 ulp of its sum at worst, where the
    numpy path needs sub-bins;
@@ -165,16 +168,19 @@ def _two_sum_into(acc, k, x):
 
 
 @njit
-def iid_bound(p_in, q_in, s_p, s_q, K, lo, n_buckets, shift, slack, p, q, ids, part, acc):
+def iid_bound(p_in, q_in, s_p, s_q, K, lo, n_buckets, shift, slack, ids, part, acc):
     """(value, p(H), lam(H), H) of alpha* = min_H [p(H) + 1 - q(H)^K] for the rows
-    p = p_in / s_p + 0.0 and q = q_in / s_q + 0.0 (checked float64 rows and their sums > 0:
-    :func:`specsim._validate.pair_sums`; bit for bit the rows :func:`~specsim._validate.as_pair`
+    p = p_in / s_p + 0.0 and q = q_in / s_q + 0.0 (checked float64 rows and their numpy sums
+    > 0, :func:`specsim._validate.pair_sums`: the rows :func:`~specsim._validate.as_pair`
     returns), H the token ids, ascending.
+
+    The entries of p and q are formed where they are read (the ratios and the opened buckets'
+    tokens: bit for bit as_pair's); a bucket's sums are those of p_in and q_in divided by s_p
+    and s_q (as accurate as summing its p and q entries), so no normalised copy is written.
 
     ``lo``: the bit pattern of K shifted right by ``shift``, minus ``n_buckets - 1`` (bucket 0);
     ``slack``: a bucket is opened if its lower bound is within it of the best edge objective;
-    scratch, overwritten: ``p``, ``q`` (float64, V: the normalised rows, written by the first
-    pass), ``ids`` (int16, V), ``part`` and ``acc`` (float64, 4 (n_buckets + 1)).
+    scratch, overwritten: ``ids`` (int16, V), ``part`` and ``acc`` (float64, 4 (n_buckets + 1)).
     """
     V = p_in.size
     nb = n_buckets + 1
@@ -186,18 +192,18 @@ def iid_bound(p_in, q_in, s_p, s_q, K, lo, n_buckets, shift, slack, p, q, ids, p
     acc[:] = 0.0
     top = float(K)
     rbuf = np.empty(_CHUNK)
+    pbuf = np.empty(_CHUNK)
+    qbuf = np.empty(_CHUNK)
     bits = rbuf.view(np.int64)
     for s in range(0, V, _CHUNK):
         e = min(s + _CHUNK, V)
         # (loops over slices from 0: indexing p[s + j] keeps numba's negative-index test in the
         # loop and stops it vectorising, ~2x slower here)
-        pc, qc, pi, qi, ic = p[s:e], q[s:e], p_in[s:e], q_in[s:e], ids[s:e]
-        for j in range(e - s):                           # the normalised rows, written as read
-            x = pi[j] / s_p + 0.0
-            y = qi[j] / s_q + 0.0
-            pc[j] = x
-            qc[j] = y
-        np.divide(pc, qc, rbuf[:e - s])                  # numpy semantics: inf, nan, no exception
+        pi, qi, ic = p_in[s:e], q_in[s:e], ids[s:e]
+        for j in range(e - s):                           # p and q, as as_pair divides
+            pbuf[j] = pi[j] / s_p + 0.0
+            qbuf[j] = qi[j] / s_q + 0.0
+        np.divide(pbuf[:e - s], qbuf[:e - s], rbuf[:e - s])     # numpy semantics: inf, nan, no exception
         for j in range(e - s):                           # (vectorised: no branch)
             b = max((bits[j] >> shift) - lo, 0)
             ic[j] = b if rbuf[j] <= top else n_buckets
@@ -210,8 +216,8 @@ def iid_bound(p_in, q_in, s_p, s_q, K, lo, n_buckets, shift, slack, p, q, ids, p
         full = False
         for i in range(g, g + _GROUP):
             k = 4 * np.int64(ids[i])
-            part[k] += p[i]
-            part[k + 1] += q[i]
+            part[k] += p_in[i]
+            part[k + 1] += q_in[i]
             n = part[k + 2] + 1.0
             part[k + 2] = n
             full |= n >= _FLUSH
@@ -227,16 +233,16 @@ def iid_bound(p_in, q_in, s_p, s_q, K, lo, n_buckets, shift, slack, p, q, ids, p
                     part[k + 2] = 0.0
     for i in range(Vg, V):
         k = 4 * np.int64(ids[i])
-        part[k] += p[i]
-        part[k + 1] += q[i]
+        part[k] += p_in[i]
+        part[k + 1] += q_in[i]
         part[k + 2] += 1.0
     Pb = np.empty(nb)
     Qb = np.empty(nb)
     for b in range(nb):
         _two_sum_into(acc, 4 * b, part[4 * b])
         _two_sum_into(acc, 4 * b + 2, part[4 * b + 1])
-        Pb[b] = acc[4 * b] + acc[4 * b + 1]
-        Qb[b] = acc[4 * b + 2] + acc[4 * b + 3]
+        Pb[b] = (acc[4 * b] + acc[4 * b + 1]) / s_p
+        Qb[b] = (acc[4 * b + 2] + acc[4 * b + 3]) / s_q
     # edges b = 0..n_buckets: p of the buckets < b (dropped excluded), q of the buckets >= b
     P_edge = np.empty(nb)
     lam_edge = np.empty(nb + 1)
@@ -323,7 +329,7 @@ def iid_bound(p_in, q_in, s_p, s_q, K, lo, n_buckets, shift, slack, p, q, ids, p
                 b = ids[i]
                 if opened[b]:
                     k = fill[b]
-                    tok[k], pt[k], qt[k] = i, p[i], q[i]
+                    tok[k], pt[k], qt[k] = i, p_in[i] / s_p + 0.0, q_in[i] / s_q + 0.0
                     fill[b] = k + 1
         rt = np.empty(n_open)
         for j in range(n_open):

@@ -589,13 +589,12 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int,
         s_p, s_q = (1.0, 1.0) if scales is None else scales      # (x / 1.0 + 0.0 = x on as_pair's rows)
         if not (s_p > 0.0 and s_q > 0.0):                        # (a zero sum: only with atol = 1)
             p, q, s_p, s_q = _scale(p, s_p), _scale(q, s_q), 1.0, 1.0
-        rows = _jit.work_block("iid_bound rows", 2, p.size)          # scratch, per thread
-        ids = _jit.work_block("iid_bound ids", 1, p.size, np.int16)[0]
+        ids = _jit.work_block("iid_bound ids", 1, p.size, np.int16)[0]      # scratch, per thread
         tables = _jit.work_block("iid_bound tables", 2, 4 * (_N_BUCKETS + 1))
         value, p_H, lam_H, H = _bound_kernels.iid_bound(
             _kernel_row(p), _kernel_row(q), float(s_p), float(s_q), int(K), _bucket_floor(K), _N_BUCKETS,
-            52 - _MANT_BITS, _OPEN_SLACK, rows[0], rows[1], ids, tables[0], tables[1])
-        del rows, ids, tables
+            52 - _MANT_BITS, _OPEN_SLACK, ids, tables[0], tables[1])
+        del ids, tables
     else:
         if scales is not None:
             p, q = _scale(p, scales[0]), _scale(q, scales[1])
