@@ -172,7 +172,8 @@ def iid_bound(p_in, q_in, s_p, s_q, K, lo, n_buckets, shift, slack, ids, part, a
     """(value, p(H), lam(H), H) of alpha* = min_H [p(H) + 1 - q(H)^K] for the rows
     p = p_in / s_p + 0.0 and q = q_in / s_q + 0.0 (checked float64 rows and their numpy sums
     > 0, :func:`specsim._validate.pair_sums`: the rows :func:`~specsim._validate.as_pair`
-    returns), H the token ids, ascending.
+    returns), H the token ids, ascending; value -1 if an entry of p_in or q_in is < 0 (the
+    caller may leave that check to this pass: ``pair_sums(..., signs=False)``).
 
     The entries of p and q are formed where they are read (the ratios and the opened buckets'
     tokens: bit for bit as_pair's); a bucket's sums are those of p_in and q_in divided by s_p
@@ -195,18 +196,24 @@ def iid_bound(p_in, q_in, s_p, s_q, K, lo, n_buckets, shift, slack, ids, part, a
     pbuf = np.empty(_CHUNK)
     qbuf = np.empty(_CHUNK)
     bits = rbuf.view(np.int64)
+    negative = False
     for s in range(0, V, _CHUNK):
         e = min(s + _CHUNK, V)
         # (loops over slices from 0: indexing p[s + j] keeps numba's negative-index test in the
         # loop and stops it vectorising, ~2x slower here)
         pi, qi, ic = p_in[s:e], q_in[s:e], ids[s:e]
         for j in range(e - s):                           # p and q, as as_pair divides
-            pbuf[j] = pi[j] / s_p + 0.0
-            qbuf[j] = qi[j] / s_q + 0.0
+            x = pi[j]
+            y = qi[j]
+            negative |= (x < 0.0) | (y < 0.0)
+            pbuf[j] = x / s_p + 0.0
+            qbuf[j] = y / s_q + 0.0
         np.divide(pbuf[:e - s], qbuf[:e - s], rbuf[:e - s])     # numpy semantics: inf, nan, no exception
         for j in range(e - s):                           # (vectorised: no branch)
             b = max((bits[j] >> shift) - lo, 0)
             ic[j] = b if rbuf[j] <= top else n_buckets
+    if negative:                                         # (rows checked without their signs)
+        return -1.0, 0.0, 0.0, np.empty(0, np.int64)
     # per-bucket sums: plain over at most _FLUSH + _GROUP - 1 tokens (error <= 71 eps of the
     # partial), then into the bucket's compensated sum.  The flush is tested once per _GROUP
     # tokens: a test per token, or TwoSum per token, costs ~1.2x more; so does this loop inside

@@ -404,16 +404,28 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     >>> round(b.value, 12), b.H.tolist()
     (0.7, [0, 1])
     """
+    given = p, q
+    signs = replacement is not True or not _jit.enabled()
     if replacement is True:         # the checked rows and their sums: the bound's first pass normalises
-        p, q, *scales = pair_sums(p, q)
+        # (and, compiled, checks the signs: it reads every entry; a negative one is named first)
+        p, q, *scales = pair_sums(p, q, signs=signs)
     else:
         p, q = as_pair(p, q)
         scales = None
-    replacement = check_bool(replacement, "replacement")
-    k_eff = _check_K(q, K, replacement)
-    step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)
+    try:
+        replacement = check_bool(replacement, "replacement")
+        k_eff = _check_K(q, K, replacement)
+        step = auto_step(k_eff) if step is None else check_real(step, "step", *STEP_RANGE)
+    except (TypeError, ValueError):
+        if not signs:
+            pair_sums(*given)
+        raise
     if replacement:
-        return _iid_bound_bucketed(p, q, k_eff, scales)
+        bound = _iid_bound_bucketed(p, q, k_eff, scales)
+        if bound is None:
+            pair_sums(*given)
+            raise AssertionError("multidraft_bound: a negative entry passed the input check")
+        return bound
     if 2 <= k_eff < int(np.count_nonzero(q)):
         bound = _wor_bound_head(p, q, int(K), k_eff, step)
         if bound is not None:
@@ -555,7 +567,7 @@ def _bucket_sums(ids: np.ndarray, out: np.ndarray | None = None):
 
 
 def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int,
-                        scales: tuple[float, float] | None = None) -> MultidraftBound:
+                        scales: tuple[float, float] | None = None) -> MultidraftBound | None:
     """alpha* = min_k [Pc_k + 1 - Qc_k^K] over the prefixes in p/q order, without a full sort.
 
     The result of Algorithm 6.6 AlphaIID (docs/theory.md §6.6, "Without a full sort"):
@@ -583,6 +595,12 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int,
     buckets' tokens, one more for H.  Its first call in a fresh environment
     compiles for ~3 s (later processes load numba's cache).  The numpy steps below are the path
     without numba and the tests' reference.
+
+    ``p``, ``q``: normalised rows (:func:`specsim._validate.as_pair`), or with ``scales`` =
+    (s_p, s_q) checked rows and their sums (:func:`specsim._validate.pair_sums`), whose p / s_p
+    and q / s_q the compiled passes form as they read them (no normalised copy) and the numpy
+    path makes first.  ``None`` if the compiled pass meets an entry < 0 (rows checked with
+    ``signs=False``).
     """
     if _jit.enabled():                                           # the same steps in compiled passes
         from . import _bound_kernels
@@ -591,10 +609,12 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int,
             p, q, s_p, s_q = _scale(p, s_p), _scale(q, s_q), 1.0, 1.0
         ids = _jit.work_block("iid_bound ids", 1, p.size, np.int16)[0]      # scratch, per thread
         tables = _jit.work_block("iid_bound tables", 2, 4 * (_N_BUCKETS + 1))
-        value, p_H, lam_H, H = _bound_kernels.iid_bound(
+        value, p_H, lam_H, H = _bound_kernels.iid_bound(                  # (value -1: an entry < 0)
             _kernel_row(p), _kernel_row(q), float(s_p), float(s_q), int(K), _bucket_floor(K), _N_BUCKETS,
             52 - _MANT_BITS, _OPEN_SLACK, ids, tables[0], tables[1])
         del ids, tables
+        if value < 0.0:
+            return None
     else:
         if scales is not None:
             p, q = _scale(p, scales[0]), _scale(q, scales[1])

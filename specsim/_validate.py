@@ -105,15 +105,16 @@ def _check_row(a: np.ndarray, name: str, atol: float) -> float:
     return s
 
 
-def _row_sum(a: np.ndarray, name: str, atol: float) -> float:
+def _row_sum(a: np.ndarray, name: str, atol: float, signs: bool = True) -> float:
     """numpy's sum of a valid float64 row; :func:`_check_row`'s error otherwise.
 
     Two reductions: a NaN or an infinite entry makes the sum NaN or infinite (they propagate
     through every addition), so a sum within ``atol`` of 1 leaves only the sign to check, and
-    ``min`` does that (-0.0 passes).  A row that fails goes through :func:`_check_row`, which
-    names the first bad entry in the order it always has (non-finite, negative, sum)."""
+    ``min`` does that (-0.0 passes; ``signs=False``: left to the caller, see :func:`pair_sums`).
+    A row that fails goes through :func:`_check_row`, which names the first bad entry in the
+    order it always has (non-finite, negative, sum)."""
     s = float(a.sum())
-    if abs(s - 1.0) <= atol and a.min() >= 0.0:          # NaN fails both tests
+    if abs(s - 1.0) <= atol and (not signs or a.min() >= 0.0):      # NaN fails the first test
         return s
     return _check_row(a, name, atol)
 
@@ -185,7 +186,7 @@ def _own_copy(a: np.ndarray, v) -> np.ndarray | None:
     return a if a is not v and a.flags.owndata else None
 
 
-def _checked_row(v, name: str, atol) -> tuple[np.ndarray, float]:
+def _checked_row(v, name: str, atol, signs: bool = True) -> tuple[np.ndarray, float]:
     """(``v`` as a float64 1-D array, its numpy sum) once it meets the input contract: the one
     check behind :func:`as_distribution`, :func:`as_pair` and :func:`pair_sums`."""
     a, eps = _float_array(v, name)
@@ -193,7 +194,7 @@ def _checked_row(v, name: str, atol) -> tuple[np.ndarray, float]:
         raise ValueError(f"{name}: expected a 1-D probability vector, got shape {a.shape}")
     if a.size < 1:
         raise ValueError(f"{name}: empty probability vector")
-    return a, _row_sum(a, name, _row_atol(atol, eps, a.size))
+    return a, _row_sum(a, name, _row_atol(atol, eps, a.size), signs)
 
 
 def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | None = None) -> np.ndarray:
@@ -264,26 +265,37 @@ def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tupl
     return _scale(a, sp, _own_copy(a, p)), _scale(b, sq, _own_copy(b, q))
 
 
-def pair_sums(p, q, atol: float | None = None) -> tuple[np.ndarray, np.ndarray, float, float]:
+def pair_sums(p, q, atol: float | None = None,
+              signs: bool = True) -> tuple[np.ndarray, np.ndarray, float, float]:
     """:func:`as_pair` without the normalised copies, for a caller that reads each entry once
     and can divide it on the way (a copy of a long row costs a write pass and its page faults).
 
     The same checks and errors as :func:`as_pair`; returns ``(p, q, s_p, s_q)``: the rows as
     float64 arrays (the caller's own arrays when they already are: read them, never write),
     and numpy's sums of them, so that ``p / s_p + 0.0`` is bit for bit what :func:`as_pair`
-    returns.
+    returns.  ``signs=False`` leaves out the one check a finite sum does not imply, that no
+    entry is negative (a ``min`` pass), for a caller that reads every entry anyway: if it finds
+    one < 0, or raises an error of its own before it has read them all, it must first call
+    ``pair_sums(p, q, atol)`` with the original arguments, which raises :func:`as_pair`'s error.
 
     >>> from specsim._validate import pair_sums
     >>> pair_sums([0.25, 0.75], [1.0, 0.0])[2:]
     (1.0, 1.0)
+    >>> pair_sums([0.25, 0.75], [1.5, -0.5], signs=False)[2:]     # the caller checks the signs
+    (1.0, 1.0)
     """
-    (p, sp), (q, sq) = _checked_pair(p, q, atol)
+    try:
+        (p, sp), (q, sq) = _checked_pair(p, q, atol, signs)
+    except (TypeError, ValueError):
+        if not signs:           # p's negative entry is named before q's fault, as in as_pair
+            _checked_pair(p, q, atol)
+        raise
     return p, q, sp, sq
 
 
-def _checked_pair(p, q, atol):
+def _checked_pair(p, q, atol, signs: bool = True):
     """Both rows checked (:func:`_checked_row`) and compared: ((p, s_p), (q, s_q))."""
-    p, q = _checked_row(p, "p (target)", atol), _checked_row(q, "q (draft)", atol)
+    p, q = _checked_row(p, "p (target)", atol, signs), _checked_row(q, "q (draft)", atol, signs)
     if p[0].shape != q[0].shape:
         raise ValueError(f"p and q must have the same vocabulary size, got {p[0].size} and {q[0].size} tokens")
     if p[0].size < 2:
