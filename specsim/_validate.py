@@ -8,9 +8,10 @@ trusts them.  The contract is written out in docs/design.md, "The input contract
   tensor is converted through numpy); it is accepted when its entries are finite and >= 0 and
   |sum - 1| <= :func:`sum_tolerance` (dtype, V) = max(1e-8, min(4 V eps(dtype), 1e-2)), and it is
   returned renormalised once, in float64, so nothing downstream sees a row whose sum differs
-  from 1 by more than float64 rounding (rows of >= :data:`JIT_MIN_V` entries: checked and scaled
-  in one compiled pass when numba is installed, :mod:`specsim._validate_kernels`, bit for bit
-  the same result and the same errors);
+  from 1 by more than float64 rounding (checked by numpy's ``sum`` and ``min``, see
+  :func:`_row_sum`; rows of >= :data:`JIT_MIN_V` entries scaled in one compiled pass when numba
+  is installed, :mod:`specsim._validate_kernels`, bit for bit the same result; a caller that
+  reads each entry once can take the checked rows and their sums instead, :func:`pair_sums`);
 - token ids are Python or numpy integers (not ``bool``, not floats) in 0..V-1;
 - numeric parameters are finite numbers in their documented range (:func:`check_real`,
   :func:`check_int`).
@@ -39,7 +40,7 @@ SUM_ATOL = 1e-8
 SUM_ATOL_MAX = 1e-2
 #: Machine epsilon of bfloat16 (8 significant bits), which numpy's ``finfo`` does not know.
 BFLOAT16_EPS = 2.0 ** -7
-#: Rows at least this long are checked and scaled in one compiled pass when numba is installed
+#: Rows at least this long are scaled in one compiled pass when numba is installed
 #: (:mod:`specsim._validate_kernels`); shorter rows never import numba.
 JIT_MIN_V = 4096
 
@@ -105,18 +106,26 @@ def _check_row(a: np.ndarray, name: str, atol: float) -> float:
     return s
 
 
-def _row_sum(a: np.ndarray, name: str, atol: float, signs: bool = True) -> float:
-    """numpy's sum of a valid float64 row; :func:`_check_row`'s error otherwise.
+def _row_sum(a: np.ndarray, name: str, atol: float, signs: bool = True):
+    """numpy's sum of a valid float64 row (a ``float``), or of each row of a 2-D array (1-D);
+    :func:`_check_row`'s error for the first bad row (named ``name[i]`` in 2-D) otherwise.
 
     Two reductions: a NaN or an infinite entry makes the sum NaN or infinite (they propagate
     through every addition), so a sum within ``atol`` of 1 leaves only the sign to check, and
     ``min`` does that (-0.0 passes; ``signs=False``: left to the caller, see :func:`pair_sums`).
     A row that fails goes through :func:`_check_row`, which names the first bad entry in the
     order it always has (non-finite, negative, sum)."""
-    s = float(a.sum())
-    if abs(s - 1.0) <= atol and (not signs or a.min() >= 0.0):      # NaN fails the first test
+    if a.ndim == 1:                 # (Python floats: small-array numpy calls cost microseconds)
+        s = float(a.sum())
+        ok = abs(s - 1.0) <= atol                         # NaN fails
+    else:                           # (each row's sum bit for bit: the same contiguous reduction)
+        s = a.sum(axis=1)
+        ok = bool((np.abs(s - 1.0) <= atol).all())
+    if ok and (not signs or a.min() >= 0.0):
         return s
-    return _check_row(a, name, atol)
+    if a.ndim == 1:
+        return _check_row(a, name, atol)
+    return np.array([_check_row(row, f"{name}[{i}]", atol) for i, row in enumerate(a)])
 
 
 def _row_atol(atol, eps: float, V: int) -> float:
@@ -231,10 +240,7 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
     tol = _row_atol(atol, eps, arr.shape[1])
     if not arr.size:
         return arr.astype(np.float64)
-    sums = arr.sum(axis=1)          # bit for bit each row's own sum (the same contiguous reduction)
-    if not ((np.abs(sums - 1.0) <= tol).all() and arr.min() >= 0.0):   # (as _row_sum, every row at once)
-        sums = np.array([_check_row(row, f"{name}[{i}]", tol) for i, row in enumerate(arr)])
-    return _scale(arr, sums, _own_copy(arr, a))
+    return _scale(arr, _row_sum(arr, name, tol), _own_copy(arr, a))
 
 
 def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tuple[np.ndarray, np.ndarray]:
