@@ -26,7 +26,10 @@ The same algorithm as the numpy path of :func:`lp.coupling._iid_bound_bucketed` 
 
 p/q is formed by ``np.divide`` (numpy semantics: q = 0 gives inf or nan, dropped like r > K);
 no fastmath.  The first call compiles the kernels, ~3 s on a shared 2-core machine, unless
-numba's on-disk cache (``__pycache__``) already holds them.
+numba's on-disk cache (``__pycache__``) already holds them.  Where the time goes at V = 151,936
+(LLM-like row, K = 2, a shared 2-core AMD EPYC, one argsort of p/q ~1.7 ms): pass 1 with the
+tables' reset ~70 us, the per-bucket sums ~155 us (a scatter into the bucket table per token),
+the edges and buckets to open ~20 us, the gather and sort ~45 us, H ~65 us (a 1.1 MB result).
 """
 from __future__ import annotations
 

@@ -379,11 +379,14 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
     and only the few buckets that can hold the optimum are sorted, within 1e-13 of exact integer
     arithmetic on random, tied, one-hot, subnormal and near-one-hot rows
-    (tests/lp/test_bucketed_bound.py).  At V = 151,936 on an LLM-like row, against one AVX-512
-    argsort of p/q (``python benchmarks/issue27.py --only 1``, CPU time, shared 2-core machine):
-    compiled (numba installed) 0.24-0.27x from validated rows, 0.32-0.37x for this call with
-    its input validation (itself compiled for rows of >= 4,096 entries; load average 4-5); the
-    numpy path 0.6-0.8x and 0.8-0.97x.
+    (tests/lp/test_bucketed_bound.py).  The rows are checked but not copied
+    (:func:`specsim._validate.pair_sums`: numpy's sum of each row; compiled, the signs are checked
+    by the bound's first pass, which reads every entry): the compiled passes divide by the sums as
+    they read (tests/lp/test_bound_from_raw_rows.py).  At V = 151,936 on an LLM-like row, against
+    one AVX-512 argsort of p/q (``python benchmarks/issue27.py --only 1``, CPU time, shared 2-core
+    machine, load average ~1.2): compiled (numba installed) 0.20-0.24x from validated rows,
+    0.24-0.27x for this call with its input check (K = 2 the slowest); the numpy path 0.58-0.69x
+    and 0.69-0.81x.
 
     Parameters: ``p`` target, ``q`` draft (probability rows under the input contract of
     docs/design.md), ``K`` >= 1 drafts (an integer), ``replacement`` (a bool: i.i.d. drafts if

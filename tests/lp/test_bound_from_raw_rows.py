@@ -190,3 +190,18 @@ def test_compiled_pass_reports_a_negative_entry():
         assert _iid_bound_bucketed(rows[0], rows[1], 2, tuple(rows[2:])) is None
         assert _error(multidraft_bound, p, q, 2) == _error(as_pair, p, q)
         assert "negative entry -0.001 at token" in _error(as_pair, p, q)[1]
+
+
+@needs_numba
+def test_read_only_strided_and_list_rows():
+    """Rows the kernel cannot read in place (read-only, strided) are copied first; lists are
+    converted: the same bound as the numpy path in every case, one compiled signature."""
+    from lp import _bound_kernels
+
+    p, q = _given("llm+off", 10_000, 4)
+    ro = p.copy()
+    ro.flags.writeable = False
+    wide = np.stack([q, q]).T.copy()                             # q[:, 0] is strided
+    for given in ((ro, q), (p, wide[:, 0]), (p.tolist(), q.tolist())):
+        _check(given, 3)
+    assert len(_bound_kernels.iid_bound.signatures) == 1
