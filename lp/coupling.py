@@ -609,7 +609,7 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int,
         from . import _bound_kernels
         s_p, s_q = (1.0, 1.0) if scales is None else scales      # (x / 1.0 + 0.0 = x on as_pair's rows)
         if not (s_p > 0.0 and s_q > 0.0):                        # (a zero sum: only with atol = 1)
-            p, q, s_p, s_q = _scale(p, s_p), _scale(q, s_q), 1.0, 1.0
+            p, q, s_p, s_q = _scale(p, s_p)[0], _scale(q, s_q)[0], 1.0, 1.0
         ids = _jit.work_block("iid_bound ids", 1, p.size, np.int16)[0]      # scratch, per thread
         tables = _jit.work_block("iid_bound tables", 2, 4 * (_N_BUCKETS + 1))
         value, p_H, lam_H, H = _bound_kernels.iid_bound(                  # (value -1: an entry < 0)
@@ -620,7 +620,7 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int,
             return None
     else:
         if scales is not None:
-            p, q = _scale(p, scales[0]), _scale(q, scales[1])
+            p, q = _scale(p, scales[0])[0], _scale(q, scales[1])[0]
         value, p_H, lam_H, H = _iid_bound_numpy(p, q, K)
     return MultidraftBound(min(value, 1.0), H, K, True, p_H, 1.0 - float(_iid_miss(np.array([lam_H]), K)[0]),
                            "prefix")

@@ -132,15 +132,17 @@ def _row_atol(atol, eps: float, V: int) -> float:
     return sum_tolerance(eps, V) if atol is None else check_real(atol, "atol", 0.0, 1.0)
 
 
-def _scale(a: np.ndarray, sums, out: np.ndarray | None = None) -> np.ndarray:
-    """``a / sums + 0.0``: a checked row over its sum (a ``float``), or the rows of a 2-D array
-    over theirs (1-D), as float64: the normalised copy every accepted row becomes.  The + 0.0
-    turns -0.0 into +0.0: a ratio p/q with q = -0.0 would be -inf, sorting first.
+def _scale(a: np.ndarray, sums, out: np.ndarray | None = None, signs: bool = False) -> tuple[np.ndarray, bool]:
+    """``(a / sums + 0.0, ok)``: a checked row over its sum (a ``float``), or the rows of a 2-D
+    array over theirs (1-D), as float64: the normalised copy every accepted row becomes.  The
+    + 0.0 turns -0.0 into +0.0: a ratio p/q with q = -0.0 would be -inf, sorting first.
 
     Long, C-contiguous, writeable rows with sums > 0 are scaled in one compiled pass when numba
     is installed (:mod:`specsim._validate_kernels`, bit for bit numpy's result), into ``out``
     (C-contiguous, ``a``'s size; may be ``a``) if given, else a fresh array; otherwise numpy
-    divides into a fresh array (a zero sum, accepted only with ``atol`` = 1, gives NaN and inf)."""
+    divides into a fresh array (a zero sum, accepted only with ``atol`` = 1, gives NaN and inf).
+    ``ok``: False if an entry of ``a`` is < 0, which the compiled pass sees as it reads, and
+    the numpy path checks (``min``) only when ``signs`` (rows checked without their signs)."""
     if a.shape[-1] >= JIT_MIN_V and a.flags.c_contiguous and a.flags.writeable and _jit.enabled():
         if a.ndim == 1:                      # (Python floats: small-array numpy calls cost microseconds)
             col = np.array([sums]) if sums > 0.0 else None
@@ -150,11 +152,12 @@ def _scale(a: np.ndarray, sums, out: np.ndarray | None = None) -> np.ndarray:
             from . import _validate_kernels
             if out is None or out.size != a.size:
                 out = np.empty_like(a)
-            _validate_kernels.scale_rows(a.reshape(-1, a.shape[-1]), col, out.reshape(-1, a.shape[-1]))
-            return out.reshape(a.shape)
+            ok = _validate_kernels.scale_rows(a.reshape(-1, a.shape[-1]), col, out.reshape(-1, a.shape[-1]))
+            return out.reshape(a.shape), bool(ok)
+    ok = not signs or a.min() >= 0.0
     res = a / (sums if a.ndim == 1 else sums[:, None])
     res += 0.0
-    return res
+    return res, ok
 
 
 def as_distribution(v, name: str = "distribution", atol: float | None = None) -> np.ndarray:
@@ -185,8 +188,11 @@ def as_distribution(v, name: str = "distribution", atol: float | None = None) ->
 
 def _as_distribution(v, name: str, atol, out: np.ndarray | None) -> np.ndarray:
     """:func:`as_distribution`, long rows on the compiled path written into ``out`` if given."""
-    a, s = _checked_row(v, name, atol)
-    return _scale(a, s, _own_copy(a, v) if out is None else out)
+    a, s = _checked_row(v, name, atol, signs=False)
+    res, ok = _scale(a, s, _own_copy(a, v) if out is None else out, signs=True)
+    if not ok:                          # (a may have been scaled in place: v is checked again)
+        _checked_row(v, name, atol)
+    return res
 
 
 def _own_copy(a: np.ndarray, v) -> np.ndarray | None:
@@ -240,7 +246,10 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
     tol = _row_atol(atol, eps, arr.shape[1])
     if not arr.size:
         return arr.astype(np.float64)
-    return _scale(arr, _row_sum(arr, name, tol), _own_copy(arr, a))
+    res, ok = _scale(arr, _row_sum(arr, name, tol, signs=False), _own_copy(arr, a), signs=True)
+    if not ok:                          # (arr may have been scaled in place: a is converted again)
+        _row_sum(_float_array(a, name)[0], name, tol)
+    return res
 
 
 def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -264,11 +273,15 @@ def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tupl
     ...
     ValueError: p and q must have the same vocabulary size, got 2 and 3 tokens
     """
-    (a, sp), (b, sq) = _checked_pair(p, q, atol)
+    a, b, sp, sq = pair_sums(p, q, atol, signs=False)      # the signs: checked as the rows are scaled
     if scratch is not None and a.size >= JIT_MIN_V and _jit.enabled():
-        rows = _jit.work_block(scratch, 2, a.size)
-        return _scale(a, sp, rows[0]), _scale(b, sq, rows[1])
-    return _scale(a, sp, _own_copy(a, p)), _scale(b, sq, _own_copy(b, q))
+        out = _jit.work_block(scratch, 2, a.size)
+    else:
+        out = _own_copy(a, p), _own_copy(b, q)
+    (a, ok_a), (b, ok_b) = _scale(a, sp, out[0], signs=True), _scale(b, sq, out[1], signs=True)
+    if not (ok_a and ok_b):             # as_pair's error, p's first (the rows are converted again)
+        _checked_pair(p, q, atol)
+    return a, b
 
 
 def pair_sums(p, q, atol: float | None = None,

@@ -17,7 +17,7 @@ import pytest
 
 from lp.coupling import _iid_bound_bucketed, multidraft_bound
 from specsim import _jit
-from specsim._validate import as_pair, pair_sums
+from specsim._validate import as_distribution, as_pair, pair_sums
 from tests.lp.test_bucketed_bound import KINDS, TOL, _exact_iid_alpha, _exact_objective, _ints, _rows, _tie_row
 
 needs_numba = pytest.mark.skipif(not _jit.enabled(), reason="compiled path off (numba missing or SPECSIM_JIT=0)")
@@ -162,6 +162,8 @@ def _bad_rows(V: int) -> dict[str, tuple]:
     cases["zero q"] = (p, np.zeros(V))
     cases["q sums to 1.5"] = (p, q * 1.5)
     cases["cancelling negative in float32 q"] = (p.astype(np.float32), cancel.astype(np.float32))
+    cases["cancelling negative in float32 p, q sums to 1.5"] = (cancel.astype(np.float32), q * 1.5)
+    cases["cancelling negative in list p"] = (cancel.tolist(), q)
     return cases
 
 
@@ -170,12 +172,18 @@ def test_bad_rows_raise_as_pairs_error_on_both_paths(V):
     for label, (p, q) in _bad_rows(V).items():
         want = _error(as_pair, p, q)
         assert want is not None and want[0] in (ValueError, TypeError), label
+        # as_pair itself (compiled: the signs checked by its scaling pass) against its numpy path
+        assert _numpy(_error, as_pair, p, q) == want, label
+        assert _error(as_pair, p, q, None, "test bad rows") == want, label
+        for v in (p, q):
+            assert _error(as_distribution, v, "q (draft)") == _numpy(_error, as_distribution, v, "q (draft)"), label
         for K in (2, 0, "2"):                                     # a bad K too: the rows' error comes first
             assert _error(multidraft_bound, p, q, K) == want, (label, K)
             assert _numpy(_error, multidraft_bound, p, q, K) == want, (label, K)
         assert _error(pair_sums, p, q) == want, label
         # signs=False lets through a negative entry whose row sums to 1 (the caller's pass finds it)
-        assert _error(pair_sums, p, q, signs=False) == (None if "cancelling" in label else want), label
+        passes = "cancelling" in label and "1.5" not in label
+        assert _error(pair_sums, p, q, signs=False) == (None if passes else want), label
 
 
 @needs_numba
