@@ -140,7 +140,7 @@ def _out_fields_compiled(out, p, q, atol):
     n = p.size
     work = _jit.work_block("certify", 5, n)
     with np.errstate(all="ignore"):
-        bad, same, off, miss, mr, between, equal_q, dense, near, t, tv_pq = K.out_pass(
+        bad, same, off, miss, mr, between, equal_q, dense, near, far, t, tv_pq = K.out_pass(
             out, p, q, float(atol), work[1], work[2])
         if bad:
             return None
@@ -150,7 +150,7 @@ def _out_fields_compiled(out, p, q, atol):
         k1 = k2 = np.inf
         if same:
             k = n if dense else KL.ratio_rows(out, p, work[1], work[2])[0]
-            pair = _kl_log_sums(out, p, work, k, near, dense, True)
+            pair = _kl_log_sums(out, p, work, k, near, dense, True, far)
             if pair is None:
                 return None
             k1, k2 = pair

@@ -461,18 +461,18 @@ def out_pass(out, p, q, atol, lr, d):
     (:func:`specsim._kl_kernels.ratio_rows` of (out, p) when every entry of both is > 0), the sums
     of |out - p| and |p - q| (numpy's ``.sum()`` of those rows bit for bit, formed block by block
     in its pairwise order) and the flags.  Returns (bad, same_support, off, miss, max_ratio,
-    between, equal_q, dense, near, sum |out - p|, sum |p - q|): ``bad`` = out has a negative or
+    between, equal_q, dense, near, far, sum |out - p|, sum |p - q|): ``bad`` = out has a negative or
     non-finite entry; ``off`` = out > 0 = p somewhere, ``miss`` = p > 0 = out somewhere; max_ratio
     = max out/p (inf where out > 0 = p, 0 where both are 0; -1: take lr.max()); between = min(p, q) - atol <= out <=
     max(p, q) + atol; equal_q = (out == q); dense = out > 0 and p > 0 everywhere; near = some
-    0.5 < out/p < 2."""
+    0.5 < out/p < 2, far = some other out/p with out, p > 0."""
     n = out.size
     lens = KL.pairwise_blocks(n)
     s1 = np.empty(lens.size)
     s2 = np.empty(lens.size)
     b1 = np.empty(KL.PW_BLOCK)
     b2 = np.empty(KL.PW_BLOCK)
-    bad = off = miss = near = nb = ne = False
+    bad = off = miss = near = far = nb = ne = False
     npos = 0
     s = 0
     for k in range(lens.size):
@@ -491,7 +491,9 @@ def out_pass(out, p, q, atol, lr, d):
             off |= po & (not pa)
             miss |= pa & (not po)
             npos += pa
-            near |= pa & po & (ratio > 0.5) & (ratio < 2.0)
+            close = (ratio > 0.5) & (ratio < 2.0)
+            near |= pa & po & close
+            far |= pa & po & (not close)
             nb |= (o < min(a, c) - atol) | (o > max(a, c) + atol)
             ne |= o != c
             b1[i] = abs(o - a)
@@ -509,7 +511,7 @@ def out_pass(out, p, q, atol, lr, d):
         for i in range(n):
             if p[i] > 0.0 and lr[i] > mr:
                 mr = lr[i]
-    return (bad, not (off or miss), off, miss, mr, not nb, not ne, dense, near,
+    return (bad, not (off or miss), off, miss, mr, not nb, not ne, dense, near, far,
             KL.pairwise_total(n, s1), KL.pairwise_total(n, s2))
 
 
