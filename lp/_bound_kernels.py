@@ -3,8 +3,11 @@
 The same algorithm as the numpy path of :func:`lp.coupling._iid_bound_bucketed` (docs/theory.md
 §6.6, "without a full sort"), in three passes over the row instead of ~15 numpy calls:
 
+0. the input is the checked rows and their sums (:func:`specsim._validate.pair_sums`): p and q
+   are divided out where the passes read them (no normalised copy of the rows is written);
 1. p/q and its bucket (the IEEE pattern shifted right, clamped below at bucket 0; r > K, inf
-   and nan dropped); then, in a pass of its own, per-bucket token counts and sums of p and q:
+   and nan dropped); then, in a pass of its own, per-bucket token counts and sums of p and q
+   (of the rows as given, divided by their sums at the end):
    plain sums over at most 71 tokens, each added into the bucket's sum compensated by TwoSum
    (Knuth): a bucket of 150,000 tied tokens is summed to ~70 ulp of its sum at worst, where the
    numpy path needs sub-bins;
@@ -23,7 +26,10 @@ The same algorithm as the numpy path of :func:`lp.coupling._iid_bound_bucketed` 
 
 p/q is formed by ``np.divide`` (numpy semantics: q = 0 gives inf or nan, dropped like r > K);
 no fastmath.  The first call compiles the kernels, ~3 s on a shared 2-core machine, unless
-numba's on-disk cache (``__pycache__``) already holds them.
+numba's on-disk cache (``__pycache__``) already holds them.  Where the time goes at V = 151,936
+(LLM-like row, K = 2, a shared 2-core AMD EPYC, one argsort of p/q ~1.7 ms): pass 1 with the
+tables' reset ~70 us, the per-bucket sums ~155 us (a scatter into the bucket table per token),
+the edges and buckets to open ~20 us, the gather and sort ~45 us, H ~65 us (a 1.1 MB result).
 """
 from __future__ import annotations
 
@@ -165,15 +171,22 @@ def _two_sum_into(acc, k, x):
 
 
 @njit
-def iid_bound(p, q, K, lo, n_buckets, shift, slack, ids, part, acc):
-    """(value, p(H), lam(H), H) of alpha* = min_H [p(H) + 1 - q(H)^K] for validated float64
-    rows (H: the token ids, ascending).
+def iid_bound(p_in, q_in, s_p, s_q, K, lo, n_buckets, shift, slack, ids, part, acc):
+    """(value, p(H), lam(H), H) of alpha* = min_H [p(H) + 1 - q(H)^K] for the rows
+    p = p_in / s_p + 0.0 and q = q_in / s_q + 0.0 (checked float64 rows and their numpy sums
+    > 0, :func:`specsim._validate.pair_sums`: the rows :func:`~specsim._validate.as_pair`
+    returns), H the token ids, ascending; value -1 if an entry of p_in or q_in is < 0 (the
+    caller may leave that check to this pass: ``pair_sums(..., signs=False)``).
+
+    The entries of p and q are formed where they are read (the ratios and the opened buckets'
+    tokens: bit for bit as_pair's); a bucket's sums are those of p_in and q_in divided by s_p
+    and s_q (as accurate as summing its p and q entries), so no normalised copy is written.
 
     ``lo``: the bit pattern of K shifted right by ``shift``, minus ``n_buckets - 1`` (bucket 0);
     ``slack``: a bucket is opened if its lower bound is within it of the best edge objective;
-    ``ids`` (int16, V), ``part`` and ``acc`` (float64, 4 (n_buckets + 1)): scratch, overwritten.
+    scratch, overwritten: ``ids`` (int16, V), ``part`` and ``acc`` (float64, 4 (n_buckets + 1)).
     """
-    V = p.size
+    V = p_in.size
     nb = n_buckets + 1
     # scratch from the caller (reused between calls: fresh rows of this size page-fault):
     # ids (int16, V): each token's bucket; part (4 nb): per bucket, plain sums of p and q over
@@ -183,13 +196,27 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack, ids, part, acc):
     acc[:] = 0.0
     top = float(K)
     rbuf = np.empty(_CHUNK)
+    pbuf = np.empty(_CHUNK)
+    qbuf = np.empty(_CHUNK)
     bits = rbuf.view(np.int64)
+    negative = False
     for s in range(0, V, _CHUNK):
         e = min(s + _CHUNK, V)
-        np.divide(p[s:e], q[s:e], rbuf[:e - s])          # numpy semantics: inf, nan, no exception
+        # (loops over slices from 0: indexing p[s + j] keeps numba's negative-index test in the
+        # loop and stops it vectorising, ~2x slower here)
+        pi, qi, ic = p_in[s:e], q_in[s:e], ids[s:e]
+        for j in range(e - s):                           # p and q, as as_pair divides
+            x = pi[j]
+            y = qi[j]
+            negative |= (x < 0.0) | (y < 0.0)
+            pbuf[j] = x / s_p + 0.0
+            qbuf[j] = y / s_q + 0.0
+        np.divide(pbuf[:e - s], qbuf[:e - s], rbuf[:e - s])     # numpy semantics: inf, nan, no exception
         for j in range(e - s):                           # (vectorised: no branch)
             b = max((bits[j] >> shift) - lo, 0)
-            ids[s + j] = b if rbuf[j] <= top else n_buckets
+            ic[j] = b if rbuf[j] <= top else n_buckets
+    if negative:                                         # (rows checked without their signs)
+        return -1.0, 0.0, 0.0, np.empty(0, np.int64)
     # per-bucket sums: plain over at most _FLUSH + _GROUP - 1 tokens (error <= 71 eps of the
     # partial), then into the bucket's compensated sum.  The flush is tested once per _GROUP
     # tokens: a test per token, or TwoSum per token, costs ~1.2x more; so does this loop inside
@@ -199,8 +226,8 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack, ids, part, acc):
         full = False
         for i in range(g, g + _GROUP):
             k = 4 * np.int64(ids[i])
-            part[k] += p[i]
-            part[k + 1] += q[i]
+            part[k] += p_in[i]
+            part[k + 1] += q_in[i]
             n = part[k + 2] + 1.0
             part[k + 2] = n
             full |= n >= _FLUSH
@@ -216,16 +243,16 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack, ids, part, acc):
                     part[k + 2] = 0.0
     for i in range(Vg, V):
         k = 4 * np.int64(ids[i])
-        part[k] += p[i]
-        part[k + 1] += q[i]
+        part[k] += p_in[i]
+        part[k + 1] += q_in[i]
         part[k + 2] += 1.0
     Pb = np.empty(nb)
     Qb = np.empty(nb)
     for b in range(nb):
         _two_sum_into(acc, 4 * b, part[4 * b])
         _two_sum_into(acc, 4 * b + 2, part[4 * b + 1])
-        Pb[b] = acc[4 * b] + acc[4 * b + 1]
-        Qb[b] = acc[4 * b + 2] + acc[4 * b + 3]
+        Pb[b] = (acc[4 * b] + acc[4 * b + 1]) / s_p
+        Qb[b] = (acc[4 * b + 2] + acc[4 * b + 3]) / s_q
     # edges b = 0..n_buckets: p of the buckets < b (dropped excluded), q of the buckets >= b
     P_edge = np.empty(nb)
     lam_edge = np.empty(nb + 1)
@@ -302,8 +329,9 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack, ids, part, acc):
         for s in range(0, V, _SCAN):
             e = min(s + _SCAN, V)
             hit = False
-            for i in range(s, e):
-                d = np.int64(ids[i]) - b_lo
+            blk = ids[s:e]                              # (a slice: see the first pass)
+            for j in range(e - s):
+                d = np.int64(blk[j]) - b_lo
                 hit |= (d >= 0) & (d <= width)
             if not hit:
                 continue
@@ -311,7 +339,7 @@ def iid_bound(p, q, K, lo, n_buckets, shift, slack, ids, part, acc):
                 b = ids[i]
                 if opened[b]:
                     k = fill[b]
-                    tok[k], pt[k], qt[k] = i, p[i], q[i]
+                    tok[k], pt[k], qt[k] = i, p_in[i] / s_p + 0.0, q_in[i] / s_q + 0.0
                     fill[b] = k + 1
         rt = np.empty(n_open)
         for j in range(n_open):

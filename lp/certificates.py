@@ -111,7 +111,7 @@ def _out_fields(out, p, q, atol, fam):
     """(KL(out||p), KL(p||out), TV(out, p), max out/p, betweenness, out == q, support note, None)
     of :func:`certify` by numpy (the reference; the path without numba)."""
     (k1, k2), t = kl_pair(out, p), tv(out, p)     # one log pass for both directions
-    if fam.r.size == p.size:  # p > 0 everywhere
+    if fam.m == p.size:  # p > 0 everywhere
         mr = float((out / p).max())
     else:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -140,18 +140,17 @@ def _out_fields_compiled(out, p, q, atol):
     n = p.size
     work = _jit.work_block("certify", 5, n)
     with np.errstate(all="ignore"):
-        bad, same, off, miss, mr, between, equal_q, dense, near = K.out_pass(
-            out, p, q, float(atol), work[0], work[4], work[1], work[2])
+        bad, same, off, miss, mr, between, equal_q, dense, near, far, t, tv_pq = K.out_pass(
+            out, p, q, float(atol), work[1], work[2])
         if bad:
             return None
         if mr < 0:
             mr = work[1].max() if n else 0.0
-        t = float(0.5 * work[0].sum())
-        tv_pq = float(0.5 * work[4].sum())
+        t, tv_pq = float(0.5 * t), float(0.5 * tv_pq)
         k1 = k2 = np.inf
         if same:
             k = n if dense else KL.ratio_rows(out, p, work[1], work[2])[0]
-            pair = _kl_log_sums(out, p, work, k, near, dense, True)
+            pair = _kl_log_sums(out, p, work, k, near, dense, True, far)
             if pair is None:
                 return None
             k1, k2 = pair

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specsim import _jit
-from specsim._validate import as_distribution, as_pair, check_bool, check_int, check_real
+from specsim._validate import _scale, as_distribution, as_pair, check_bool, check_int, check_real, pair_sums
 
 from ._race import wor_subset_quadrature
 from ._solvers import LP_SOLVERS, check_solvers, solve
@@ -381,11 +381,14 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
     and only the few buckets that can hold the optimum are sorted, within 1e-13 of exact integer
     arithmetic on random, tied, one-hot, subnormal and near-one-hot rows
-    (tests/lp/test_bucketed_bound.py).  At V = 151,936 on an LLM-like row, against one AVX-512
-    argsort of p/q (``python benchmarks/issue27.py --only 1``, CPU time, shared 2-core machine):
-    compiled (numba installed) 0.24-0.27x from validated rows, 0.32-0.37x for this call with
-    its input validation (itself compiled for rows of >= 4,096 entries; load average 4-5); the
-    numpy path 0.6-0.8x and 0.8-0.97x.
+    (tests/lp/test_bucketed_bound.py).  The rows are checked but not copied
+    (:func:`specsim._validate.pair_sums`: numpy's sum of each row; compiled, the signs are checked
+    by the bound's first pass, which reads every entry): the compiled passes divide by the sums as
+    they read (tests/lp/test_bound_from_raw_rows.py).  At V = 151,936 on an LLM-like row, against
+    one AVX-512 argsort of p/q (``python benchmarks/issue27.py --only 1``, CPU time, shared 2-core
+    machine, load average ~1.2): compiled (numba installed) 0.20-0.24x from validated rows,
+    0.24-0.27x for this call with its input check (K = 2 the slowest); the numpy path 0.58-0.69x
+    and 0.69-0.81x.
 
     Parameters: ``p`` target, ``q`` draft (probability rows under the input contract of
     docs/design.md), ``K`` >= 1 drafts (an integer), ``replacement`` (a bool: i.i.d. drafts if
@@ -406,13 +409,28 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     >>> round(b.value, 12), b.H.tolist()
     (0.7, [0, 1])
     """
-    # with replacement the validated rows stay inside this call: they go to a per-thread block
-    p, q = as_pair(p, q, scratch="multidraft_bound rows" if replacement is True else None)
-    replacement = check_bool(replacement, "replacement")
-    k_eff = _check_K(q, K, replacement, support=replacement)
-    step = None if step is None else check_real(step, "step", *STEP_RANGE)
+    given = p, q
+    signs = replacement is not True or not _jit.enabled()
+    if replacement is True:         # the checked rows and their sums: the bound's first pass normalises
+        # (and, compiled, checks the signs: it reads every entry; a negative one is named first)
+        p, q, *scales = pair_sums(p, q, signs=signs)
+    else:
+        p, q = as_pair(p, q)
+        scales = None
+    try:
+        replacement = check_bool(replacement, "replacement")
+        k_eff = _check_K(q, K, replacement, support=replacement)
+        step = None if step is None else check_real(step, "step", *STEP_RANGE)
+    except (TypeError, ValueError):
+        if not signs:
+            pair_sums(*given)
+        raise
     if replacement:
-        return _iid_bound_bucketed(p, q, k_eff)
+        bound = _iid_bound_bucketed(p, q, k_eff, scales)
+        if bound is None:
+            pair_sums(*given)
+            raise AssertionError("multidraft_bound: a negative entry passed the input check")
+        return bound
     if k_eff >= 2:                   # declined where K >= |supp q| (counted in the bucket pass)
         bound = _wor_bound_head(p, q, k_eff, k_eff, auto_step(k_eff) if step is None else step)
         if bound is not None:
@@ -554,7 +572,8 @@ def _bucket_sums(ids: np.ndarray, out: np.ndarray | None = None):
     return sums
 
 
-def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound:
+def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int,
+                        scales: tuple[float, float] | None = None) -> MultidraftBound | None:
     """alpha* = min_k [Pc_k + 1 - Qc_k^K] over the prefixes in p/q order, without a full sort.
 
     The result of Algorithm 6.6 AlphaIID (docs/theory.md §6.6, "Without a full sort"):
@@ -582,19 +601,40 @@ def _iid_bound_bucketed(p: np.ndarray, q: np.ndarray, K: int) -> MultidraftBound
     buckets' tokens, one more for H.  Its first call in a fresh environment
     compiles for ~3 s (later processes load numba's cache).  The numpy steps below are the path
     without numba and the tests' reference.
+
+    ``p``, ``q``: normalised rows (:func:`specsim._validate.as_pair`), or with ``scales`` =
+    (s_p, s_q) checked rows and their sums (:func:`specsim._validate.pair_sums`), whose p / s_p
+    and q / s_q the compiled passes form as they read them (no normalised copy) and the numpy
+    path makes first.  ``None`` if the compiled pass meets an entry < 0 (rows checked with
+    ``signs=False``).
     """
     if _jit.enabled():                                           # the same steps in compiled passes
         from . import _bound_kernels
+        s_p, s_q = (1.0, 1.0) if scales is None else scales      # (x / 1.0 + 0.0 = x on as_pair's rows)
+        if not (s_p > 0.0 and s_q > 0.0):                        # (a zero sum: only with atol = 1)
+            p, q, s_p, s_q = _scale(p, s_p)[0], _scale(q, s_q)[0], 1.0, 1.0
         ids = _jit.work_block("iid_bound ids", 1, p.size, np.int16)[0]      # scratch, per thread
         tables = _jit.work_block("iid_bound tables", 2, 4 * (_N_BUCKETS + 1))
-        value, p_H, lam_H, H = _bound_kernels.iid_bound(
-            np.ascontiguousarray(p, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64), int(K),
-            _bucket_floor(K), _N_BUCKETS, 52 - _MANT_BITS, _OPEN_SLACK, ids, tables[0], tables[1])
+        value, p_H, lam_H, H = _bound_kernels.iid_bound(                  # (value -1: an entry < 0)
+            _kernel_row(p), _kernel_row(q), float(s_p), float(s_q), int(K), _bucket_floor(K), _N_BUCKETS,
+            52 - _MANT_BITS, _OPEN_SLACK, ids, tables[0], tables[1])
         del ids, tables
+        if value < 0.0:
+            return None
     else:
+        if scales is not None:
+            p, q = _scale(p, scales[0])[0], _scale(q, scales[1])[0]
         value, p_H, lam_H, H = _iid_bound_numpy(p, q, K)
     return MultidraftBound(min(value, 1.0), H, K, True, p_H, 1.0 - float(_iid_miss(np.array([lam_H]), K)[0]),
                            "prefix")
+
+
+def _kernel_row(a: np.ndarray) -> np.ndarray:
+    """``a`` as the compiled kernels take it: C-contiguous, writeable float64 (a read-only array
+    is another numba signature, compiled again); copied only when it is not."""
+    if a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable:
+        return a
+    return np.array(a, dtype=np.float64, order="C")
 
 
 def _bucket_lower_bounds(obj_edge: np.ndarray, P_edge: np.ndarray, lam_edge: np.ndarray, Qb: np.ndarray,

@@ -222,6 +222,15 @@ def _block_weight(w, px, qx):
 
 
 @triton.jit
+def _block_sums(p_ptr, q_ptr, q_ok, x_excl, w, V, n_tiles_v, HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
+    """(Z, D) of the block rule on [0, V) in fixed point: Z = sum (w p - q)_+, D = sum (q - w p)_+
+    (both 0 when n_tiles_v = 0)."""
+    Z = _mass(p_ptr, q_ptr, q_ok, x_excl, w, 1.0, V, n_tiles_v, HAS_Q, BLOCK_V)
+    D = _deficit(p_ptr, q_ptr, q_ok, x_excl, w, V, n_tiles_v, HAS_Q, BLOCK_V)
+    return Z, D
+
+
+@triton.jit
 def _block_h(Zi, Di, mid, w):
     """h_i = min(1, Z_i / D_i) from fixed-point sums (D_i = 0: 1 if w_i > 0, else 0, see
     reference._stop_prob); h_L = w_L."""
@@ -229,6 +238,75 @@ def _block_h(Zi, Di, mid, w):
     D = Di.to(tl.float64) * 8.673617379884035e-19
     hm = tl.where(D > 0, tl.minimum(Z / tl.where(D > 0, D, 1.0), 1.0), tl.where(w > 0, 1.0, 0.0))
     return tl.where(mid, hm, w)
+
+
+@triton.jit
+def _pick(vals, idxs):
+    """(max, lowest id reaching it) over chunk partials; (max, 0) when no chunk beat -1."""
+    m = tl.max(vals, 0)
+    first = tl.min(tl.where(vals == m, idxs, 2147483647), 0)
+    return m, tl.where(m > -1.0, first, 0)
+
+
+@triton.jit
+def _chain_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, b, start, L, tbase, V, S, K,
+                  MODE: tl.constexpr, HAS_Q: tl.constexpr, SPLIT: tl.constexpr, SB: tl.constexpr,
+                  BLOCK_V: tl.constexpr):
+    """(tau, w_tau) of request b under the chain rule MODE (0 token: accept iff u q(x) < p(x);
+    1 block: w_i, h_i = min(1, Z_i / D_i), tau = max{i : eta_i < h_i}; 2 greedy match).
+
+    The per-step row quantities (greedy: argmax_v p_k(v); block: Z_i, D_i) are computed here over
+    the whole row (SPLIT False, rf/ri/S/K/SB unused) or combined from the per-chunk partials of
+    :func:`chain_rows_split_kernel` (SPLIT True, BLOCK_V unused); the rest is scalar work."""
+    if SPLIT:
+        cs = tl.arange(0, SB)
+        cm = cs < S
+        slot = (b.to(tl.int64) * S + cs) * K
+    tau = tl.zeros((), tl.int64)
+    go = tl.full((), 1, tl.int1)
+    w = tl.full((), 1.0, tl.float64)
+    w_tau = tl.full((), 1.0, tl.float64)
+    for k in range(0, L):
+        x, valid, px, qx = _draft_probs(ids_ptr, p_ptr, q_ptr, start, tbase, k, V, HAS_Q)
+        if MODE == 0:
+            u = tl.load(u_ptr + start + k)
+            go = go & valid & (u * qx < px)
+            tau += go.to(tl.int64)
+        elif MODE == 2:
+            if SPLIT:
+                best, am = _pick(tl.load(rf_ptr + slot + k, mask=cm, other=-1.0),
+                                 tl.load(ri_ptr + slot + k, mask=cm, other=0))
+            else:
+                nt = tl.where(go, V, 0)         # rows after the first mismatch are not read
+                am = _row_argmax(p_ptr + (tbase + k) * V, V, nt, BLOCK_V)
+            go = go & valid & (x == am)
+            tau += go.to(tl.int64)
+        else:
+            w = _block_weight(w, px, qx)
+            i = k + 1
+            mid = i < L
+            if SPLIT:
+                Zi = tl.sum(tl.load(ri_ptr + 2 * slot + 2 * k, mask=cm, other=0), 0)
+                Di = tl.sum(tl.load(ri_ptr + 2 * slot + 2 * k + 1, mask=cm, other=0), 0)
+            else:
+                nt = tl.where(mid, V, 0)        # h_L = w_L needs no row
+                x1 = tl.load(ids_ptr + start + i, mask=mid, other=-1)
+                Zi, Di = _block_sums(p_ptr + (tbase + i) * V, q_ptr + (start + i) * V, mid.to(tl.int32), x1, w,
+                                     V, nt, HAS_Q, BLOCK_V)
+            h = _block_h(Zi, Di, mid, w)
+            eta = tl.load(eta_ptr + start + k)
+            passed = eta < h
+            tau = tl.where(passed, i.to(tl.int64), tau)
+            w_tau = tl.where(passed, w, w_tau)
+    return tau, w_tau
+
+
+@triton.jit
+def _residual_args(ids_ptr, start, L, tau, w_tau):
+    """(next draft id or -1, weight, C) of the residual row (w_tau p_tau - q_tau)_+ or p_L."""
+    bonus = tau == L
+    xn = tl.load(ids_ptr + start + tau, mask=tau < L, other=-1)
+    return xn, tl.where(bonus, 1.0, w_tau), tl.where(bonus, 0.0, 1.0)
 
 
 @triton.jit
@@ -247,54 +325,23 @@ def chain_verify_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise_ptr
                         MODE: tl.constexpr, HAS_Q: tl.constexpr, NOISE: tl.constexpr,
                         BLOCK_V: tl.constexpr):
     """Chain verification of request b = ``program_id`` in the ragged layout (target rows
-    [N+B, V], request b's first at cu[b-1] + b): MODE 0 token rule (accept iff u q(x) < p(x)),
-    1 block rule (w_i, h_i = min(1, Z_i / D_i), tau = max{i : eta_i < h_i}), 2 greedy match;
-    then one token from the residual (w_tau p_tau - q_tau)_+ or the bonus row p_L (:mod:`reference_gpu.reference`).
-    Writes ``out[b, :tau+1]`` and ``tau[b]``.  Launched by :func:`launch_chain` (example in the
-    module docstring)."""
+    [N+B, V], request b's first at cu[b-1] + b): tau by the rule MODE (:func:`_chain_decide`, row
+    quantities computed in this program), then one token from the residual (w_tau p_tau - q_tau)_+
+    or the bonus row p_L (:mod:`reference_gpu.reference`).  Writes ``out[b, :tau+1]`` and
+    ``tau[b]``.  Launched by :func:`launch_chain` (example in the module docstring)."""
     b = tl.program_id(0)
     end = tl.load(cu_ptr + b).to(tl.int64)
     start = tl.load(cu_ptr + b - 1, mask=b > 0, other=0).to(tl.int64)
     L = end - start
     tbase = start + b                          # first target row of request b
-    tau = tl.zeros((), tl.int64)
-    go = tl.full((), 1, tl.int1)
-    w = tl.full((), 1.0, tl.float64)
-    w_tau = tl.full((), 1.0, tl.float64)
-    for k in range(0, L):
-        x, valid, px, qx = _draft_probs(ids_ptr, p_ptr, q_ptr, start, tbase, k, V, HAS_Q)
-        if MODE == 0:
-            u = tl.load(u_ptr + start + k)
-            go = go & valid & (u * qx < px)
-            tau += go.to(tl.int64)
-        elif MODE == 2:
-            nt = tl.where(go, V, 0)
-            am = _row_argmax(p_ptr + (tbase + k) * V, V, nt, BLOCK_V)
-            go = go & valid & (x == am)
-            tau += go.to(tl.int64)
-        else:
-            w = _block_weight(w, px, qx)
-            i = k + 1
-            mid = i < L
-            nt = tl.where(mid, V, 0)
-            x1 = tl.load(ids_ptr + start + i, mask=mid, other=-1)
-            Zi = _mass(p_ptr + (tbase + i) * V, q_ptr + (start + i) * V, mid.to(tl.int32), x1, w, 1.0,
-                       V, nt, HAS_Q, BLOCK_V)
-            Di = _deficit(p_ptr + (tbase + i) * V, q_ptr + (start + i) * V, mid.to(tl.int32), x1, w,
-                          V, nt, HAS_Q, BLOCK_V)
-            h = _block_h(Zi, Di, mid, w)
-            eta = tl.load(eta_ptr + start + k)
-            passed = eta < h
-            tau = tl.where(passed, i.to(tl.int64), tau)
-            w_tau = tl.where(passed, w, w_tau)
-    bonus = tau == L
+    # no split scratch here: rf/ri, S, K, SB are placeholders the SPLIT=False branch never reads
+    tau, w_tau = _chain_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, p_ptr, ids_ptr, b, start, L, tbase,
+                               V, 1, 1, MODE, HAS_Q, False, 1, BLOCK_V)
     row = tbase + tau
     if MODE == 2:
         y = _row_argmax(p_ptr + row * V, V, V, BLOCK_V)
     else:
-        xn = tl.load(ids_ptr + start + tau, mask=tau < L, other=-1)
-        wr = tl.where(bonus, 1.0, w_tau)
-        Cq = tl.where(bonus, 0.0, 1.0)
+        xn, wr, Cq = _residual_args(ids_ptr, start, L, tau, w_tau)
         if NOISE == 0:
             y = _draw(p_ptr + row * V, q_ptr + (start + tau) * V, (tau < L).to(tl.int32), xn, wr, Cq,
                       noise_ptr + b.to(tl.int64) * V, 0.0, V, HAS_Q, NOISE, BLOCK_V)
@@ -379,50 +426,6 @@ def tree_verify_kernel(tok_ptr, par_ptr, cu_ptr, p_ptr, q_ptr, u_ptr, noise_ptr,
 
 
 @triton.jit
-def _pick(vals, idxs):
-    """(max, lowest id reaching it) over chunk partials; (max, 0) when no chunk beat -1."""
-    m = tl.max(vals, 0)
-    first = tl.min(tl.where(vals == m, idxs, 2147483647), 0)
-    return m, tl.where(m > -1.0, first, 0)
-
-
-@triton.jit
-def _split_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, b, start, L, tbase, V, S, K,
-                  MODE: tl.constexpr, HAS_Q: tl.constexpr, SB: tl.constexpr):
-    """(tau, w_tau) of request b from the row partials of :func:`chain_rows_split_kernel`
-    (scalar work plus O(L S) scratch reads; mirrors the loop of chain_verify_kernel)."""
-    cs = tl.arange(0, SB)
-    cm = cs < S
-    slot = (b.to(tl.int64) * S + cs) * K
-    tau = tl.zeros((), tl.int64)
-    go = tl.full((), 1, tl.int1)
-    w = tl.full((), 1.0, tl.float64)
-    w_tau = tl.full((), 1.0, tl.float64)
-    for k in range(0, L):
-        x, valid, px, qx = _draft_probs(ids_ptr, p_ptr, q_ptr, start, tbase, k, V, HAS_Q)
-        if MODE == 0:
-            u = tl.load(u_ptr + start + k)
-            go = go & valid & (u * qx < px)
-            tau += go.to(tl.int64)
-        elif MODE == 2:
-            best, am = _pick(tl.load(rf_ptr + slot + k, mask=cm, other=-1.0),
-                             tl.load(ri_ptr + slot + k, mask=cm, other=0))
-            go = go & valid & (x == am)
-            tau += go.to(tl.int64)
-        else:
-            w = _block_weight(w, px, qx)
-            i = k + 1
-            Zi = tl.sum(tl.load(ri_ptr + 2 * slot + 2 * k, mask=cm, other=0), 0)
-            Di = tl.sum(tl.load(ri_ptr + 2 * slot + 2 * k + 1, mask=cm, other=0), 0)
-            h = _block_h(Zi, Di, i < L, w)
-            eta = tl.load(eta_ptr + start + k)
-            passed = eta < h
-            tau = tl.where(passed, i.to(tl.int64), tau)
-            w_tau = tl.where(passed, w, w_tau)
-    return tau, w_tau
-
-
-@triton.jit
 def chain_rows_split_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, rf_ptr, ri_ptr, V, CW, S, K,
                             MODE: tl.constexpr, HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
     """Program (b, c), chunk c = [c CW, (c+1) CW) of request b's rows: greedy (MODE 2) writes
@@ -451,18 +454,9 @@ def chain_rows_split_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, rf_ptr, ri_ptr, V, CW
             x1 = tl.load(ids_ptr + start + i)
             prow = p_ptr + (tbase + i) * V + c0
             qrow = q_ptr + (start + i) * V + c0
-            Zi = _mass(prow, qrow, 1, x1 - c0, w, 1.0, n, n, HAS_Q, BLOCK_V)
-            Di = _deficit(prow, qrow, 1, x1 - c0, w, n, n, HAS_Q, BLOCK_V)
+            Zi, Di = _block_sums(prow, qrow, 1, x1 - c0, w, n, n, HAS_Q, BLOCK_V)
             tl.store(ri_ptr + 2 * slot + 2 * k, Zi)
             tl.store(ri_ptr + 2 * slot + 2 * k + 1, Di)
-
-
-@triton.jit
-def _residual_args(ids_ptr, start, L, tau, w_tau):
-    """(next draft id or -1, weight, C) of the residual row (w_tau p_tau - q_tau)_+ or p_L."""
-    bonus = tau == L
-    xn = tl.load(ids_ptr + start + tau, mask=tau < L, other=-1)
-    return xn, tl.where(bonus, 1.0, w_tau), tl.where(bonus, 0.0, 1.0)
 
 
 @triton.jit
@@ -483,8 +477,8 @@ def chain_draw_split_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, noise
     tbase = start + b
     c0 = c * CW
     n = tl.minimum(tl.maximum(V - c0, 0), CW)
-    tau, w_tau = _split_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, b, start, L, tbase,
-                               V, S, K, MODE, HAS_Q, SB)
+    tau, w_tau = _chain_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, b, start, L, tbase,
+                               V, S, K, MODE, HAS_Q, True, SB, BLOCK_V)
     xn, wr, Cq = _residual_args(ids_ptr, start, L, tau, w_tau)
     prow = p_ptr + (tbase + tau) * V + c0
     qrow = q_ptr + (start + tau) * V + c0
@@ -528,8 +522,8 @@ def chain_combine_split_kernel(ids_ptr, cu_ptr, q_ptr, p_ptr, u_ptr, eta_ptr, rf
     start = tl.load(cu_ptr + b - 1, mask=b > 0, other=0).to(tl.int64)
     L = end - start
     tbase = start + b
-    tau, w_tau = _split_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, b, start, L, tbase,
-                               V, S, K, MODE, HAS_Q, SB)
+    tau, w_tau = _chain_decide(ids_ptr, p_ptr, q_ptr, u_ptr, eta_ptr, rf_ptr, ri_ptr, b, start, L, tbase,
+                               V, S, K, MODE, HAS_Q, True, SB, 1)       # BLOCK_V: unused when split
     cs = tl.arange(0, SB)
     cm = cs < S
     if MODE == 2:

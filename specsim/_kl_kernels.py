@@ -5,9 +5,13 @@ entries with x > 0, the log being log1p((x - y) / y) where the ratio is near 1. 
 a chain of ~8 passes with fresh temporaries; here one pass packs the ratios (:func:`ratio_rows`),
 numpy takes the logs of the packed rows (its vectorised log is ~6x a scalar libm call), one pass
 forms the products (:func:`kl_terms`) and numpy sums them: the same terms in the same order as
-the numpy path, so the same value bit for bit.
+the numpy path, so the same value bit for bit.  On rows with x > 0 everywhere :func:`kl_sums`
+forms the products inside numpy's own summation order (:func:`leaf_sum`, :func:`pairwise_split`)
+instead of writing them out for numpy to read back: the same bits, two row passes fewer.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from specsim._jit import njit
 
@@ -81,3 +85,135 @@ def kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx, dense):
                 terms_yx[k] = y[i] * t
             k += 1
     return k
+
+
+#: numpy's pairwise summation (``np.add.reduce`` of a contiguous float64 row): blocks of at most
+#: PW_BLOCK terms summed by :func:`leaf_sum` (8 accumulators), a longer range split at
+#: :func:`pairwise_split` and the halves added.  A kernel that forms a block's terms into a small
+#: buffer and sums it with leaf_sum, block after block (:func:`pairwise_blocks`), then combines
+#: the block sums as numpy does (:func:`pairwise_total`), gets ``terms.sum()`` bit for bit without
+#: writing the row out (tested against numpy on every length up to 4,100 and longer ones).  No
+#: recursion: numba's disk cache crashes on recursive kernels.
+PW_BLOCK = 128
+
+
+@njit
+def leaf_sum(buf, n):
+    """numpy's pairwise_sum of buf[:n], n <= PW_BLOCK: 8 accumulators, then the rest in order."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += buf[i]
+        return res
+    r0, r1, r2, r3 = buf[0], buf[1], buf[2], buf[3]
+    r4, r5, r6, r7 = buf[4], buf[5], buf[6], buf[7]
+    i = 8
+    while i < n - n % 8:
+        r0 += buf[i]
+        r1 += buf[i + 1]
+        r2 += buf[i + 2]
+        r3 += buf[i + 3]
+        r4 += buf[i + 4]
+        r5 += buf[i + 5]
+        r6 += buf[i + 6]
+        r7 += buf[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += buf[i]
+        i += 1
+    return res
+
+
+@njit
+def pairwise_split(n):
+    """Where numpy splits a range of n > PW_BLOCK terms: half, rounded down to a multiple of 8."""
+    n2 = n // 2
+    return n2 - n2 % 8
+
+
+@njit
+def pairwise_blocks(n):
+    """The lengths of numpy's summation blocks of a row of n terms, in row order."""
+    lens = np.empty(n // 32 + 2, np.int64)      # blocks of a split range hold >= 64 terms
+    stack = np.empty(64, np.int64)
+    stack[0] = n
+    top, k = 1, 0
+    while top:
+        top -= 1
+        m = stack[top]
+        if m <= PW_BLOCK:
+            lens[k] = m
+            k += 1
+        else:                                   # the left half is taken first
+            n2 = pairwise_split(m)
+            stack[top] = m - n2
+            stack[top + 1] = n2
+            top += 2
+    return lens[:k]
+
+
+@njit
+def pairwise_total(n, sums):
+    """numpy's total of a row of n terms from its blocks' sums (in row order): each split range is
+    the sum of its halves, left + right."""
+    size = np.empty(64, np.int64)
+    phase = np.empty(64, np.int64)
+    vals = np.empty(64)
+    size[0], phase[0] = n, 0
+    top, nv, k = 1, 0, 0
+    while top:
+        m = size[top - 1]
+        if m <= PW_BLOCK:
+            vals[nv] = sums[k]
+            nv += 1
+            k += 1
+            top -= 1
+        elif phase[top - 1] < 2:
+            half = pairwise_split(m)
+            size[top] = half if phase[top - 1] == 0 else m - half
+            phase[top - 1] += 1
+            phase[top] = 0
+            top += 1
+        else:
+            nv -= 1
+            vals[nv - 1] = vals[nv - 1] + vals[nv]
+            top -= 1
+    return 0.0 + vals[0]
+
+
+@njit
+def row_sum(a):
+    """``a.sum()`` of a contiguous float64 row, bit for bit (what the tests check the scheme by)."""
+    lens = pairwise_blocks(a.size)
+    sums = np.empty(lens.size)
+    s = 0
+    for k in range(lens.size):
+        sums[k] = leaf_sum(a[s:s + lens[k]], lens[k])
+        s += lens[k]
+    return pairwise_total(a.size, sums)
+
+
+@njit
+def kl_sums(x, y, lr, logs, log1ps, near, both):
+    """(sum of :func:`kl_terms`'s terms, sum of its terms_yx) on a dense row (x > 0 everywhere),
+    each numpy's ``.sum()`` of the row kl_terms would write, bit for bit."""
+    lens = pairwise_blocks(x.size)
+    s1 = np.empty(lens.size)
+    s2 = np.empty(lens.size)
+    b1 = np.empty(PW_BLOCK)
+    b2 = np.empty(PW_BLOCK)
+    s = 0
+    for k in range(lens.size):
+        m = lens[k]
+        # views of the block: indexing x[s + i] (s unknown to be >= 0) keeps the loop from vectorising
+        xs, ys, vs, lg, l1 = x[s:s + m], y[s:s + m], lr[s:s + m], logs[s:s + m], log1ps[s:s + m]
+        for i in range(m):                      # kl_terms' dense loop on the block
+            v = vs[i]
+            t = l1[i] if (near & (v > 0.5) & (v < 2.0)) else lg[i]
+            b1[i] = xs[i] * t
+            b2[i] = ys[i] * t                   # unused unless ``both``
+        s1[k] = leaf_sum(b1, m)
+        s2[k] = leaf_sum(b2, m)
+        s += m
+    return pairwise_total(x.size, s1), pairwise_total(x.size, s2)

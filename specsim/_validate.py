@@ -8,9 +8,10 @@ trusts them.  The contract is written out in docs/design.md, "The input contract
   tensor is converted through numpy); it is accepted when its entries are finite and >= 0 and
   |sum - 1| <= :func:`sum_tolerance` (dtype, V) = max(1e-8, min(4 V eps(dtype), 1e-2)), and it is
   returned renormalised once, in float64, so nothing downstream sees a row whose sum differs
-  from 1 by more than float64 rounding (rows of >= :data:`JIT_MIN_V` entries: checked and scaled
-  in one compiled pass when numba is installed, :mod:`specsim._validate_kernels`, bit for bit
-  the same result and the same errors);
+  from 1 by more than float64 rounding (checked by numpy's ``sum`` and ``min``, see
+  :func:`_row_sum`; rows of >= :data:`JIT_MIN_V` entries scaled in one compiled pass when numba
+  is installed, :mod:`specsim._validate_kernels`, bit for bit the same result; a caller that
+  reads each entry once can take the checked rows and their sums instead, :func:`pair_sums`);
 - token ids are Python or numpy integers (not ``bool``, not floats) in 0..V-1;
 - numeric parameters are finite numbers in their documented range (:func:`check_real`,
   :func:`check_int`).
@@ -39,7 +40,7 @@ SUM_ATOL = 1e-8
 SUM_ATOL_MAX = 1e-2
 #: Machine epsilon of bfloat16 (8 significant bits), which numpy's ``finfo`` does not know.
 BFLOAT16_EPS = 2.0 ** -7
-#: Rows at least this long are checked and scaled in one compiled pass when numba is installed
+#: Rows at least this long are scaled in one compiled pass when numba is installed
 #: (:mod:`specsim._validate_kernels`); shorter rows never import numba.
 JIT_MIN_V = 4096
 
@@ -105,37 +106,58 @@ def _check_row(a: np.ndarray, name: str, atol: float) -> float:
     return s
 
 
+def _row_sum(a: np.ndarray, name: str, atol: float, signs: bool = True):
+    """numpy's sum of a valid float64 row (a ``float``), or of each row of a 2-D array (1-D);
+    :func:`_check_row`'s error for the first bad row (named ``name[i]`` in 2-D) otherwise.
+
+    Two reductions: a NaN or an infinite entry makes the sum NaN or infinite (they propagate
+    through every addition), so a sum within ``atol`` of 1 leaves only the sign to check, and
+    ``min`` does that (-0.0 passes; ``signs=False``: left to the caller, see :func:`pair_sums`).
+    A row that fails goes through :func:`_check_row`, which names the first bad entry in the
+    order it always has (non-finite, negative, sum)."""
+    if a.ndim == 1:                 # (Python floats: small-array numpy calls cost microseconds)
+        s = float(a.sum())
+        ok = abs(s - 1.0) <= atol                         # NaN fails
+    else:                           # (each row's sum bit for bit: the same contiguous reduction)
+        s = a.sum(axis=1)
+        ok = bool((np.abs(s - 1.0) <= atol).all())
+    if ok and (not signs or a.min() >= 0.0):
+        return s
+    if a.ndim == 1:
+        return _check_row(a, name, atol)
+    return np.array([_check_row(row, f"{name}[{i}]", atol) for i, row in enumerate(a)])
+
+
 def _row_atol(atol, eps: float, V: int) -> float:
     return sum_tolerance(eps, V) if atol is None else check_real(atol, "atol", 0.0, 1.0)
 
 
-def _compiled_rows(a: np.ndarray, v, name: str, tol: float,
-                   out: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
-    """``(a / row sums + 0.0, a)``, bit for bit as the numpy path, from numpy's pairwise ``sum``
-    and one compiled pass that also checks every entry, for a long row or C-contiguous 2-D block;
-    ``(None, a)`` when the numpy path must run on ``a`` instead (numba off; a short, strided or
-    read-only row; a row that is not valid: that path raises its own message).  ``out``: a
-    C-contiguous float64 array of ``a``'s size to write into (else a fresh one)."""
-    if a.shape[-1] < JIT_MIN_V or not (a.flags.c_contiguous and a.flags.writeable) or not _jit.enabled():
-        return None, a
-    if a.ndim == 1:                          # (Python floats: small-array numpy calls cost microseconds)
-        s = float(a.sum())                   # the sum _check_row takes
-        if not (abs(s - 1.0) <= tol and s > 0.0):
-            return None, a
-        sums = np.array([s])
-    else:
-        sums = a.sum(axis=1)                 # the sums as_rows takes
-        if not ((np.abs(sums - 1.0) <= tol).all() and (sums > 0.0).all()):
-            return None, a
-    from . import _validate_kernels
-    if out is None or out.size != a.size:
-        # a float64 copy made here (from a list, float32, ...) is scaled in place
-        out = a if (a is not v and a.flags.owndata) else np.empty_like(a)
-    if _validate_kernels.scale_rows(a.reshape(-1, a.shape[-1]), sums, out.reshape(-1, a.shape[-1])):
-        return out.reshape(a.shape), a
-    if out is a:                             # overwritten before the bad entry: convert the input again
-        a = _float_array(v, name)[0]
-    return None, a
+def _scale(a: np.ndarray, sums, out: np.ndarray | None = None, signs: bool = False) -> tuple[np.ndarray, bool]:
+    """``(a / sums + 0.0, ok)``: a checked row over its sum (a ``float``), or the rows of a 2-D
+    array over theirs (1-D), as float64: the normalised copy every accepted row becomes.  The
+    + 0.0 turns -0.0 into +0.0: a ratio p/q with q = -0.0 would be -inf, sorting first.
+
+    Long, C-contiguous, writeable rows with sums > 0 are scaled in one compiled pass when numba
+    is installed (:mod:`specsim._validate_kernels`, bit for bit numpy's result), into ``out``
+    (C-contiguous, ``a``'s size; may be ``a``) if given, else a fresh array; otherwise numpy
+    divides into a fresh array (a zero sum, accepted only with ``atol`` = 1, gives NaN and inf).
+    ``ok``: False if an entry of ``a`` is < 0, which the compiled pass sees as it reads, and
+    the numpy path checks (``min``) only when ``signs`` (rows checked without their signs)."""
+    if a.shape[-1] >= JIT_MIN_V and a.flags.c_contiguous and a.flags.writeable and _jit.enabled():
+        if a.ndim == 1:                      # (Python floats: small-array numpy calls cost microseconds)
+            col = np.array([sums]) if sums > 0.0 else None
+        else:
+            col = sums if (sums > 0.0).all() else None
+        if col is not None:
+            from . import _validate_kernels
+            if out is None or out.size != a.size:
+                out = np.empty_like(a)
+            ok = _validate_kernels.scale_rows(a.reshape(-1, a.shape[-1]), col, out.reshape(-1, a.shape[-1]))
+            return out.reshape(a.shape), bool(ok)
+    ok = not signs or a.min() >= 0.0
+    res = a / (sums if a.ndim == 1 else sums[:, None])
+    res += 0.0
+    return res, ok
 
 
 def as_distribution(v, name: str = "distribution", atol: float | None = None) -> np.ndarray:
@@ -166,18 +188,28 @@ def as_distribution(v, name: str = "distribution", atol: float | None = None) ->
 
 def _as_distribution(v, name: str, atol, out: np.ndarray | None) -> np.ndarray:
     """:func:`as_distribution`, long rows on the compiled path written into ``out`` if given."""
+    a, s = _checked_row(v, name, atol, signs=False)
+    res, ok = _scale(a, s, _own_copy(a, v) if out is None else out, signs=True)
+    if not ok:                          # (a may have been scaled in place: v is checked again)
+        _checked_row(v, name, atol)
+    return res
+
+
+def _own_copy(a: np.ndarray, v) -> np.ndarray | None:
+    """``a`` when it is a float64 copy made here (from a list, float32, ...): it can be scaled in
+    place; ``None`` when it is (a view of) the caller's ``v``."""
+    return a if a is not v and a.flags.owndata else None
+
+
+def _checked_row(v, name: str, atol, signs: bool = True) -> tuple[np.ndarray, float]:
+    """(``v`` as a float64 1-D array, its numpy sum) once it meets the input contract: the one
+    check behind :func:`as_distribution`, :func:`as_pair` and :func:`pair_sums`."""
     a, eps = _float_array(v, name)
     if a.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D probability vector, got shape {a.shape}")
     if a.size < 1:
         raise ValueError(f"{name}: empty probability vector")
-    tol = _row_atol(atol, eps, a.size)
-    res, a = _compiled_rows(a, v, name, tol, out)
-    if res is not None:
-        return res
-    out = a / _check_row(a, name, tol)
-    out += 0.0          # -0.0 -> +0.0: a ratio p/q with q = -0.0 would be -inf, sorting first
-    return out
+    return a, _row_sum(a, name, _row_atol(atol, eps, a.size), signs)
 
 
 def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | None = None) -> np.ndarray:
@@ -212,19 +244,12 @@ def as_rows(a, name: str, shape: tuple[int, int] | None = None, atol: float | No
     if shape is not None and arr.shape != tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)}, got {arr.shape}")
     tol = _row_atol(atol, eps, arr.shape[1])
-    out, arr = _compiled_rows(arr, a, name, tol)
-    if out is not None:
-        return out
-    if arr.size and np.isfinite(arr).all() and not (arr < 0).any():
-        # one vectorised pass when every row is valid (row sums equal the per-row sums bitwise:
-        # the same contiguous reduction); the per-row loop below only names the first bad row
-        sums = arr.sum(axis=1)
-        if (np.abs(sums - 1.0) <= tol).all():
-            out = arr / sums[:, None]
-            out += 0.0  # -0.0 -> +0.0, as in as_distribution
-            return out
-    sums = np.array([_check_row(row, f"{name}[{i}]", tol) for i, row in enumerate(arr)])
-    return arr / sums[:, None] + 0.0 if arr.size else arr.astype(np.float64)
+    if not arr.size:
+        return arr.astype(np.float64)
+    res, ok = _scale(arr, _row_sum(arr, name, tol, signs=False), _own_copy(arr, a), signs=True)
+    if not ok:                          # (arr may have been scaled in place: a is converted again)
+        _row_sum(_float_array(a, name)[0], name, tol)
+    return res
 
 
 def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -248,18 +273,52 @@ def as_pair(p, q, atol: float | None = None, scratch: str | None = None) -> tupl
     ...
     ValueError: p and q must have the same vocabulary size, got 2 and 3 tokens
     """
-    rows = None
-    shape = getattr(p, "shape", None)
-    if scratch is not None and shape is not None and len(shape) == 1 and shape[0] >= JIT_MIN_V \
-            and _jit.enabled():
-        rows = _jit.work_block(scratch, 2, int(shape[0]))
-    p = _as_distribution(p, "p (target)", atol, None if rows is None else rows[0])
-    q = _as_distribution(q, "q (draft)", atol, None if rows is None else rows[1])
-    del rows
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same vocabulary size, got {p.size} and {q.size} tokens")
-    if p.size < 2:
-        raise ValueError(f"vocabulary size must be >= 2, got {p.size}")
+    a, b, sp, sq = pair_sums(p, q, atol, signs=False)      # the signs: checked as the rows are scaled
+    if scratch is not None and a.size >= JIT_MIN_V and _jit.enabled():
+        out = _jit.work_block(scratch, 2, a.size)
+    else:
+        out = _own_copy(a, p), _own_copy(b, q)
+    (a, ok_a), (b, ok_b) = _scale(a, sp, out[0], signs=True), _scale(b, sq, out[1], signs=True)
+    if not (ok_a and ok_b):             # as_pair's error, p's first (the rows are converted again)
+        _checked_pair(p, q, atol)
+    return a, b
+
+
+def pair_sums(p, q, atol: float | None = None,
+              signs: bool = True) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """:func:`as_pair` without the normalised copies, for a caller that reads each entry once
+    and can divide it on the way (a copy of a long row costs a write pass and its page faults).
+
+    The same checks and errors as :func:`as_pair`; returns ``(p, q, s_p, s_q)``: the rows as
+    float64 arrays (the caller's own arrays when they already are: read them, never write),
+    and numpy's sums of them, so that ``p / s_p + 0.0`` is bit for bit what :func:`as_pair`
+    returns.  ``signs=False`` leaves out the one check a finite sum does not imply, that no
+    entry is negative (a ``min`` pass), for a caller that reads every entry anyway: if it finds
+    one < 0, or raises an error of its own before it has read them all, it must first call
+    ``pair_sums(p, q, atol)`` with the original arguments, which raises :func:`as_pair`'s error.
+
+    >>> from specsim._validate import pair_sums
+    >>> pair_sums([0.25, 0.75], [1.0, 0.0])[2:]
+    (1.0, 1.0)
+    >>> pair_sums([0.25, 0.75], [1.5, -0.5], signs=False)[2:]     # the caller checks the signs
+    (1.0, 1.0)
+    """
+    try:
+        (p, sp), (q, sq) = _checked_pair(p, q, atol, signs)
+    except (TypeError, ValueError):
+        if not signs:           # p's negative entry is named before q's fault, as in as_pair
+            _checked_pair(p, q, atol)
+        raise
+    return p, q, sp, sq
+
+
+def _checked_pair(p, q, atol, signs: bool = True):
+    """Both rows checked (:func:`_checked_row`) and compared: ((p, s_p), (q, s_q))."""
+    p, q = _checked_row(p, "p (target)", atol, signs), _checked_row(q, "q (draft)", atol, signs)
+    if p[0].shape != q[0].shape:
+        raise ValueError(f"p and q must have the same vocabulary size, got {p[0].size} and {q[0].size} tokens")
+    if p[0].size < 2:
+        raise ValueError(f"vocabulary size must be >= 2, got {p[0].size}")
     return p, q
 
 

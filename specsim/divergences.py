@@ -72,23 +72,28 @@ def _log_ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _JIT_MIN = 4096
 
 
-def _kl_log_sums(x, y, work, k, near, dense, both):
+def _kl_log_sums(x, y, work, k, near, dense, both, far=True):
     """The compiled tail of a KL sum (:func:`kl` on long rows, lp.certificates' KL pair).  ``work`` =
     (logs, lr, d, terms, terms_yx) rows, lr[:k] = x / y and d[:k] = (x - y) / y over the k entries
     with x > 0 (y > 0 there): numpy's vectorised log and log1p of those rows, one compiled pass
-    for the products (:func:`specsim._kl_kernels.kl_terms`), numpy's sums of them.
+    for the products (:func:`specsim._kl_kernels.kl_terms`), numpy's sums of them (on a dense row
+    the pass sums them itself in numpy's order, :func:`specsim._kl_kernels.kl_sums`).
     Returns (KL(x||y), -sum y log(x/y) if ``both`` else 0), clipped at 0, or None when a sum is not
     finite (over- or underflowing ratios: the numpy path repairs those).  ``dense``: x > 0
-    everywhere (no compaction)."""
+    everywhere (no compaction); ``far`` False: every ratio is near 1, so only log1p is taken."""
     from specsim import _kl_kernels as K
 
     logs, lr, d, terms, terms_yx = work
     with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-        logs = np.log(lr[:k], out=logs[:k])
+        logs = np.log(lr[:k], out=logs[:k]) if far or not near else logs[:k]   # else never read
         log1ps = np.log1p(d[:k], out=d[:k]) if near else logs
-        K.kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx, dense)
-        xy = float(terms[:k].sum())
-        yx = -float(terms_yx[:k].sum()) if both else 0.0
+        if dense:                               # the products summed where they are formed
+            xy, yx = K.kl_sums(x, y, lr, logs, log1ps, near, both)
+            yx = -yx if both else 0.0
+        else:
+            K.kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx, dense)
+            xy = float(terms[:k].sum())
+            yx = -float(terms_yx[:k].sum()) if both else 0.0
     if not (np.isfinite(xy) and np.isfinite(yx)):
         return None
     return max(xy, 0.0), max(yx, 0.0)

@@ -156,7 +156,6 @@ def _costs(pre: _Prefixes, cost: CostModel, reads_next_row: bool) -> np.ndarray:
 
 def _evaluate(pre: _Prefixes, stops, C: np.ndarray):
     """(E[T], E[C], P(l = k) for k = 0..L) of the rule ``stops`` by a forward pass over prefixes."""
-    V = pre.V
     reach = np.ones(1)
     ET = EC = 0.0
     law = np.zeros(pre.L + 1)

@@ -30,13 +30,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from .._validate import check_int, check_real
-from ..drafts import DraftTree, TreeProcess, _options_iid, _options_swor
+from ..drafts import DraftTree, TreeProcess, _options_swor
 from ..exact import expected_accepted, outcomes_on_tree
 from ..models import Model, validate_model_pair
 from ..parallel import check_workers, map_tasks

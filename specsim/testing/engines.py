@@ -418,7 +418,6 @@ def vllm_mrv2_rejection_sampler(rejection_sample, dtype="float32", device="cpu",
         B, L = drafts.shape
         slots = [L] * B if pad_drafts else [_num_drafts(d) for d in drafts]
         starts = np.concatenate([[0], np.cumsum([k + 1 for k in slots])])
-        T = int(starts[-1])
         with np.errstate(divide="ignore", invalid="ignore"):
             logp, logq = np.log(p), np.log(q)
         rows = np.concatenate([logp[b, :slots[b] + 1] for b in range(B)])

@@ -471,7 +471,6 @@ def check_engine_properties(verify, layout: str = "dense", *, V: int = 4, L: int
 def _placeholder_gathered(drafts, p, q, seeds):
     """-1 gathered as token V-1 (negative indexing) and verified like a real draft."""
     d = np.where(np.asarray(drafts) < 0, np.asarray(p).shape[-1] - 1, drafts)
-    L = d.shape[1]
     acc, tok = np.empty(len(d), dtype=np.int64), np.empty(len(d), dtype=np.int64)
     for b in range(len(d)):
         pb = np.array(p[b])

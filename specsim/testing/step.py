@@ -39,7 +39,7 @@ from ..models import Model
 from ..verifiers.base import as_verifier
 from .report import ChiSquareCheck
 from .sampler import MAX_JOINT_CELLS, SamplerError, _integrate
-from .stats import StringCount, SubTest, complete_with_target, goodness_of_fit, largest_residuals
+from .stats import StringCount, complete_with_target, goodness_of_fit, largest_residuals
 from .language_models import ToyLM, _as_prefix, toy_lm
 from .uniforms import UniformSource, _too_many
 from .selftest.power import STEP_CONTEXT, default_instance

@@ -117,7 +117,7 @@ class ClipFamily:
         row = dict(zip(self._ROWS, block))
         pos = p > 0
         self._setup_numpy(p, q, n, pos, row, block)
-        m = self.r.size
+        self.m = m = self.r.size
         #: draft mass where p = 0, summed directly (clip puts nothing there)
         self.q0 = float(q[~pos].sum()) if m < n else 0.0
         self.a_max = float(self.r[-1]) if self.r.size else 1.0
@@ -297,16 +297,21 @@ class _GroupedClipFamily(ClipFamily):
     """:class:`ClipFamily` without the full sort (compiled; :mod:`specsim.verifiers._clip_kernels`).
 
     One pass buckets the ratios by the top bits of their IEEE pattern (monotone in the ratio;
-    2^8 buckets per binade) and sums p, q and the frontier's middle terms per bucket; a counting
-    sort lays out the token ids by bucket.  Running sums are then exact at every bucket start, and a query (a rank, a
-    b level, a clip-level bisection) sorts only the buckets it lands in, once each: a certificate
-    sorts a few short buckets instead of the row (their ratios, p, q and logs are gathered then).
-    The log-ratios are numpy's log of the row, summed per bucket in the same pass.
+    2^8 buckets per binade) and sums p, q and the frontier's middle terms per bucket, threading
+    each bucket's tokens into a list.  Running sums are then exact at every bucket start, and a
+    query (a rank, a b level, a clip-level bisection) sorts only the buckets it lands in, once
+    each: a certificate sorts a few short buckets instead of the row.  The log-ratios are numpy's
+    log of the row.  The construction computes only the ratios (and so finds an overflow, as the
+    sorted family does); the logs and the buckets are built by the first query that needs them,
+    so a certificate whose rule and frontier need at most D(q, p) never builds them.
 
     Sums differ from the sorted family's in rounding only (each bucket summed in token order,
     then the bucket totals in order), so queries agree with :class:`ClipFamily` to ~1e-16
     relative and ranks exactly.  Parameters and errors as :class:`ClipFamily`.
     """
+
+    #: attributes that exist once the buckets are built (:meth:`_build`, by :meth:`__getattr__`)
+    _BUILT = frozenset(("r", "ps", "qs", "Pc", "Qc", "Psuf", "Qsuf", "G", "Ptot", "_S", "_W"))
 
     def __init__(self, p: np.ndarray, q: np.ndarray):
         from . import _clip_kernels as K
@@ -314,34 +319,60 @@ class _GroupedClipFamily(ClipFamily):
         self._K = K
         self.p, self.q = p, q
         n = p.size
-        pc, qc = (np.ascontiguousarray(x, dtype=np.float64) for x in (p, q))
-        TK = _jit.work_block("clip tokens", 2, n)
+        self._pc, self._qc = (np.ascontiguousarray(x, dtype=np.float64) for x in (p, q))
+        self._TK = TK = _jit.work_block("clip tokens", 2, n)
         r_in = TK[0]
-        with np.errstate(over="ignore"):
-            done = n > 0 and pc.min() > 0.0
-            if done:                                # p > 0 everywhere: numpy's vectorised divide
-                np.divide(qc, pc, out=r_in)
-                m, n0, bad, rmin, rmax = n, 0, -1, float(r_in.min()), float(r_in.max())
-                done = rmin > 0.0 and rmax < np.inf
-            if not done:                            # zero or overflowing ratios: the compiled pass
-                m, n0, rmin, rmax, bad = K.grouped_ratios(pc, qc, r_in)
+        with np.errstate(all="ignore"):
+            # numpy's vectorised divide; finite positive ratios everywhere (NaN, from 0/0, fails
+            # both tests) mean p > 0 everywhere and no overflow, else the compiled pass redoes it
+            np.divide(self._qc, self._pc, out=r_in)
+            m, n0, bad = n, 0, -1
+            rmin, rmax = (float(r_in.min()), float(r_in.max())) if n else (0.0, 0.0)
+            if not (rmin > 0.0 and rmax < np.inf):  # zero, infinite or undefined ratios
+                m, n0, rmin, rmax, bad = K.grouped_ratios(self._pc, self._qc, r_in)
         if bad >= 0:
             self._overflow(bad)
         #: q/p in token order (inf where p = 0)
         self.r_tokens = r_in
-        with np.errstate(divide="ignore"):
-            np.log(r_in, out=TK[1])             # numpy's vectorised log; r = 0 and p = 0 are skipped
+        self._range = (rmin, rmax)
+        self._logs = False
+        self._qdiv = None
+        self.m, self.n0 = m, n0
+        self.q0 = float(q[p <= 0].sum()) if m < n else 0.0
+        self.a_max = float(rmax) if m else 1.0
+
+    def __getattr__(self, name: str):
+        # only reached for attributes not yet set: the bucketed state, built on first use
+        if name in _GroupedClipFamily._BUILT:
+            self._build()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _log_ratios(self):
+        """numpy's vectorised log of the ratios into TK[1] (r = 0 and p = 0 are never read)."""
+        if not self._logs:
+            with np.errstate(divide="ignore"):
+                np.log(self.r_tokens, out=self._TK[1])
+            self._logs = True
+
+    def _build(self):
+        K, TK, pc, qc = self._K, self._TK, self._pc, self._qc
+        self._log_ratios()
+        n, m, (rmin, rmax) = pc.size, self.m, self._range
         if rmax > 0.0:
             top, low = (int(np.float64(x).view(np.int64)) >> K._SHIFT for x in (rmax, rmin))
             base = max(low, top - (K._MAX_BUCKETS - 2))
             B = top - base + 2
         else:                                   # every ratio is 0 (or no p > 0): one bucket
             base, B = 0, 1
-        par = np.array([base, B, m, n0], dtype=np.int64)
+        par = np.array([base, B, m, self.n0], dtype=np.int64)
         W = _jit.work_block("clip W", 12, m + 1)
-        BI = np.zeros((2, B + 1), dtype=np.int64)
+        BI = np.zeros((3, B + 1), dtype=np.int64)
         I = _jit.work_block("clip ids", 2, n, np.int64)
-        BB = K.grouped_setup(W, BI, par, TK, I, pc, qc)
+        D = np.zeros(2)
+        BB = K.grouped_setup(W, BI, par, TK, I, pc, qc, D)
+        if self._qdiv is None:                  # the same sums q_divergence would take
+            self._qdiv = D
         #: the state every compiled query takes (see _clip_kernels)
         self._S = (W, BB, BI, par, TK, I, pc, qc)
         self._W = W
@@ -350,9 +381,6 @@ class _GroupedClipFamily(ClipFamily):
         if m:                                   # the least and the largest ratio: read by b()
             K.sort_bucket_at(*self._S, 0)
             K.sort_bucket_at(*self._S, m - 1)
-        self.m, self.n0 = m, n0
-        self.q0 = float(q[p <= 0].sum()) if m < n else 0.0
-        self.a_max = float(self.r[-1]) if m else 1.0
         self.Ptot = float(self.Pc[-1])
 
     def rank(self, x: float, side: str) -> int:
@@ -375,11 +403,29 @@ class _GroupedClipFamily(ClipFamily):
         return self._W[9 + _KIND_CODE[kind]]
 
     def q_divergence(self, kind: str) -> float:
-        return float(self.mid(kind)[-1])
+        # summed over the tokens in blocks, by the set-up pass if the buckets are built, else by a
+        # pass of its own with the same arithmetic (the rounding differs from mid(kind)[-1])
+        if self._qdiv is None:
+            self._log_ratios()
+            self._qdiv = np.zeros(2)
+            self._K.q_divergences(self._pc, self._qc, self._TK, self._qdiv)
+        return float(self._qdiv[_KIND_CODE[kind] - 1])
 
     def clip_level(self, kind: str, eps: float) -> float:
         """lp.frontier's clip level a(eps), the bisection compiled on the grouped state."""
         return float(self._K.clip_level(*self._S, _KIND_CODE[kind], float(eps), self.a_max, self.q0))
+
+
+def log_ratios(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """log(q/p) in token order, for p, q > 0 everywhere (read-only): the grouped family's row when
+    :meth:`ClipFamily.shared` scopes one built from these very arrays (a certificate's rule then
+    shares the frontier's logs), else computed; the same numpy divide and log either way, so the
+    same bits."""
+    fam = _SHARED_FAMILY.get()
+    if isinstance(fam, _GroupedClipFamily) and fam.p is p and fam.q is q:
+        fam._log_ratios()
+        return fam._TK[1]
+    return np.log(np.divide(q, p))
 
 
 def clip_family(p: np.ndarray, q: np.ndarray) -> ClipFamily:

@@ -3,8 +3,8 @@
 Two kinds of kernels live here.
 
 - The grouped clip family (:class:`~specsim.verifiers._clip_family._GroupedClipFamily`): the ratios
-  q/p are bucketed by the top bits of their IEEE pattern and grouped by a counting sort; sums are
-  exact at bucket starts and a query (a rank, a b level, a clip-level bisection) sorts only the
+  q/p are bucketed by the top bits of their IEEE pattern, each bucket's tokens kept as a list; sums
+  are exact at bucket starts and a query (a rank, a b level, a clip-level bisection) sorts only the
   buckets it lands in.  Its sums are the sorted family's in another order: equal to rounding.
 - :func:`lp.certificates.certify`'s divergence fields and some rules' closed forms, chains of
   ~10 numpy calls over the row made in one or two passes with the same floating-point operations
@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from specsim import _kl_kernels as KL
 from specsim._jit import njit
 
 
@@ -46,12 +47,16 @@ _MAX_BUCKETS = 1 << 15
 #    every token by value costs a random write per token and entry, which dominates on a cold cache;
 #  BB (8, B + 1) float64: 0 BP, 1 BQ (p, q of the buckets before k), 2 BPs, 3 BQs (of the buckets
 #    from k on), 4-6 BM (the middle terms of the buckets before k), 7 G at each bucket start;
-#  BI (2, B + 1) int64: 0 first position of each bucket, 1 bucket sorted and filled;
+#  BI (3, B + 1) int64: 0 first position of each bucket, 1 bucket sorted and filled, 2 the bucket's
+#    last token (-1: none), the head of its list in I[0];
 #  par int64: (base, B, m, n0);
 #  TK (2, V) float64: 0 r = q/p in token order (inf where p = 0), 1 its log (numpy's);
-#  I (2, V) int64: 0 bucket ids (int16 view), 1 token ids in grouped order (int32 view);
+#  I (2, V) int64: 0 (int32 view) each token's predecessor in its bucket (-1: none), 1 token ids in
+#    grouped order (int32 view; a bucket's are written when it is sorted);
 #  p, q: the rows.
 _R, _P, _Q, _LOG, _PC, _QC, _PSUF, _QSUF, _G, _M = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+#: tokens per block of the D(q, p) sums (partial sums per block, then the blocks in order)
+_QD_BLOCK = 256
 
 
 @njit
@@ -85,72 +90,80 @@ def grouped_ratios(p, q, r_in):
 
 
 @njit
-def grouped_setup(W, BI, par, TK, I, p, q):
+def grouped_setup(W, BI, par, TK, I, p, q, D):
     """Bucket every token with p > 0 (0: r = 0; 1 + the top bits of r's pattern above ``base``,
     clamped at 1) in one pass over the row that also sums p, q, (p - q)_+, q log r and -p log r per
-    bucket (one pass for every kind: a certificate needs all three); lay the
-    buckets out (positions, token ids by a counting sort that keeps token order inside a bucket)
-    and fill W at the bucket starts.  ``W``, ``TK`` and ``I`` are allocated by the caller, once
-    each (fresh O(V) arrays per call page-fault).  Returns BB (BI is filled in place)."""
+    bucket (one pass for every kind: a certificate needs all three) and threads each bucket's
+    tokens into a list; lay the buckets out (positions) and fill W at the bucket starts.  ``W``,
+    ``TK`` and ``I`` are allocated by the caller, once each (fresh O(V) arrays per call
+    page-fault).  D += (KL(q||p), KL(p||q)) as :func:`q_divergences`
+    sums them, bit for bit.  Returns BB (BI is filled in place)."""
     base, B, m = par[0], par[1], par[2]
     n = p.size
     r_in = TK[0]
     bits = r_in.view(np.int64)
-    bid = I[0].view(np.int16)                   # B <= 2^15
-    ids = I[1].view(np.int32)
-    count = np.zeros(B, np.int64)
-    sp = np.zeros(B)
-    sq = np.zeros(B)
-    stv = np.zeros(B)
-    skl = np.zeros(B)
-    srev = np.zeros(B)
-    bmin = np.full(B, np.inf)
-    for i in range(n):
-        if p[i] > 0.0:
-            v = r_in[i]
-            if v == 0.0:
-                k = 0                           # r = 0: no log terms (q log r = 0; KL(p||.) = inf via n0)
-            else:
-                k = (bits[i] >> _SHIFT) - base
-                k = (k if k > 0 else 0) + 1
-                lg = TK[1, i]
-                skl[k] += q[i] * lg
-                srev[k] += -(p[i] * lg)
-            bid[i] = k
-            count[k] += 1
-            sp[k] += p[i]
-            sq[k] += q[i]
-            d = p[i] - q[i]
-            stv[k] += d if d > 0.0 else 0.0
-            if v < bmin[k]:
-                bmin[k] = v
-        else:
-            bid[i] = -1
+    # each bucket's tokens as a list threaded through nxt (its head ends in BI[2]): the pass writes
+    # nxt in token order; a counting-sort scatter instead writes ids at random into a row that is
+    # out of cache after other work, as slow as the pass itself.  _sort_bucket walks the list.
+    nxt = I[0].view(np.int32)
+    # one 64-byte line per bucket: sums of p, q, (p - q)_+, q log r, -p log r, the least r, the
+    # count and the list's head (as floats): a token touches one line, not eight arrays, and the
+    # least r is a min, not a branch (mispredicted on random ratios): 0.76 -> 0.57 ms cold
+    A = np.zeros(B * 8)
+    for k in range(B):
+        A[8 * k + 5] = np.inf
+        A[8 * k + 7] = -1.0
+    for s0 in range(0, n, _QD_BLOCK):           # blocks: D(q, p) summed as q_divergences does
+        d1 = 0.0
+        d2 = 0.0
+        for i in range(s0, min(s0 + _QD_BLOCK, n)):
+            pi = p[i]
+            if pi > 0.0:
+                v = r_in[i]
+                qi = q[i]
+                if v == 0.0:
+                    k = 0                       # r = 0: no log terms (q log r = 0; KL(p||.) = inf via n0)
+                else:
+                    k = (bits[i] >> _SHIFT) - base
+                    k = (k if k > 0 else 0) + 1
+                j = 8 * k
+                if v != 0.0:
+                    lg = TK[1, i]
+                    t1 = qi * lg
+                    t2 = -(pi * lg)
+                    A[j + 3] += t1
+                    A[j + 4] += t2
+                    d1 += t1
+                    d2 += t2
+                nxt[i] = np.int32(A[j + 7])
+                A[j + 7] = i
+                A[j + 6] += 1.0
+                A[j] += pi
+                A[j + 1] += qi
+                d = pi - qi
+                A[j + 2] += d if d > 0.0 else 0.0
+                A[j + 5] = min(A[j + 5], v)
+        D[0] += d1
+        D[1] += d2
     BB = np.zeros((8, B + 1))
     for k in range(B):
-        BI[0, k + 1] = BI[0, k] + count[k]
-        BB[0, k + 1] = BB[0, k] + sp[k]
-        BB[1, k + 1] = BB[1, k] + sq[k]
-        BB[4, k + 1] = BB[4, k] + stv[k]
-        BB[5, k + 1] = BB[5, k] + skl[k]
-        BB[6, k + 1] = BB[6, k] + srev[k]
+        j = 8 * k
+        BI[0, k + 1] = BI[0, k] + np.int64(A[j + 6])
+        BI[2, k] = np.int64(A[j + 7])
+        BB[0, k + 1] = BB[0, k] + A[j]
+        BB[1, k + 1] = BB[1, k] + A[j + 1]
+        BB[4, k + 1] = BB[4, k] + A[j + 2]
+        BB[5, k + 1] = BB[5, k] + A[j + 3]
+        BB[6, k + 1] = BB[6, k] + A[j + 4]
     for k in range(B - 1, -1, -1):              # from the top, as the suffix sums of the sorted path
-        BB[2, k] = BB[2, k + 1] + sp[k]
-        BB[3, k] = BB[3, k + 1] + sq[k]
+        BB[2, k] = BB[2, k + 1] + A[8 * k]
+        BB[3, k] = BB[3, k + 1] + A[8 * k + 1]
     nxt = np.inf                                # an empty bucket starts where the next one does
     for k in range(B - 1, -1, -1):
-        if count[k] == 0:
-            bmin[k] = nxt
-        else:
-            nxt = bmin[k]
-        BB[7, k] = bmin[k] * BB[0, k] - BB[1, k] if bmin[k] < np.inf else np.inf
+        if A[8 * k + 6] > 0.0:
+            nxt = A[8 * k + 5]
+        BB[7, k] = nxt * BB[0, k] - BB[1, k] if nxt < np.inf else np.inf
     BB[7, B] = np.inf
-    pos = BI[0, :B].copy()
-    for i in range(n):
-        k = bid[i]
-        if k >= 0:
-            ids[pos[k]] = i
-            pos[k] += 1
     for k in range(B + 1):                      # increasing k: an empty bucket's start is rewritten
         s = BI[0, k]                            # by the next bucket's, with the same sums
         W[_PC, s] = BB[0, k]
@@ -189,6 +202,11 @@ def _sort_bucket(W, BI, par, TK, I, p, q, k):
     s, e = BI[0, k], BI[0, k + 1]
     n = e - s
     ids = I[1].view(np.int32)
+    nxt = I[0].view(np.int32)
+    t = BI[2, k]
+    for i in range(e - 1, s - 1, -1):            # the list runs from the last token down
+        ids[i] = t
+        t = nxt[t]
     ordered = True
     for i in range(s, e):
         t = ids[i]
@@ -317,8 +335,13 @@ def _g_search(W, BB, BI, par, TK, I, p, q, c):
 def b_level(W, BB, BI, par, TK, I, p, q, a, mass, q0):
     """ClipFamily.b(a, mass) on the grouped state (the same formula; the buckets of the least and
     the largest ratio are sorted at set-up)."""
+    return _b_at(W, BB, BI, par, TK, I, p, q, a, rank(W, BB, BI, par, TK, I, p, q, a, True), mass, q0)
+
+
+@njit
+def _b_at(W, BB, BI, par, TK, I, p, q, a, hi, mass, q0):
+    """b_level with hi = #{r <= a} given."""
     m = par[2]
-    hi = rank(W, BB, BI, par, TK, I, p, q, a, True)
     excess = q0
     if hi < m:
         excess += max(W[_QSUF, hi] - a * W[_PSUF, hi], W[_Q, m - 1] - a * W[_P, m - 1], 0.0)
@@ -335,9 +358,14 @@ def b_level(W, BB, BI, par, TK, I, p, q, a, mass, q0):
 @njit
 def divergence(W, BB, BI, par, TK, I, p, q, kind, a, q0):
     """lp.frontier._ClipDivergence(fam, kind)(a) at mass 1 on the grouped state."""
-    b = b_level(W, BB, BI, par, TK, I, p, q, a, 1.0, q0)
+    return _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, rank(W, BB, BI, par, TK, I, p, q, a, True), q0)
+
+
+@njit
+def _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, hi, q0):
+    """divergence with hi = #{r <= a} given."""
+    b = _b_at(W, BB, BI, par, TK, I, p, q, a, hi, 1.0, q0)
     lo = rank(W, BB, BI, par, TK, I, p, q, b, False)
-    hi = rank(W, BB, BI, par, TK, I, p, q, a, True)
     low, high = W[_PC, lo], W[_PSUF, hi]
     mid = W[_M + kind, hi] - W[_M + kind, lo]
     if kind == 1:
@@ -352,14 +380,43 @@ def divergence(W, BB, BI, par, TK, I, p, q, kind, a, q0):
 
 
 @njit
+def _below_bucket(W, par, k):
+    """The largest double below bucket k's ratios (k >= 2): every ratio of buckets < k is <= it,
+    every ratio of bucket k is above it, so #{r <= it} is bucket k's start (no sort)."""
+    m = par[2]
+    W[_G, m:m + 1].view(np.int64)[0] = ((par[0] + k - 1) << _SHIFT) - 1    # scratch, as _bucket
+    return W[_G, m]
+
+
+@njit
 def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
-    """lp.frontier._clip_level: the largest a >= 1 with D(pi(a), p) <= eps, by the same bisection."""
+    """lp.frontier._clip_level: the largest a >= 1 with D(pi(a), p) <= eps.  First a search over
+    the bucket edges (D there needs no sort of the bucket a lands in), then lp.frontier's bisection
+    inside the bucket found, so only one bucket of a is sorted (b's buckets still are)."""
     hi = max(a_max, 1.0)
     if eps == 0.0:
         return 1.0
     if divergence(W, BB, BI, par, TK, I, p, q, kind, hi, q0) <= eps:
         return hi
     lo = 1.0
+    B = par[1]
+    first, last = 2, B - 1                      # the least bucket k >= 2 whose edge is >= 1
+    while first <= last:
+        mid_k = (first + last) >> 1
+        if _below_bucket(W, par, mid_k) >= 1.0:
+            last = mid_k - 1
+        else:
+            first = mid_k + 1
+    low_k, high_k = first, B - 1                # largest k in [first, B - 1] with D feasible
+    while low_k <= high_k:
+        mid_k = (low_k + high_k) >> 1
+        a = _below_bucket(W, par, mid_k)
+        if _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, BI[0, mid_k], q0) <= eps:
+            lo = a
+            low_k = mid_k + 1
+        else:
+            hi = a
+            high_k = mid_k - 1
     for _ in range(400):
         mid = lo * math.sqrt(hi / lo) if 0.0 < 4.0 * lo < hi else 0.5 * (lo + hi)
         if divergence(W, BB, BI, par, TK, I, p, q, kind, mid, q0) <= eps:
@@ -372,6 +429,24 @@ def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
 
 
 @njit
+def q_divergences(p, q, TK, D):
+    """D += (KL(q||p), KL(p||q)) = (sum q log r, sum -(p log r)) over the tokens with p > 0 and
+    r > 0 (TK = the ratios and their logs), in blocks of _QD_BLOCK tokens: the same sums, in the
+    same order, as grouped_setup's."""
+    n = p.size
+    for s0 in range(0, n, _QD_BLOCK):
+        d1 = 0.0
+        d2 = 0.0
+        for i in range(s0, min(s0 + _QD_BLOCK, n)):
+            if p[i] > 0.0 and TK[0, i] != 0.0:
+                lg = TK[1, i]
+                d1 += q[i] * lg
+                d2 += -(p[i] * lg)
+        D[0] += d1
+        D[1] += d2
+
+
+@njit
 def clip_law(p, q, a, b, out):
     """out = clip(q, b p, a p) = min(max(q, b p), a p) (b <= a): ClipFamily.pi's operations in one pass."""
     for i in range(p.size):
@@ -381,51 +456,63 @@ def clip_law(p, q, a, b, out):
 
 
 @njit
-def out_pass(out, p, q, atol, tv_out, tv_pq, lr, d):
-    """One pass over a certificate's (out, p, q): tv_out = |out - p|, tv_pq = |p - q| (terms of the
-    two TV sums), lr = out / p and d = (out - p) / p where p > 0 (:func:`specsim._kl_kernels.ratio_rows` of (out, p)
-    when every entry of both is > 0), and the flags.  Returns (bad, same_support, off, miss,
-    max_ratio (-1: take lr.max()), between, equal_q, dense, near): ``bad`` = out has a negative or non-finite entry;
-    ``off`` = out > 0 = p somewhere, ``miss`` = p > 0 = out somewhere; max_ratio = max out/p (inf
-    where out > 0 = p, 0 where both are 0); between = min(p, q) - atol <= out <= max(p, q) + atol;
-    equal_q = (out == q); dense = out > 0 and p > 0 everywhere; near = some 0.5 < out/p < 2."""
-    # branch-free (selects, no early exits) so that the loop vectorises; the max ratio is
-    # taken afterwards from lr, which holds out/p where p > 0 and out where p = 0
-    bad = False
-    off = False
-    miss = False
-    between = True
-    eq = True
-    near = False
+def out_pass(out, p, q, atol, lr, d):
+    """One pass over a certificate's (out, p, q): lr = out / p and d = (out - p) / p where p > 0
+    (:func:`specsim._kl_kernels.ratio_rows` of (out, p) when every entry of both is > 0), the sums
+    of |out - p| and |p - q| (numpy's ``.sum()`` of those rows bit for bit, formed block by block
+    in its pairwise order) and the flags.  Returns (bad, same_support, off, miss, max_ratio,
+    between, equal_q, dense, near, far, sum |out - p|, sum |p - q|): ``bad`` = out has a negative or
+    non-finite entry; ``off`` = out > 0 = p somewhere, ``miss`` = p > 0 = out somewhere; max_ratio
+    = max out/p (inf where out > 0 = p, 0 where both are 0; -1: take lr.max()); between = min(p, q) - atol <= out <=
+    max(p, q) + atol; equal_q = (out == q); dense = out > 0 and p > 0 everywhere; near = some
+    0.5 < out/p < 2, far = some other out/p with out, p > 0."""
+    n = out.size
+    lens = KL.pairwise_blocks(n)
+    s1 = np.empty(lens.size)
+    s2 = np.empty(lens.size)
+    b1 = np.empty(KL.PW_BLOCK)
+    b2 = np.empty(KL.PW_BLOCK)
+    bad = off = miss = near = far = nb = ne = False
     npos = 0
-    for i in range(out.size):
-        o, a, c = out[i], p[i], q[i]
-        pa = a > 0.0
-        po = o > 0.0
-        den = a if pa else 1.0
-        ratio = o / den
-        lr[i] = ratio
-        d[i] = (o - a) / den
-        bad |= not ((o >= 0.0) & (o < np.inf))
-        off |= po & (not pa)
-        miss |= pa & (not po)
-        npos += pa
-        near |= pa & po & (ratio > 0.5) & (ratio < 2.0)
-        tv_out[i] = abs(o - a)
-        tv_pq[i] = abs(a - c)
-        between &= (o >= min(a, c) - atol) & (o <= max(a, c) + atol)
-        eq &= o == c
-    dense = not (off or miss) and npos == out.size
+    s = 0
+    for k in range(lens.size):
+        m = lens[k]
+        # views of the block (out[s + i] with s unknown to be >= 0 keeps the loop from vectorising)
+        os, ps, qs, ls, ds = out[s:s + m], p[s:s + m], q[s:s + m], lr[s:s + m], d[s:s + m]
+        for i in range(m):                      # branch-free (selects, no early exits): it vectorises
+            o, a, c = os[i], ps[i], qs[i]
+            pa = a > 0.0
+            po = o > 0.0
+            den = a if pa else 1.0
+            ratio = o / den
+            ls[i] = ratio
+            ds[i] = (o - a) / den
+            bad |= not ((o >= 0.0) & (o < np.inf))
+            off |= po & (not pa)
+            miss |= pa & (not po)
+            npos += pa
+            close = (ratio > 0.5) & (ratio < 2.0)
+            near |= pa & po & close
+            far |= pa & po & (not close)
+            nb |= (o < min(a, c) - atol) | (o > max(a, c) + atol)
+            ne |= o != c
+            b1[i] = abs(o - a)
+            b2[i] = abs(a - c)
+        s1[k] = KL.leaf_sum(b1, m)
+        s2[k] = KL.leaf_sum(b2, m)
+        s += m
+    dense = not (off or miss) and npos == n
     if off:
         mr = np.inf
     elif dense:
         mr = -1.0                               # the caller takes lr.max() (numpy's vectorised max)
     else:
         mr = 0.0                                # out = 0 where p = 0 (no off): ratio 0 there
-        for i in range(out.size):
+        for i in range(n):
             if p[i] > 0.0 and lr[i] > mr:
                 mr = lr[i]
-    return bad, not (off or miss), off, miss, mr, between, eq, dense, near
+    return (bad, not (off or miss), off, miss, mr, not nb, not ne, dense, near, far,
+            KL.pairwise_total(n, s1), KL.pairwise_total(n, s2))
 
 
 @njit

@@ -321,11 +321,12 @@ def chain_verifier(name: str, *, lossless: bool = True, sampler=None, batched: b
     def wrap(fn) -> Verifier:
         if not callable(fn):
             raise TypeError(f"chain_verifier({name!r}) decorates a law function, got {fn!r}")
-        law = fn
         if batched:
             def law(draft, p, q):
                 return law_from_batch(fn, draft, p, q)
             law.__name__ = law.__qualname__ = f"{getattr(fn, '__name__', name)}_per_draft"
+        else:
+            law = fn
         return cls(name=name, law=law, kind="chain", needs=frozenset({"chain"}), sampler=sampler,
                    lossless=lossless, doc=_doc(fn, doc), batch_law=fn if batched else None, **fields)
     return wrap

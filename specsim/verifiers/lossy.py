@@ -26,8 +26,8 @@ from .._sampling import draw_token
 from .._validate import as_pair, check_int, check_real, normalize
 from .. import _jit
 from .. import divergences as _divergences
-from ..divergences import _kl_rows, tv
-from ._clip_family import ClipFamily
+from ..divergences import _JIT_MIN, _kl_rows, tv
+from ._clip_family import ClipFamily, log_ratios
 from .base import Verifier, chain_verifier
 from .chain import _outcomes
 
@@ -285,9 +285,13 @@ def lenience(l: float) -> LossyVerifier:  # noqa: E741 (the paper's name)
         if not _jit.enabled():
             return out(p, q), beta(p, q)
         from ._clip_kernels import lenience_terms
-        acc, rej, pos = np.empty((3, p.size))
+        acc, rej, pos = _jit.work_block("lenience terms", 3, p.size)    # fresh rows page-fault
         lenience_terms(np.ascontiguousarray(p), np.ascontiguousarray(q), l, acc, rej, pos)
-        return acc + rej.sum() * normalize(pos, p), acc.sum()
+        s = pos.sum()                           # out's operations, in one fresh row (the law)
+        res = np.divide(pos, s) if s > 0.0 else p.copy()     # normalize(pos, p)
+        res *= rej.sum()
+        res += acc
+        return res, acc.sum()
 
     return single_token_chain(SingleTokenRule("lenience", decide, out, beta, dict(l=l), closed_pair=pair),
                               doc=lenience.__doc__)
@@ -347,13 +351,22 @@ def topk_accept(k: int) -> LossyVerifier:
 
 
 # --------------------------------------------------------------------------- 8.4 FSD
+def _mid(p, q):
+    """m = (p + q) / 2 of validated rows (so a valid row too), in a reused work row on long rows
+    (a fresh one page-faults); the caller must not keep it."""
+    out = _jit.work_block("fsd mid", 1, p.size)[0] if p.size >= _JIT_MIN and _jit.enabled() else None
+    m = np.add(p, q, out=out)
+    m /= 2
+    return m
+
+
 def _js(p, q):  # p, q: validated rows (the rule's inputs), so m is one too
-    m = (p + q) / 2
+    m = _mid(p, q)
     return 0.5 * _kl_rows(p, m) + 0.5 * _kl_rows(q, m)
 
 
 def _js_released(p, q):
-    m = (p + q) / 2
+    m = _mid(p, q)
     return 0.5 * _kl_rows(m, p) + 0.5 * _kl_rows(m, q)
 
 
@@ -458,8 +471,8 @@ def cactus(delta: float) -> LossyVerifier:
         if fast:  # the caps, acc and the rejected ids in one compiled pass (same arithmetic)
             from ._clip_kernels import cactus_caps, cactus_out
             pc, qc = np.ascontiguousarray(p), np.ascontiguousarray(q)   # one compiled signature
-            h, c, acc = np.empty((3, p.size))
-            act = np.empty(p.size, dtype=np.int64)
+            h, c, acc = _jit.work_block("cactus caps", 3, p.size)     # fresh rows page-fault
+            act = _jit.work_block("cactus ids", 1, p.size, np.int64)[0]
             k = cactus_caps(pc, qc, 2.0 * delta, h, c, acc, act)
             act, ca = act[:k], c[:k]
             beta_value = acc.sum()
@@ -583,20 +596,17 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
         if w in (0.0, 1.0):
             return (q if w == 0.0 else p).copy()
         both = (p > 0) & (q > 0)
-        if both.all():  # the same arithmetic, without the masks, in one fresh row (the law)
-            g = np.log(p)
-            g *= w
-            lq = np.log(q, out=_jit.work_block("ensemble log q", 1, q.size)[0])
-            lq *= 1.0 - w
-            g += lq
+        if both.all():  # p^w q^(1-w) = p (q/p)^(1-w): one exp over the log-ratios a certificate shares
+            g = np.multiply(log_ratios(p, q), 1.0 - w)
             np.exp(g, out=g)
+            g *= p
             s = g.sum()
             if s <= 0.0:
                 return p
             g /= s                                 # normalize(g, p), in place
             return g
         g = np.zeros(p.size)
-        g[both] = np.exp(w * np.log(p[both]) + (1.0 - w) * np.log(q[both]))
+        g[both] = p[both] * np.exp((1.0 - w) * np.log(q[both] / p[both]))
         return normalize(g, p)
 
     def decide(p, q, x):

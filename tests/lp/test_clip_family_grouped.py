@@ -112,7 +112,7 @@ def test_a_certificate_sorts_only_the_buckets_it_lands_in():
     k1, k2 = kl_pair(out, p)
     _frontier_beta(p, q, k1, "kl", fam)
     _frontier_beta(p, q, k2, "kl_reverse", fam)
-    start, done = fam._S[2]
+    start, done = fam._S[2][:2]
     sizes = np.diff(start)
     sorted_tokens = int(sizes[done[:-1].astype(bool) & (sizes > 1)].sum())
     assert 0 < sorted_tokens < fam.m // 20, (sorted_tokens, fam.m)
@@ -154,3 +154,29 @@ def test_work_block_is_reused_only_when_no_family_holds_it():
     del fb
     fc = _GroupedClipFamily(pa, qa)
     assert fc._W.__array_interface__["data"][0] == where
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+@pytest.mark.parametrize("V", [3, 300, 5000])
+def test_q_divergence_is_one_sum_before_and_after_the_buckets(kind, V):
+    """D(q, p) comes from a pass of its own on a fresh family and from the set-up pass once the
+    buckets exist: the same bits either way (a certificate's value must not depend on which query
+    came first), and the sorted family's value to rounding."""
+    p, q = _row(kind, V, 7)
+    try:
+        ref = ClipFamily(p, q)
+    except ValueError:
+        return
+    if ref.n0 or ref.q0:
+        return                                  # D(q, p) = inf one way: callers never ask
+    built = _GroupedClipFamily(p, q)
+    built.rank(1.0, "left")                     # builds the buckets, whose pass sums D(q, p)
+    assert built._qdiv is not None
+    pos = p > 0
+    with np.errstate(divide="ignore"):
+        logr = np.log(q[pos] / p[pos])
+    for d, w in (("kl", q[pos]), ("kl_reverse", p[pos])):
+        early = _GroupedClipFamily(p, q).q_divergence(d)
+        assert built.q_divergence(d) == early
+        scale = float(np.abs(w * np.where(np.isfinite(logr), logr, 0.0)).sum())
+        assert abs(early - ref.q_divergence(d)) <= 1e-13 * scale + 1e-300, (d, early, ref.q_divergence(d))

@@ -8,6 +8,7 @@
   it returns the largest passing index, which with independent eta gives P(tau = i) =
   h_i prod_{j>i}(1 - h_j) = ``block.law``; the residual law is integrated on a 2^12 grid of
   inverse-CDF uniforms (error <= one grid cell per CDF point).
+* Greedy: no noise, so the kernel's (tau, Y) is compared with specsim's ``greedy`` point mass.
 * Tree RRS: a root with two i.i.d. children, grid over both coins and the residual uniform,
   against ``specinfer.law``.
 Random rows come from specsim.testing.strategies.chain_inputs (prefix-dependent model pairs, the
@@ -200,3 +201,21 @@ def test_tree_rrs_grid_law_equals_specinfer_law():
     assert np.allclose(got.sum(1), want.sum(1), atol=1e-15)
     assert np.abs(np.cumsum(got, 1) - np.cumsum(want, 1)).max() <= 1 / gr + 1e-12
     assert np.array_equal(got[1:], want[1:])   # descents: coins on dyadic grids are exact
+
+
+@settings(max_examples=6)
+@given(chain_inputs(V=4, L=3))
+def test_greedy_kernel_is_specsim_greedy_law(args):
+    """Greedy mode uses no noise: its (tau, Y) is specsim's greedy law, a point mass (the lowest
+    id among tied maxima), on the drawn draft and on the all-argmax draft (every token kept)."""
+    from specsim.verifiers import greedy
+
+    x, p, q = args
+    L = len(x)
+    for draft in (tuple(int(t) for t in x), tuple(int(np.argmax(p[k])) for k in range(L))):
+        zeros = np.zeros((1, L))
+        tau, y = run_chain(draft, p, q, zeros, zeros, np.zeros(1), "greedy")
+        want = law_table(greedy.law(draft, p, q), p.shape[1], L)
+        got = np.zeros_like(want)
+        got[tau[0], y[0]] = 1.0
+        assert np.array_equal(got, want), (draft, tau, y)

@@ -144,6 +144,7 @@ def test_short_rows_do_not_import_numba():
     assert out == ["False", "True"]
 
 
+@pytest.mark.skipif(not _jit.enabled(), reason="compiled path off (SPECSIM_JIT=0): no work block is used")
 def test_pair_into_scratch_is_bit_identical_and_never_overwrites_live_rows():
     """as_pair(scratch=...) writes long rows into a per-thread block: the same bits as fresh
     rows, and a second call while the first rows are alive gets other memory (first rows intact)."""
