@@ -372,10 +372,9 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     and the race recursion are compiled (:mod:`lp._race_kernels`; ~5 s of compilation on the
     first call of a process without an on-disk cache, well under 1 s with one).  At V = 151,936,
     CPU time against an AVX-512 argsort of the row (``python benchmarks/issue27.py --only 1``,
-    two runs on a shared 2-core machine, load average 1-3.5): K = 2 0.53-0.64x, K = 3..8
-    0.93-1.11x with a uniform draft and 1.22-1.63x with an LLM-like one (K = 4 the slowest:
-    2,431 prefixes integrated, 1.50x in the quieter run); the numpy path 1.18-1.34x, 2.2-2.7x and
-    3.3-5.1x.
+    eight runs on a shared 2-core machine, load average 1-3.5): K = 2 0.49-0.68x, K = 3..8
+    0.93-1.11x with a uniform draft and 1.11-1.63x with an LLM-like one (K = 4 the slowest,
+    1.39-1.63x: 2,431 prefixes integrated); the numpy path 1.18-1.35x, 2.2-2.7x and 3.3-5.1x.
 
     With replacement no full sort is made (:func:`_iid_bound_bucketed`, docs/theory.md §6.6
     "without a full sort"): tokens with p/q > K are dropped, the rest bucketed by the bits of p/q,
