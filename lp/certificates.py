@@ -179,12 +179,13 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     frontier beta*(D(out, p)) of :func:`lp.frontier.frontier` for each divergence D.  Cost without
     numba: one sort of q/p (a ``ClipFamily`` shared by the rule's closed form and both KL
     frontiers) plus O(V) passes.  With numba (specsim._jit) the family is grouped by buckets of
-    q/p and sorts only the buckets its queries land in (no full sort), and the divergence fields,
-    KL sums, clip-level bisections and the heavier closed forms are compiled passes: the fields
-    of rules that do not use the family are the numpy path's bit for bit, the others agree to
-    rounding (sums in another order).  3.0-3.5x one ``np.sort(p)`` at V = 151,936 against
-    8-13x for the numpy path (``python benchmarks/issue27.py --only 3``, idle 2-core machine;
-    the first call in a fresh install compiles for ~8 s, later processes load the disk cache in
+    q/p, built only if the rule or a KL frontier needs more than D(q, p), and sorts only the
+    buckets its queries land in (no full sort); the divergence fields, KL sums, clip-level
+    bisections and the heavier closed forms are compiled passes: the fields of rules that do not
+    use the family are the numpy path's bit for bit, the others agree to rounding (sums in another
+    order).  1.9-2.8 ms at V = 151,936, 2.8-4.1x one ``np.sort(p)`` (0.7 ms, AVX-512) against
+    8-13x for the numpy path (``python benchmarks/issue27.py --only 3``, idle 2-core AMD EPYC;
+    the first call in a fresh install compiles for ~9 s, later processes load the disk cache in
     ~0.5 s).
 
     Parameters: ``rule`` (a lossy verifier from :mod:`specsim.verifiers.lossy` or its
