@@ -18,7 +18,8 @@ import pytest
 from lp.coupling import _iid_bound_bucketed, multidraft_bound
 from specsim import _jit
 from specsim._validate import as_distribution, as_pair, pair_sums
-from tests.lp.test_bucketed_bound import KINDS, TOL, _exact_iid_alpha, _exact_objective, _ints, _rows, _tie_row
+from tests.lp.test_bucketed_bound import (KINDS, TOL, _exact_iid_alpha, _exact_objective, _exact_prefix_min, _ints,
+                                          _rows, _tie_row)
 
 needs_numba = pytest.mark.skipif(not _jit.enabled(), reason="compiled path off (numba missing or SPECSIM_JIT=0)")
 
@@ -118,13 +119,8 @@ def test_public_call_150000_ties_unnormalised_against_exact_integers():
     p, q = _tie_row(151_936, 150_000, 4)
     given = (p * (1 + 9e-9), q * (1 - 8e-9))
     a, b = map(_ints, as_pair(*given))
-    A, B = sum(a), sum(b)
     order = sorted(range(len(a)), key=lambda v: Fraction(a[v], b[v]))
-    best, pa, qb = A * B ** K, 0, 0
-    for v in order:
-        pa, qb = pa + a[v], qb + b[v]
-        best = min(best, pa * B ** K + A * B ** K - A * qb ** K)
-    _check(given, K, Fraction(best, A * B ** K))
+    _check(given, K, _exact_prefix_min(a, b, order, K))
 
 
 @needs_numba

@@ -46,6 +46,18 @@ def _exact_iid_alpha(p, q, K: int) -> Fraction:
     return best
 
 
+def _exact_prefix_min(a: list[int], b: list[int], order, K: int) -> Fraction:
+    """min over the prefixes of ``order`` of p(H) + 1 - q(H)^K for the integer rows a, b (p = a/A,
+    q = b/B), in Python integers: obj A B^K = pa B^K + A B^K - A qb^K (fast on 150,000 tokens)."""
+    A, B = sum(a), sum(b)
+    BK = B ** K
+    best, pa, qb = A * BK, 0, 0
+    for v in order:
+        pa, qb = pa + a[v], qb + b[v]
+        best = min(best, pa * BK + A * BK - A * qb ** K)
+    return Fraction(best, A * BK)
+
+
 def _exact_objective(p, q, K: int, H) -> Fraction:
     a, b = _ints(p), _ints(q)
     return Fraction(sum(a[v] for v in H), sum(a)) + 1 - Fraction(sum(b[v] for v in H), sum(b)) ** K
@@ -161,7 +173,6 @@ def test_bucketed_150000_ties_against_exact_integers(K):
     raw_p, raw_q = _tie_row(V, ties, K)
     p, q = as_pair(raw_p, raw_q)
     a, b = _ints(p), _ints(q)
-    A, B = sum(a), sum(b)
     is_tied = raw_p == raw_q
     tied = np.flatnonzero(is_tied).tolist()
     r0 = Fraction(a[tied[0]], b[tied[0]])
@@ -169,13 +180,7 @@ def test_bucketed_150000_ties_against_exact_integers(K):
     untied = sorted(np.flatnonzero(~is_tied).tolist(), key=lambda v: Fraction(a[v], b[v]))
     cut = sum(1 for v in untied if Fraction(a[v], b[v]) < r0)    # below the tied ratio, the block, above
     order = untied[:cut] + tied + untied[cut:]
-    BK = B ** K
-    # obj_k A B^K = pa_k B^K + A B^K - A qb_k^K, exact in Python integers
-    best, pa, qb = A * BK, 0, 0
-    for v in order:
-        pa, qb = pa + a[v], qb + b[v]
-        best = min(best, pa * BK + A * BK - A * qb ** K)
-    exact = Fraction(best, A * BK)
+    exact = _exact_prefix_min(a, b, order, K)
     got = multidraft_bound(p, q, K)
     assert abs(got.value - float(exact)) <= TOL
     assert abs(float(_exact_objective(p, q, K, got.H)) - float(exact)) <= TOL
@@ -301,13 +306,8 @@ def test_compiled_150000_ties_against_exact_integers():
     K = 2
     p, q = as_pair(*_tie_row(151_936, 150_000, 4))
     a, b = _ints(p), _ints(q)
-    A, B = sum(a), sum(b)
     order = sorted(range(len(a)), key=lambda v: Fraction(a[v], b[v]))
-    best, pa, qb = A * B ** K, 0, 0
-    for v in order:
-        pa, qb = pa + a[v], qb + b[v]
-        best = min(best, pa * B ** K + A * B ** K - A * qb ** K)
-    _compare_compiled(p, q, K, Fraction(best, A * B ** K))
+    _compare_compiled(p, q, K, _exact_prefix_min(a, b, order, K))
 
 
 def _wide_bucket_row(seed):
