@@ -413,8 +413,8 @@ def multidraft_bound(p, q, K: int, replacement: bool = True, step: float | None 
     if replacement is True:         # the checked rows and their sums: the bound's first pass normalises
         # (and, compiled, checks the signs: it reads every entry; a negative one is named first)
         p, q, *scales = pair_sums(p, q, signs=signs)
-    else:
-        p, q = as_pair(p, q)
+    else:                           # rows in a reused work block (fresh ones page-fault): none is kept
+        p, q = as_pair(p, q, scratch="bound rows")
         scales = None
     try:
         replacement = check_bool(replacement, "replacement")
