@@ -53,7 +53,8 @@ def _masked_mix(p, q, t: float, strict: bool) -> tuple[np.ndarray, tuple[float, 
     """(where(keep, q, 0), (q[keep].sum(), q[~keep].sum())) with keep = p > t (``strict``) or
     p >= t, in one compiled pass (the same sums; used only when specsim._jit is enabled)."""
     from ._clip_kernels import masked_mix
-    out, kept, rest = np.empty((3, p.size))
+    out = np.empty(p.size)                        # the law: a row of its own (a block would stay alive)
+    kept, rest = _jit.work_block("masked mix", 2, p.size)
     nk, nr = masked_mix(np.ascontiguousarray(p), np.ascontiguousarray(q), float(t), strict, out, kept, rest)
     return out, (kept[:nk].sum(), rest[:nr].sum())
 
@@ -244,7 +245,10 @@ def typical(epsilon: float = 0.09, delta: float = 0.3, residual: str = "argmax",
             return out(p, q), beta(p, q)
         t = tau(p)                                # one entropy pass for both closed forms
         mix, (kept, rest) = _masked_mix(p, q, t, True)
-        mix += rest * res(p, t)
+        if residual == "argmax":                  # + rest * onehot: x + 0.0 = x off the argmax
+            mix[int(np.argmax(p))] += rest
+        else:
+            mix += rest * res(p, t)
         return mix, kept
 
     params = dict(epsilon=epsilon, delta=delta, residual=residual, entropy_eps=entropy_eps)
