@@ -36,10 +36,15 @@ __all__ = ["SingleTokenRule", "LossyVerifier", "single_token_chain", "typical", 
            "consultant_standin", "cascade", "LOSSY_RULES"]
 
 
+def _scratch(n: int, name: str) -> np.ndarray | None:
+    """A reused row for a temporary of a long row (a fresh ~1 MB one page-faults), else None."""
+    return _jit.work_block(name, 1, n)[0] if n >= _JIT_MIN else None
+
+
 def _entropy(p: np.ndarray, eps: float = 0.0) -> float:
     if p.min() <= 0:
         p = p[p > 0]
-    t = p + eps
+    t = np.add(p, eps, out=_scratch(p.size, "entropy"))
     np.log(t, out=t)
     t *= p
     return float(-t.sum())
@@ -622,7 +627,7 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
 
     def pair(p, q):  # nu once for both closed forms (the geometric one costs three transcendental passes)
         n = nu(p, q)
-        return n, np.minimum(q, n).sum()
+        return n, np.minimum(q, n, out=_scratch(p.size, "ensemble beta")).sum()
 
     return single_token_chain(SingleTokenRule("ensemble", decide, nu, beta, dict(w=w, kind=kind), closed_pair=pair),
                               doc=ensemble.__doc__)
@@ -752,7 +757,7 @@ def consultant_standin(tau: float) -> LossyVerifier:
         if not _jit.enabled():
             return out(p, q), beta(p, q)
         res, kept = _masked_mix(p, q, tau, False)
-        res += kept[1] * p
+        res += np.multiply(p, kept[1], out=_scratch(p.size, "consultant rest"))
         return res, kept[0]
 
     rule = SingleTokenRule("consultant_standin", decide, out, beta, dict(tau=tau),
