@@ -183,7 +183,7 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     buckets its queries land in (no full sort); the divergence fields, KL sums, clip-level
     bisections and the heavier closed forms are compiled passes: the fields of rules that do not
     use the family are the numpy path's bit for bit, the others agree to rounding (sums in another
-    order).  1.9-2.8 ms at V = 151,936, 2.8-4.1x one ``np.sort(p)`` (0.7 ms, AVX-512) against
+    order).  1.7-2.8 ms at V = 151,936, 2.6-4.0x one ``np.sort(p)`` (0.7 ms, AVX-512) against
     8-13x for the numpy path (``python benchmarks/issue27.py --only 3``, idle 2-core AMD EPYC;
     the first call in a fresh install compiles for ~9 s, later processes load the disk cache in
     ~0.5 s).
