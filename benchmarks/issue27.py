@@ -237,7 +237,7 @@ def goal3(run: Run) -> None:
     from specsim import _jit
     from lp.frontier import _frontier_point
     from specsim.divergences import kl, tv
-    from specsim.verifiers._clip_family import ClipFamily
+    from specsim.verifiers._clip_family import SortedClipFamily
     from specsim.verifiers.lossy import (cactus, consultant_standin, ensemble, fuzzy, lenience, margin_standin,
                                          mentored, topk_accept, typical)
     from specsim._validate import as_pair
@@ -246,7 +246,7 @@ def goal3(run: Run) -> None:
         with _jit.disabled():
             r = _rule_of(rule)
             p, q = as_pair(p, q)
-            fam = ClipFamily(p, q)
+            fam = SortedClipFamily(p, q)
             with fam.shared():
                 out = r.closed_out(p, q)
             k1, k2, t = kl(out, p), kl(p, out), tv(out, p)

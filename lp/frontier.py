@@ -21,7 +21,7 @@ import numpy as np
 
 from specsim._validate import as_pair, check_real
 from specsim.divergences import validate_kind, divergence, tv
-from specsim.verifiers._clip_family import ClipFamily, _GroupedClipFamily, clip_family
+from specsim.verifiers._clip_family import ClipFamily, bisect, clip_family
 
 from ._solvers import CONIC_SOLVERS, check_solvers, solve
 
@@ -82,48 +82,6 @@ class FrontierCurve:
     b: np.ndarray
 
 
-class _ClipDivergence:
-    """D(pi(a), p) for the clip family in O(log V) per a, by prefix sums in ratio order."""
-
-    def __init__(self, fam: ClipFamily, kind: str):
-        self.fam, self.kind = fam, kind
-        self.n0 = fam.n0  # tokens with q = 0 < p: the first n0 in ratio order
-        self.M = fam.mid(kind)  # M_j = sum of the middle terms over the first j tokens in ratio order
-
-    def __call__(self, a: float, mass: float = 1.0) -> float:
-        f = self.fam
-        b = f.b(a, mass)
-        lo, hi = f.segments(a, b)
-        low, high = f.Pc[lo], f.Psuf[hi]
-        mid = self.M[hi] - self.M[lo]
-        if self.kind == "kl":
-            return (b * np.log(b) * low if b > 0 else 0.0) + mid + a * np.log(a) * high
-        if self.kind == "kl_reverse":
-            if b <= 0 and (self.n0 > 0 or low > 0):
-                return np.inf
-            return (-np.log(b) * low if low > 0 else 0.0) + mid - np.log(a) * high
-        return (1.0 - b) * low + mid
-
-
-def _bisect(feasible, lo: float, hi: float) -> tuple[float, float]:
-    """Largest x in [lo, hi] with feasible(x) (monotone: feasible at lo), to ~1 ulp; returns (lo, hi).
-
-    Steps are geometric (mid = sqrt(lo hi)) while hi > 4 lo > 0: a target entry p_v ~ 1e-300 under a
-    draft mass puts a_max = max q/p near 1e300, and 200 arithmetic halvings would never leave a = 1.
-    """
-    if feasible(hi):
-        return hi, hi
-    for _ in range(400):
-        mid = lo * np.sqrt(hi / lo) if 0.0 < 4.0 * lo < hi else 0.5 * (lo + hi)
-        if feasible(mid):
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 4e-16 * max(hi, 1e-300):
-            break
-    return lo, hi
-
-
 def _frontier_tv(p, q, eps) -> FrontierPoint:
     T = tv(p, q)
     t = 1.0 if eps >= T else eps / T
@@ -131,24 +89,11 @@ def _frontier_tv(p, q, eps) -> FrontierPoint:
     return FrontierPoint("tv", eps, float(min(1.0, 1.0 - T + eps)), pi, np.nan, np.nan, tv(pi, p), t)
 
 
-def _clip_level(fam: ClipFamily, D: "_ClipDivergence", eps: float) -> float:
-    """The upper clip level a of Algorithm 9.2: the largest a >= 1 with D(pi(a), p) <= eps."""
-    hi = max(fam.a_max, 1.0)
-    if eps == 0.0:
-        return 1.0
-    if isinstance(fam, _GroupedClipFamily):  # the same bisection compiled (scalar logs by libm: a may differ by an ulp)
-        return fam.clip_level(D.kind, eps)
-    if D(hi) <= eps:
-        return hi
-    return _bisect(lambda a: D(a) <= eps, 1.0, hi)[0]
-
-
-def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDivergence | None" = None,
-                   tv_pq: float | None = None) -> float:
+def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, tv_pq: float | None = None) -> float:
     """beta*(eps) alone, as :func:`_frontier_point` would give it, in O(log V) after ``fam``'s sort.
 
     For certificates, which need only the number: D(q, p) is summed from ``fam``'s log-ratios
-    (no log pass of its own; the prefix sums of :class:`_ClipDivergence` are built only when the
+    (no log pass of its own; the prefix sums of :meth:`ClipFamily.mid` are built only when the
     clip level has to be found), and beta* = sum_v min(q_v, pi_v)
     = Q(r <= a) + a p(r > a) from ``fam``'s prefix sums (pi = clip(q, b p, a p) with b <= a, so
     min(q, pi) = min(q, a p); tokens with p = 0 get pi = 0).  Where that shortcut could differ
@@ -160,7 +105,7 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDiv
     if eps == np.inf:
         return 1.0
     if fam.n0 > 0 or fam.q0 > 0:                   # D(q, p) = inf one way; pi may mix (KL(p||pi))
-        return _frontier_clip(p, q, eps, kind, fam, dfun).beta
+        return _frontier_clip(p, q, eps, kind, fam).beta
     # D(q, p) = sum q log r (KL(q||p)) or -sum p log r (KL(p||q)) over the family (p, q > 0)
     d_q = max(fam.q_divergence(kind), 0.0)
     if abs(d_q - eps) <= 1e-9 * max(1.0, eps):
@@ -168,14 +113,14 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, dfun: "_ClipDiv
         # exactly as _frontier_clip does, and only run it when q does not fit the budget
         if divergence(q, p, kind) <= eps:
             return 1.0
-        return _frontier_clip(p, q, eps, kind, fam, dfun).beta
+        return _frontier_clip(p, q, eps, kind, fam).beta
     if d_q <= eps:
         return 1.0
-    a = 1.0 if eps == 0.0 else _clip_level(fam, dfun or _ClipDivergence(fam, kind), eps)
+    a = fam.clip_level(kind, eps)
     return fam.accepted(a)
 
 
-def _frontier_clip(p, q, eps, kind, fam=None, dfun=None) -> FrontierPoint:
+def _frontier_clip(p, q, eps, kind, fam=None) -> FrontierPoint:
     """Algorithm 9.2 for a finite budget in a KL direction (``fam``: a :class:`ClipFamily` to reuse)."""
     d_q = divergence(q, p, kind)
     if d_q <= eps:
@@ -184,15 +129,14 @@ def _frontier_clip(p, q, eps, kind, fam=None, dfun=None) -> FrontierPoint:
         a = np.inf if np.any(q[~pos] > 0) else float(ratios.max())
         return FrontierPoint(kind, eps, 1.0, q.copy(), a, float(ratios.min()), d_q)
     fam = fam or clip_family(p, q)
-    D = dfun or _ClipDivergence(fam, kind)
-    a = _clip_level(fam, D, eps)
+    a = fam.clip_level(kind, eps)
     b, mix = fam.b(a), None
     pi = fam.pi(a, b)
     q0 = float(q[p <= 0].sum()) if kind == "kl_reverse" and a >= fam.a_max else 0.0
     if q0 > 0:
         # KL(p||pi) leaves pi free where p = 0: once the a-clip is exhausted, the optimum moves a
         # share t of q's off-support mass there, pi = clip(q, b p, a_max p) + t q 1[p = 0] (KKT, nu <= 1).
-        t, _ = _bisect(lambda t: D(a, 1.0 - t * q0) <= eps, 0.0, 1.0)
+        t, _ = bisect(lambda t: fam.divergence(kind, a, 1.0 - t * q0) <= eps, 0.0, 1.0)
         b = fam.b(a, 1.0 - t * q0)
         pi = fam.pi(a, b) + np.where(p <= 0, t * q, 0.0)
         mix = t
@@ -258,8 +202,7 @@ def frontier_curve(p, q, budgets, divergence: str = "tv") -> FrontierCurve:
         pts = [_frontier_tv(p, q, e) for e in eps]
     else:
         fam = clip_family(p, q)
-        D = _ClipDivergence(fam, kind)
-        pts = [_frontier_point(p, q, e, kind, fam) if e == np.inf else _frontier_clip(p, q, e, kind, fam, D)
+        pts = [_frontier_point(p, q, e, kind, fam) if e == np.inf else _frontier_clip(p, q, e, kind, fam)
                for e in eps]
     return FrontierCurve(kind, eps, np.array([t.beta for t in pts]), np.array([t.a for t in pts]),
                          np.array([t.b for t in pts]))

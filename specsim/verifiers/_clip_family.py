@@ -76,30 +76,144 @@ def _argsort_nonneg(r: np.ndarray, work: np.ndarray | None = None, check: bool =
     return key
 
 
+def bisect(feasible, lo: float, hi: float) -> tuple[float, float]:
+    """Largest x in [lo, hi] with feasible(x) (monotone: feasible at lo), to ~1 ulp; returns (lo, hi).
+
+    Steps are geometric (mid = sqrt(lo hi)) while hi > 4 lo > 0: a target entry p_v ~ 1e-300 under a
+    draft mass puts a_max = max q/p near 1e300, and 200 arithmetic halvings would never leave a = 1.
+    """
+    if feasible(hi):
+        return hi, hi
+    for _ in range(400):
+        mid = lo * np.sqrt(hi / lo) if 0.0 < 4.0 * lo < hi else 0.5 * (lo + hi)
+        if feasible(mid):
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 4e-16 * max(hi, 1e-300):
+            break
+    return lo, hi
+
+
 class ClipFamily:
     """pi(a) = clip(q, b(a) p, a p) with b(a) solving sum_v clip(q_v, b p_v, a p_v) = 1 (docs/theory.md §9.2).
 
-    Sorting the breakpoints r_v = q_v / p_v once (p_v > 0) makes b(a) an O(log V) search: with
-    prefix sums P_j, Q_j of p and q in ratio order, sum clip = b P_lo + (Q_hi - Q_lo) + a (1 - P_hi)
-    where lo = #{r < b}, hi = #{r <= a}.  Tokens with p_v = 0 get pi_v = 0.  The sort is the
-    only O(V log V) step of a certificate: ``with fam.shared():`` lets rule closed forms that need
-    it (mentored, Cactus) reuse ``fam`` through :meth:`of` instead of sorting again.
+    With the breakpoints r_v = q_v / p_v (p_v > 0) in ascending order and prefix sums P_j, Q_j of
+    p and q in that order, b(a) is an O(log V) search: sum clip = b P_lo + (Q_hi - Q_lo) +
+    a (1 - P_hi) where lo = #{r < b}, hi = #{r <= a}.  Tokens with p_v = 0 get pi_v = 0.
+    ``with fam.shared():`` lets rule closed forms (mentored, Cactus) reuse ``fam`` through
+    :meth:`of` instead of building another.
 
-    This class sorts every ratio (numpy): it is the reference and the path without numba.
-    :func:`clip_family` gives :class:`_GroupedClipFamily` when numba is there (specsim._jit), which
-    answers the same queries without the full sort.  Queries go through :meth:`rank`,
-    :meth:`ratios_at`, :meth:`mid` and :meth:`q_divergence`; the prefix arrays (``Pc``, ``Qc``,
-    ``Psuf``, ``Qsuf``) are read at positions a query returned.
+    Two implementations answer the same queries: :class:`SortedClipFamily` sorts every ratio
+    (numpy; the reference and the path without numba) and :class:`_GroupedClipFamily` sorts only
+    the buckets its queries land in (numba); :func:`clip_family` picks one.  Queries:
+    :meth:`rank`, :meth:`ranks`, :meth:`ratios_at`, :meth:`b`, :meth:`pi`, :meth:`mid`,
+    :meth:`q_divergence`, :meth:`divergence`, :meth:`clip_level`, :meth:`accepted`; the prefix
+    arrays ``Pc``, ``Qc``, ``Psuf``, ``Qsuf`` are read at positions a query returned.  Every family
+    has ``p``, ``q``, ``m`` (#{p > 0}), ``n0`` (#{q = 0 < p}), ``q0`` (q-mass where p = 0),
+    ``a_max`` (the largest ratio) and ``r_tokens`` (q/p in token order, inf where p = 0).
+
+    >>> import numpy as np
+    >>> fam = SortedClipFamily(np.array([0.05, 0.15, 0.25, 0.55]), np.array([0.55, 0.25, 0.15, 0.05]))
+    >>> round(fam.b(1 / 0.6), 6), fam.pi(1 / 0.6).round(6).tolist()   # mentored(0.6)'s output law
+    (0.833333, [0.083333, 0.25, 0.208333, 0.458333])
+    """
+
+    def rank(self, x: float, side: str) -> int:
+        """#{r < x} (``side="left"``) or #{r <= x} (``"right"``) in ratio order."""
+        raise NotImplementedError
+
+    def ranks(self, xs: np.ndarray, side: str) -> np.ndarray:
+        """:meth:`rank` of every entry of ``xs``."""
+        raise NotImplementedError
+
+    def ratios_at(self, js: np.ndarray) -> np.ndarray:
+        """The ratios at positions ``js`` of the ratio order."""
+        raise NotImplementedError
+
+    def b(self, a: float, mass: float = 1.0) -> float:
+        """The lower clip level b(a) in [0, 1] for a >= 1: sum_v clip(q_v, b p_v, a p_v) = ``mass``."""
+        raise NotImplementedError
+
+    def pi(self, a: float, b: float | None = None) -> np.ndarray:
+        """pi(a) = clip(q, b p, a p) (pi_v = 0 where p_v = 0)."""
+        raise NotImplementedError
+
+    def mid(self, kind: str) -> np.ndarray:
+        """M_j = the running sum (leading 0) of the frontier's middle terms over the first j tokens
+        in ratio order: (p - q)_+ (``"tv"``), q log r (``"kl"``, KL(pi||p)), -p log r
+        (``"kl_reverse"``)."""
+        raise NotImplementedError
+
+    def q_divergence(self, kind: str) -> float:
+        """KL(q||p) (``"kl"``) or KL(p||q) (``"kl_reverse"``) from the family's log-ratios, before
+        clipping at 0 (p, q > 0 everywhere: callers check n0 and q0)."""
+        raise NotImplementedError
+
+    def divergence(self, kind: str, a: float, mass: float = 1.0) -> float:
+        """D(pi(a), p) in O(log V) from the prefix sums (``mass``: pi's total, 1 but for the
+        KL(p||pi) mixing step of lp.frontier)."""
+        b = self.b(a, mass)
+        lo, hi = self.segments(a, b)
+        low, high = self.Pc[lo], self.Psuf[hi]
+        M = self.mid(kind)
+        mid = M[hi] - M[lo]
+        if kind == "kl":
+            return (b * np.log(b) * low if b > 0 else 0.0) + mid + a * np.log(a) * high
+        if kind == "kl_reverse":
+            if b <= 0 and (self.n0 > 0 or low > 0):
+                return np.inf
+            return (-np.log(b) * low if low > 0 else 0.0) + mid - np.log(a) * high
+        return (1.0 - b) * low + mid
+
+    def clip_level(self, kind: str, eps: float) -> float:
+        """The upper clip level a of Algorithm 9.2: the largest a >= 1 with D(pi(a), p) <= eps."""
+        if eps == 0.0:
+            return 1.0
+        return bisect(lambda a: self.divergence(kind, a) <= eps, 1.0, max(self.a_max, 1.0))[0]
+
+    @classmethod
+    def of(cls, p: np.ndarray, q: np.ndarray) -> "ClipFamily":
+        """The family of (p, q): the one :meth:`shared` is scoping when it was built from these very
+        arrays (identity, not equality), else a new one.  Lets a certificate sort q/p once for the
+        rule's closed form (mentored, Cactus) and both KL frontiers."""
+        fam = _SHARED_FAMILY.get()
+        if fam is not None and fam.p is p and fam.q is q:
+            return fam
+        return clip_family(p, q)
+
+    @contextmanager
+    def shared(self):
+        """``with fam.shared():`` makes :meth:`of` return ``fam`` for its own (p, q) in this block."""
+        token = _SHARED_FAMILY.set(self)
+        try:
+            yield self
+        finally:
+            _SHARED_FAMILY.reset(token)
+
+    def segments(self, a: float, b: float) -> tuple[int, int]:
+        """(lo, hi) = (#{r < b}, #{r <= a}) in ratio order."""
+        return self.rank(b, "left"), self.rank(a, "right")
+
+    def accepted(self, a: float) -> float:
+        """sum_v min(q_v, a p_v) = Q(r <= a) + a P(r > a) from the prefix sums (tokens with p = 0 add
+        nothing): the acceptance of speculative sampling against pi(a) (its min(q, pi) = min(q, a p))."""
+        hi = self.rank(a, "right")
+        return float(self.Qc[hi] + a * self.Psuf[hi])
+
+    def _overflow(self, v: int):
+        """``ValueError`` naming the last token whose ratio overflows."""
+        p, q = self.p, self.q
+        raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
+                         "ratio is not representable; set such p entries to 0 or floor them")
+
+
+class SortedClipFamily(ClipFamily):
+    """:class:`ClipFamily` by one sort of every ratio (numpy): the reference and the path without
+    numba.  The sort is the only O(V log V) step of a certificate.
 
     Parameters: ``p`` (target) and ``q`` (draft), float64 distributions of one size (trusted:
     callers validate them); ``ValueError`` when q/p overflows.
-
-    Returns (methods): :meth:`b` the lower level b(a), :meth:`pi` the clipped law pi(a).
-
-    >>> import numpy as np
-    >>> fam = ClipFamily(np.array([0.05, 0.15, 0.25, 0.55]), np.array([0.55, 0.25, 0.15, 0.05]))
-    >>> round(fam.b(1 / 0.6), 6), fam.pi(1 / 0.6).round(6).tolist()   # mentored(0.6)'s output law
-    (0.833333, [0.083333, 0.25, 0.208333, 0.458333])
     """
 
     #: rows of the one work block (see __init__); the last ones are lent out by :meth:`spare_row`
@@ -162,12 +276,6 @@ class ClipFamily:
         if self.r.size and not np.isfinite(self.r[-1]):  # p_v subnormal under draft mass: q/p overflows
             self._overflow(int(np.flatnonzero((self.r_tokens == np.inf) & (self.p > 0))[-1]))
 
-    def _overflow(self, v: int):
-        """``ValueError`` naming the last token whose ratio overflows."""
-        p, q = self.p, self.q
-        raise ValueError(f"q/p overflows at token {v} (p = {p[v]!r}, q = {q[v]!r}): the likelihood "
-                         "ratio is not representable; set such p entries to 0 or floor them")
-
     def spare_row(self, name: str, size: int) -> tuple[np.ndarray, bool]:
         """A row of the family's work block for a per-family array (``size`` <= len(r) + 1), as
         ``(row, fresh)``: the same row for the same ``name`` (``fresh`` True only the first time,
@@ -226,29 +334,6 @@ class ClipFamily:
         d = float(np.multiply(self.qs if kind == "kl" else self.ps, self.logr).sum())
         return d if kind == "kl" else -d
 
-    @classmethod
-    def of(cls, p: np.ndarray, q: np.ndarray) -> "ClipFamily":
-        """The family of (p, q): the one :meth:`shared` is scoping when it was built from these very
-        arrays (identity, not equality), else a new one.  Lets a certificate sort q/p once for the
-        rule's closed form (mentored, Cactus) and both KL frontiers."""
-        fam = _SHARED_FAMILY.get()
-        if fam is not None and fam.p is p and fam.q is q:
-            return fam
-        return clip_family(p, q)
-
-    @contextmanager
-    def shared(self):
-        """``with fam.shared():`` makes :meth:`of` return ``fam`` for its own (p, q) in this block."""
-        token = _SHARED_FAMILY.set(self)
-        try:
-            yield self
-        finally:
-            _SHARED_FAMILY.reset(token)
-
-    def segments(self, a: float, b: float) -> tuple[int, int]:
-        """(lo, hi) = (#{r < b}, #{r <= a}) in ratio order."""
-        return self.rank(b, "left"), self.rank(a, "right")
-
     def b(self, a: float, mass: float = 1.0) -> float:
         """The lower clip level b(a) in [0, 1] for a >= 1: sum_v clip(q_v, b p_v, a p_v) = ``mass``.
 
@@ -259,7 +344,7 @@ class ClipFamily:
         < p) when every draft is accepted (a >= max r, pi = q).
 
         >>> q = np.array([0.35, 0.35, 0.3, 0.0])
-        >>> fam = ClipFamily(np.full(4, 0.25), q)   # sum q = 1 - 2^-54; q/p <= 1.4 < a = 2.5
+        >>> fam = SortedClipFamily(np.full(4, 0.25), q)   # sum q = 1 - 2^-54; q/p <= 1.4 < a = 2.5
         >>> fam.b(2.5), bool(np.array_equal(fam.pi(2.5), q))
         (0.0, True)
         """
@@ -274,12 +359,6 @@ class ClipFamily:
         if j == 0:
             return float(min(1.0, self.r[0]))
         return float(min(max((c + self.Qc[j]) / self.Pc[j], 0.0), 1.0, a))
-
-    def accepted(self, a: float) -> float:
-        """sum_v min(q_v, a p_v) = Q(r <= a) + a P(r > a) from the prefix sums (tokens with p = 0 add
-        nothing): the acceptance of speculative sampling against pi(a) (its min(q, pi) = min(q, a p))."""
-        hi = self.rank(a, "right")
-        return float(self.Qc[hi] + a * self.Psuf[hi])
 
     def pi(self, a: float, b: float | None = None) -> np.ndarray:
         """pi(a) = clip(q, b p, a p) (pi_v = 0 where p_v = 0)."""
@@ -412,7 +491,8 @@ class _GroupedClipFamily(ClipFamily):
         return float(self._qdiv[_KIND_CODE[kind] - 1])
 
     def clip_level(self, kind: str, eps: float) -> float:
-        """lp.frontier's clip level a(eps), the bisection compiled on the grouped state."""
+        # compiled: a search over bucket edges, then the same bisection (scalar logs by libm: a
+        # may differ by an ulp from the generic one on the same sums)
         return float(self._K.clip_level(*self._S, _KIND_CODE[kind], float(eps), self.a_max, self.q0))
 
 
@@ -430,4 +510,4 @@ def log_ratios(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 def clip_family(p: np.ndarray, q: np.ndarray) -> ClipFamily:
     """The clip family of (p, q): grouped (no full sort) with numba, sorted by numpy without."""
-    return _GroupedClipFamily(p, q) if _jit.enabled() else ClipFamily(p, q)
+    return _GroupedClipFamily(p, q) if _jit.enabled() else SortedClipFamily(p, q)

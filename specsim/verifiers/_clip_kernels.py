@@ -333,7 +333,7 @@ def _g_search(W, BB, BI, par, TK, I, p, q, c):
 
 @njit
 def b_level(W, BB, BI, par, TK, I, p, q, a, mass, q0):
-    """ClipFamily.b(a, mass) on the grouped state (the same formula; the buckets of the least and
+    """SortedClipFamily.b(a, mass) on the grouped state (the same formula; the buckets of the least and
     the largest ratio are sorted at set-up)."""
     return _b_at(W, BB, BI, par, TK, I, p, q, a, rank(W, BB, BI, par, TK, I, p, q, a, True), mass, q0)
 
@@ -357,7 +357,7 @@ def _b_at(W, BB, BI, par, TK, I, p, q, a, hi, mass, q0):
 
 @njit
 def divergence(W, BB, BI, par, TK, I, p, q, kind, a, q0):
-    """lp.frontier._ClipDivergence(fam, kind)(a) at mass 1 on the grouped state."""
+    """ClipFamily.divergence(kind, a) at mass 1 on the grouped state."""
     return _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, rank(W, BB, BI, par, TK, I, p, q, a, True), q0)
 
 
@@ -390,7 +390,7 @@ def _below_bucket(W, par, k):
 
 @njit
 def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
-    """lp.frontier._clip_level: the largest a >= 1 with D(pi(a), p) <= eps.  First a search over
+    """ClipFamily.clip_level: the largest a >= 1 with D(pi(a), p) <= eps.  First a search over
     the bucket edges (D there needs no sort of the bucket a lands in), then lp.frontier's bisection
     inside the bucket found, so only one bucket of a is sorted (b's buckets still are)."""
     hi = max(a_max, 1.0)
@@ -448,7 +448,7 @@ def q_divergences(p, q, TK, D):
 
 @njit
 def clip_law(p, q, a, b, out):
-    """out = clip(q, b p, a p) = min(max(q, b p), a p) (b <= a): ClipFamily.pi's operations in one pass."""
+    """out = clip(q, b p, a p) = min(max(q, b p), a p) (b <= a): SortedClipFamily.pi's operations in one pass."""
     for i in range(p.size):
         v = max(p[i] * b, q[i])
         out[i] = min(v, p[i] * a)

@@ -13,7 +13,7 @@ from lp.frontier import _frontier_beta, _frontier_point
 from specsim._validate import as_pair
 from specsim.divergences import kl, kl_pair, tv
 from specsim.testing.strategies import distribution_pairs
-from specsim.verifiers._clip_family import ClipFamily
+from specsim.verifiers._clip_family import SortedClipFamily
 from tests.lp.frontier_checks import FAMILY_RULES, assert_frontier_close, budget_rounding
 from specsim.verifiers.lossy import (cactus, consultant_standin, ensemble, fuzzy, lenience, margin_standin,
                                      mentored, topk_accept, typical)
@@ -26,7 +26,7 @@ def _certify_reference(rule, p, q, atol=1e-12):
     """The certificate as computed before issue 27 (fields that certify returns)."""
     r = _rule_of(rule)
     p, q = as_pair(p, q)
-    fam = ClipFamily(p, q)
+    fam = SortedClipFamily(p, q)
     with fam.shared():
         out = r.closed_out(p, q)
     k1, k2, t = kl(out, p), kl(p, out), tv(out, p)
@@ -104,7 +104,7 @@ def test_certify_equals_reference_at_V_151936():
 @given(distribution_pairs(st.integers(2, 40)), st.floats(0.0, 3.0))
 def test_frontier_beta_equals_frontier_point(pq, eps):
     p, q = pq
-    fam = ClipFamily(p, q)
+    fam = SortedClipFamily(p, q)
     for kind in ("tv", "kl", "kl_reverse"):
         assert abs(_frontier_beta(p, q, eps, kind, fam) - _frontier_point(p, q, eps, kind, fam).beta) <= 1e-10
 
@@ -171,7 +171,7 @@ def _cactus_out_reference(p, q, delta):
     acc = np.minimum(q, h)
     rho = q - acc
     act = np.flatnonzero(rho > 0)
-    fam = ClipFamily(p, q)
+    fam = SortedClipFamily(p, q)
     ca, ra = c[act], rho[act]
     j = np.searchsorted(fam.r, ca, side="left")
     own = np.maximum(ca * p[act] - q[act], 0.0)
@@ -220,20 +220,18 @@ def test_cactus_many_active_drafts_take_the_searchsorted_path():
 
 def test_clip_family_spare_rows():
     """Per-family rows: the same row for the same name, filled once; beyond the spares, fresh arrays."""
-    from lp.frontier import _ClipDivergence
-
     p, q = as_pair(*_extreme("random", 50, 0))
-    fam = ClipFamily(p, q)
-    rows = [fam.spare_row(f"x{i}", 10) for i in range(ClipFamily._SPARE + 2)]
+    fam = SortedClipFamily(p, q)
+    rows = [fam.spare_row(f"x{i}", 10) for i in range(SortedClipFamily._SPARE + 2)]
     assert all(fresh for _, fresh in rows)
     again, fresh = fam.spare_row("x0", 10)
     assert again is rows[0][0] and not fresh
     assert not any(np.shares_memory(rows[i][0], rows[k][0]) for i in range(len(rows)) for k in range(i))
-    fam2 = ClipFamily(p, q)
+    fam2 = SortedClipFamily(p, q)
     for kind in ("kl", "kl_reverse", "tv"):
-        first = _ClipDivergence(fam2, kind).M.copy()
-        np.testing.assert_array_equal(_ClipDivergence(fam2, kind).M, first)
-        np.testing.assert_array_equal(_ClipDivergence(ClipFamily(p, q), kind).M, first)
+        first = fam2.mid(kind).copy()
+        np.testing.assert_array_equal(fam2.mid(kind), first)
+        np.testing.assert_array_equal(SortedClipFamily(p, q).mid(kind), first)
 
 
 @settings(max_examples=15, deadline=None)
@@ -249,7 +247,7 @@ def test_clip_family_checks_its_order_on_the_sorted_ratios(n, kind, seed):
         q = rng.random(n) * 10.0 ** float(rng.integers(-5, 5))
         if kind == "zeros":
             p[rng.random(n) < 0.1] = 0.0
-    fam = ClipFamily(p, q)
+    fam = SortedClipFamily(p, q)
     m = int(np.count_nonzero(p > 0))
     assert fam.idx.size == m and np.array_equal(np.sort(fam.idx), np.flatnonzero(p > 0))
     np.testing.assert_array_equal(fam.ps, p[fam.idx])

@@ -12,7 +12,7 @@ pytest.importorskip("numba")
 from lp.certificates import certify  # noqa: E402
 from specsim import _jit  # noqa: E402
 from specsim.testing.strategies import distribution_pairs  # noqa: E402
-from specsim.verifiers._clip_family import ClipFamily, _GroupedClipFamily  # noqa: E402
+from specsim.verifiers._clip_family import ClipFamily, SortedClipFamily, _GroupedClipFamily  # noqa: E402
 from specsim.verifiers.lossy import cactus, mentored  # noqa: E402
 from tests.lp.frontier_checks import budget_rounding  # noqa: E402
 from tests.lp.test_certify_jit import ROW_KINDS, _assert_same, _row  # noqa: E402
@@ -29,7 +29,7 @@ def _queries(fam: ClipFamily, rng) -> np.ndarray:
 
 
 def _assert_agrees(p, q, seed=0):
-    ref = ClipFamily(p, q)
+    ref = SortedClipFamily(p, q)
     fam = _GroupedClipFamily(p, q)
     assert (fam.m, fam.n0, fam.q0, fam.a_max) == (ref.r.size, ref.n0, ref.q0, ref.a_max)
     tol = budget_rounding(p, 0.0)
@@ -55,7 +55,7 @@ def _assert_agrees(p, q, seed=0):
 @pytest.mark.parametrize("V", [3, 7, 300])
 def test_ranks_order_and_sums_match_the_sorted_family(kind, V):
     try:
-        ClipFamily(*_row(kind, V, 5))
+        SortedClipFamily(*_row(kind, V, 5))
     except ValueError:
         return                                  # overflowing ratios: tested below
     _assert_agrees(*_row(kind, V, 5), seed=V)
@@ -71,7 +71,7 @@ def test_overflowing_ratio_is_refused_with_the_same_message():
     p = np.array([0.5, 0.5, 5e-324, 5e-324, 0.0])    # q/p = 0.2 / 5e-324 overflows at tokens 2 and 3
     q = np.full(5, 0.2)
     msgs = []
-    for cls in (ClipFamily, _GroupedClipFamily):
+    for cls in (SortedClipFamily, _GroupedClipFamily):
         with pytest.raises(ValueError, match="q/p overflows at token 3") as err:
             cls(p, q)
         msgs.append(str(err.value))
@@ -117,7 +117,7 @@ def test_a_certificate_sorts_only_the_buckets_it_lands_in():
     assert 0 < sorted_tokens < fam.m // 20, (sorted_tokens, fam.m)
     for k in range(sizes.size):                 # negative control: force every bucket
         fam.ratios_at(np.array([start[k]])) if sizes[k] else None
-    assert np.array_equal(fam.r, np.sort(fam.r)) and np.array_equal(fam.r, ClipFamily(p, q).r)
+    assert np.array_equal(fam.r, np.sort(fam.r)) and np.array_equal(fam.r, SortedClipFamily(p, q).r)
 
 
 def test_grouped_clip_level_meets_the_budget_to_rounding():
@@ -144,7 +144,7 @@ def test_work_block_is_reused_only_when_no_family_holds_it():
     fa = _GroupedClipFamily(pa, qa)
     fb = _GroupedClipFamily(pb, qb)
     assert not np.shares_memory(fa._W, fb._W)
-    ref = ClipFamily(pa, qa)
+    ref = SortedClipFamily(pa, qa)
     for x in ref.r[::7]:
         assert fa.rank(x, "right") == ref.rank(x, "right")
         assert fa.ratios_at(np.array([fa.rank(x, "right") - 1]))[0] == x
@@ -163,7 +163,7 @@ def test_q_divergence_is_one_sum_before_and_after_the_buckets(kind, V):
     came first), and the sorted family's value to rounding."""
     p, q = _row(kind, V, 7)
     try:
-        ref = ClipFamily(p, q)
+        ref = SortedClipFamily(p, q)
     except ValueError:
         return
     if ref.n0 or ref.q0:

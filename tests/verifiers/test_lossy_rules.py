@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from specsim import check_lossless, output_law, random_model, token
 from specsim.testing.strategies import distributions, model_pairs
 from specsim.divergences import kl, tv
-from specsim.verifiers._clip_family import ClipFamily
+from specsim.verifiers._clip_family import ClipFamily, SortedClipFamily
 from specsim.verifiers.lossy import (LOSSY_RULES, cactus, cascade, consultant_standin, ensemble, fuzzy,
                                      lenience, margin_standin, mentored, single_token_chain, topk_accept,
                                      typical)
@@ -133,7 +133,7 @@ def test_registry_complete():
 def test_clip_family_sharing_is_scoped_to_the_same_arrays():
     """ClipFamily.of reuses a family only inside ``shared()`` and only for the very same arrays."""
     p, q = E1_P.copy(), E1_Q.copy()
-    fam = ClipFamily(p, q)
+    fam = SortedClipFamily(p, q)
     assert ClipFamily.of(p, q) is not fam
     with fam.shared():
         assert ClipFamily.of(p, q) is fam
