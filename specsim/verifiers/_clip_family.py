@@ -385,8 +385,8 @@ class _GroupedClipFamily(ClipFamily):
     so a certificate whose rule and frontier need at most D(q, p) never builds them.
 
     Sums differ from the sorted family's in rounding only (each bucket summed in token order,
-    then the bucket totals in order), so queries agree with :class:`ClipFamily` to ~1e-16
-    relative and ranks exactly.  Parameters and errors as :class:`ClipFamily`.
+    then the bucket totals in order), so queries agree with :class:`SortedClipFamily` to ~1e-16
+    relative and ranks exactly.  Parameters and errors as :class:`SortedClipFamily`.
     """
 
     #: attributes that exist once the buckets are built (:meth:`_build`, by :meth:`__getattr__`)
