@@ -8,12 +8,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from specsim import _jit
-from lp.certificates import _rule_of, _support_note, certify
+from lp.certificates import _support_note, certify
 from lp.frontier import _frontier_beta, _frontier_point
 from specsim._validate import as_pair
-from specsim.divergences import kl, kl_pair, tv
+from specsim.divergences import kl, kl_pair
 from specsim.testing.strategies import distribution_pairs
 from specsim.verifiers._clip_family import SortedClipFamily
+from tests.lp.certify_reference import certify_reference
 from tests.lp.frontier_checks import FAMILY_RULES, assert_frontier_close, budget_rounding
 from specsim.verifiers.lossy import (cactus, consultant_standin, ensemble, fuzzy, lenience, margin_standin,
                                      mentored, topk_accept, typical)
@@ -22,19 +23,10 @@ RULES = (typical(), lenience(0.7), topk_accept(3), fuzzy(0.3, "js_released"), ca
          mentored(0.6), ensemble(0.6, "geometric"), margin_standin(0.5), consultant_standin(1e-4))
 
 
-def _certify_reference(rule, p, q, atol=1e-12):
+def _certify_reference(rule, p, q):
     """The certificate as computed before issue 27 (fields that certify returns)."""
-    r = _rule_of(rule)
-    p, q = as_pair(p, q)
-    fam = SortedClipFamily(p, q)
-    with fam.shared():
-        out = r.closed_out(p, q)
-    k1, k2, t = kl(out, p), kl(p, out), tv(out, p)
-    return dict(out=out, beta=float(r.closed_beta(p, q)), kl_out_p=k1, kl_p_out=k2, tv=t,
-                frontier_tv=_frontier_point(p, q, t, "tv").beta,
-                frontier_kl=_frontier_point(p, q, k1, "kl", fam).beta,
-                frontier_kl_reverse=_frontier_point(p, q, k2, "kl_reverse", fam).beta,
-                infinite=_support_note(out, p))
+    ref = certify_reference(rule, p, q)
+    return dict(ref, infinite=_support_note(ref["out"], as_pair(p, q)[0]))
 
 
 def _same(c, ref, p, q):
