@@ -58,22 +58,13 @@ def ratio_rows(x, y, lr, d):
 
 
 @njit
-def kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx, dense):
+def kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx):
     """The terms of divergences.kl_pair's sums over the k entries with x > 0, in order:
     terms = x log(x / y) and (with ``both``) terms_yx = y log(x / y), the log being log1p((x - y) / y)
     where 0.5 < x / y < 2 (when ``near``) and log(x / y) elsewhere.  ``lr`` = x / y, ``logs`` =
-    log(lr), ``log1ps`` = log1p(d) over those entries (from :func:`ratio_rows` or
-    :func:`specsim.verifiers._clip_kernels.out_pass`;
-    ``dense``: x > 0 everywhere, no compaction).  Returns k; the caller sums the rows with numpy."""
-    if dense:
-        k = x.size
-        for i in range(k):                      # branch-free (it vectorises)
-            v = lr[i]
-            t = log1ps[i] if (near & (v > 0.5) & (v < 2.0)) else logs[i]
-            terms[i] = x[i] * t
-            if both:
-                terms_yx[i] = y[i] * t
-        return k
+    log(lr), ``log1ps`` = log1p(d) over those entries, packed (from :func:`ratio_rows` or
+    :func:`specsim.verifiers._clip_kernels.out_pass`; a row with x > 0 everywhere goes to
+    :func:`kl_sums` instead).  Returns k; the caller sums the rows with numpy."""
     k = 0
     for i in range(x.size):
         a = x[i]
@@ -196,8 +187,8 @@ def row_sum(a):
 
 @njit
 def kl_sums(x, y, lr, logs, log1ps, near, both):
-    """(sum of :func:`kl_terms`'s terms, sum of its terms_yx) on a dense row (x > 0 everywhere),
-    each numpy's ``.sum()`` of the row kl_terms would write, bit for bit."""
+    """(sum x log(x / y), sum y log(x / y)) on a row with x > 0 everywhere, the logs chosen as in
+    :func:`kl_terms`: each sum numpy's ``.sum()`` of the written-out terms, bit for bit."""
     lens = pairwise_blocks(x.size)
     s1 = np.empty(lens.size)
     s2 = np.empty(lens.size)
@@ -208,7 +199,7 @@ def kl_sums(x, y, lr, logs, log1ps, near, both):
         m = lens[k]
         # views of the block: indexing x[s + i] (s unknown to be >= 0) keeps the loop from vectorising
         xs, ys, vs, lg, l1 = x[s:s + m], y[s:s + m], lr[s:s + m], logs[s:s + m], log1ps[s:s + m]
-        for i in range(m):                      # kl_terms' dense loop on the block
+        for i in range(m):                      # the terms of the block (branch-free)
             v = vs[i]
             t = l1[i] if (near & (v > 0.5) & (v < 2.0)) else lg[i]
             b1[i] = xs[i] * t

@@ -91,7 +91,7 @@ def _kl_log_sums(x, y, work, k, near, dense, both, far=True):
             xy, yx = K.kl_sums(x, y, lr, logs, log1ps, near, both)
             yx = -yx if both else 0.0
         else:
-            K.kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx, dense)
+            K.kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx)
             xy = float(terms[:k].sum())
             yx = -float(terms_yx[:k].sum()) if both else 0.0
     if not (np.isfinite(xy) and np.isfinite(yx)):

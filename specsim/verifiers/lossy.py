@@ -363,8 +363,7 @@ def topk_accept(k: int) -> LossyVerifier:
 def _mid(p, q):
     """m = (p + q) / 2 of validated rows (so a valid row too), in a reused work row on long rows
     (a fresh one page-faults); the caller must not keep it."""
-    out = _jit.work_block("fsd mid", 1, p.size)[0] if p.size >= _JIT_MIN and _jit.enabled() else None
-    m = np.add(p, q, out=out)
+    m = np.add(p, q, out=_scratch(p.size, "fsd mid"))
     m /= 2
     return m
 
