@@ -126,6 +126,19 @@ def test_certify_compiled_equals_numpy_packed_sort(kind):
         _assert_same(rule, p, q, kind)
 
 
+@pytest.mark.parametrize("V", [5, 5000])
+def test_certify_compiled_equals_numpy_float32_and_q_max_near_one(V):
+    """Extreme rows of the input contract: float32 rows (validated into float64 alike on both
+    paths) and a draft whose largest entry is within 1e-15 of 1."""
+    p, q = _row("llm", V, 4)
+    rest = np.random.default_rng(V).dirichlet(np.full(V - 1, 0.5)) * 1e-15
+    q_peak = np.concatenate([[1.0 - rest.sum()], rest])
+    assert 1.0 - q_peak[0] <= 1e-15
+    for rule in RULES:
+        _assert_same(rule, p.astype(np.float32), q.astype(np.float32), f"float32 V={V}")
+        _assert_same(rule, p, q_peak, f"q_max near 1, V={V}")
+
+
 def test_certify_compiled_equals_numpy_at_V_151936():
     p, q = _row("llm", 151_936, 3)
     for rule in RULES:
