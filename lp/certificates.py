@@ -214,7 +214,8 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
         # direction, with acceptance 1, so beta* = 1 exactly (no clip level to search)
         f_kl = f_kl_reverse = 1.0
     else:
-        f_kl, f_kl_reverse = _frontier_beta(p, q, k1, "kl", fam), _frontier_beta(p, q, k2, "kl_reverse", fam)
+        f_kl, f_kl_reverse = (_frontier_beta(p, q, k, kind, fam, tv_pq=tv_pq)
+                              for k, kind in ((k1, "kl"), (k2, "kl_reverse")))
     return LossyCertificate(r.name, dict(r.params), out, beta, k1, k2, t, mr,
                             float(np.log(mr)) if mr > 0 else -np.inf, between,
                             _frontier_beta(p, q, t, "tv", fam, tv_pq=tv_pq), f_kl, f_kl_reverse, note, r.label)

@@ -98,7 +98,10 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, tv_pq: float | 
     = Q(r <= a) + a p(r > a) from ``fam``'s prefix sums (pi = clip(q, b p, a p) with b <= a, so
     min(q, pi) = min(q, a p); tokens with p = 0 get pi = 0).  Where that shortcut could differ
     from the direct sums (D(q, p) within 1e-9 of eps, ratios that underflow, the KL(p||pi) mixing
-    case) it returns :func:`_frontier_point`'s value.  ``tv_pq``: TV(p, q) when the caller has it.
+    case) it returns :func:`_frontier_point`'s value.  ``tv_pq``: TV(p, q) when the caller has it
+    (in a KL direction it only orders the work: by Pinsker, D(q, p) >= 2 TV(p, q)^2 in either
+    direction, so a budget below that needs the clip level, and ``fam`` is built for it before
+    D(q, p) is asked for; the built family sums D(q, p) on the way, with the same bits).
     """
     if kind == "tv":
         return float(min(1.0, 1.0 - (tv(p, q) if tv_pq is None else tv_pq) + eps))
@@ -106,6 +109,8 @@ def _frontier_beta(p, q, eps: float, kind: str, fam: ClipFamily, tv_pq: float | 
         return 1.0
     if fam.n0 > 0 or fam.q0 > 0:                   # D(q, p) = inf one way; pi may mix (KL(p||pi))
         return _frontier_clip(p, q, eps, kind, fam).beta
+    if tv_pq is not None and eps < 2.0 * tv_pq * tv_pq * (1.0 - 1e-9):
+        fam.build()
     # D(q, p) = sum q log r (KL(q||p)) or -sum p log r (KL(p||q)) over the family (p, q > 0)
     d_q = max(fam.q_divergence(kind), 0.0)
     if abs(d_q - eps) <= 1e-9 * max(1.0, eps):

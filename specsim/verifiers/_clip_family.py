@@ -166,6 +166,10 @@ class ClipFamily:
             return (-np.log(b) * low if low > 0 else 0.0) + mid - np.log(a) * high
         return (1.0 - b) * low + mid
 
+    def build(self) -> None:
+        """Build what rank and clip-level queries read, if the family builds it lazily (a caller
+        that knows it will need them saves a pass the family would otherwise make first)."""
+
     def clip_level(self, kind: str, eps: float) -> float:
         """The upper clip level a of Algorithm 9.2: the largest a >= 1 with D(pi(a), p) <= eps."""
         if eps == 0.0:
@@ -426,6 +430,10 @@ class _GroupedClipFamily(ClipFamily):
             self._build()
             return object.__getattribute__(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def build(self) -> None:
+        if "_S" not in self.__dict__:
+            self._build()
 
     def _log_ratios(self):
         """numpy's vectorised log of the ratios into TK[1] (r = 0 and p = 0 are never read)."""

@@ -42,11 +42,12 @@ _MAX_BUCKETS = 1 << 15
 #    query lands in it): 0 r = q/p, 1 p, 2 q, 3 log r (0 where r = 0); 4 Pc, 5 Qc (sums of p, q
 #    before the position), 6 Psuf, 7 Qsuf (from the position on), 8 G = r Pc - Qc (W[8, m] is
 #    scratch), 9-11 M: running sums of the frontier's middle terms per kind ((p - q)_+, q log r,
-#    -p log r).  Rows 0-3 are gathered when a bucket is sorted; rows 4-11 are valid at bucket
-#    starts and inside sorted buckets.  Only the sorted buckets' tokens are ever moved: grouping
+#    -p log r).  Rows 0-3 are gathered when a bucket is sorted; rows 4-11 are valid inside sorted
+#    buckets, at their starts and at the end (a start is filled from BB when a query reaches it;
+#    G only inside sorted buckets).  Only the sorted buckets' tokens are ever moved: grouping
 #    every token by value costs a random write per token and entry, which dominates on a cold cache;
 #  BB (8, B + 1) float64: 0 BP, 1 BQ (p, q of the buckets before k), 2 BPs, 3 BQs (of the buckets
-#    from k on), 4-6 BM (the middle terms of the buckets before k), 7 G at each bucket start;
+#    from k on), 4-6 BM (the middle terms of the buckets before k), 7 G at each bucket's lower edge;
 #  BI (3, B + 1) int64: 0 first position of each bucket, 1 bucket sorted and filled, 2 the bucket's
 #    last token (-1: none), the head of its list in I[0];
 #  par int64: (base, B, m, n0);
@@ -92,12 +93,12 @@ def grouped_ratios(p, q, r_in):
 @njit
 def grouped_setup(W, BI, par, TK, I, p, q, D):
     """Bucket every token with p > 0 (0: r = 0; 1 + the top bits of r's pattern above ``base``,
-    clamped at 1) in one pass over the row that also sums p, q, (p - q)_+, q log r and -p log r per
-    bucket (one pass for every kind: a certificate needs all three) and threads each bucket's
-    tokens into a list; lay the buckets out (positions) and fill W at the bucket starts.  ``W``,
-    ``TK`` and ``I`` are allocated by the caller, once each (fresh O(V) arrays per call
-    page-fault).  D += (KL(q||p), KL(p||q)) as :func:`q_divergences`
-    sums them, bit for bit.  Returns BB (BI is filled in place)."""
+    clamped at 1) in one pass over the row that also sums p, q, q log r and -p log r per bucket
+    and threads each bucket's tokens into a list; lay the buckets out (positions) and fill W at
+    the end of the order (a bucket's start is filled from BB when a query needs it:
+    :func:`_fill_start`).  ``W``, ``TK`` and ``I`` are allocated by the caller, once each (fresh
+    O(V) arrays per call page-fault).  D += (KL(q||p), KL(p||q)) as :func:`q_divergences` sums
+    them, bit for bit.  Returns BB (BI is filled in place)."""
     base, B, m = par[0], par[1], par[2]
     n = p.size
     r_in = TK[0]
@@ -106,13 +107,12 @@ def grouped_setup(W, BI, par, TK, I, p, q, D):
     # nxt in token order; a counting-sort scatter instead writes ids at random into a row that is
     # out of cache after other work, as slow as the pass itself.  _sort_bucket walks the list.
     nxt = I[0].view(np.int32)
-    # one 64-byte line per bucket: sums of p, q, (p - q)_+, q log r, -p log r, the least r, the
-    # count and the list's head (as floats): a token touches one line, not eight arrays, and the
-    # least r is a min, not a branch (mispredicted on random ratios): 0.76 -> 0.57 ms cold
+    # one 64-byte line per bucket: sums of p, q, q log r, -p log r, the count and the list's head
+    # (as floats): a token touches one line, not six arrays.  No per-token (p - q)_+ or least
+    # ratio: both follow from the bucket's sums and edges (below), ~0.1 ms of the pass cold.
     A = np.zeros(B * 8)
     for k in range(B):
-        A[8 * k + 5] = np.inf
-        A[8 * k + 7] = -1.0
+        A[8 * k + 5] = -1.0
     for s0 in range(0, n, _QD_BLOCK):           # blocks: D(q, p) summed as q_divergences does
         d1 = 0.0
         d2 = 0.0
@@ -131,51 +131,70 @@ def grouped_setup(W, BI, par, TK, I, p, q, D):
                     lg = TK[1, i]
                     t1 = qi * lg
                     t2 = -(pi * lg)
-                    A[j + 3] += t1
-                    A[j + 4] += t2
+                    A[j + 2] += t1
+                    A[j + 3] += t2
                     d1 += t1
                     d2 += t2
-                nxt[i] = np.int32(A[j + 7])
-                A[j + 7] = i
-                A[j + 6] += 1.0
+                nxt[i] = np.int32(A[j + 5])
+                A[j + 5] = i
+                A[j + 4] += 1.0
                 A[j] += pi
                 A[j + 1] += qi
-                d = pi - qi
-                A[j + 2] += d if d > 0.0 else 0.0
-                A[j + 5] = min(A[j + 5], v)
         D[0] += d1
         D[1] += d2
+    # bucket k >= 2 holds the ratios whose pattern's top bits are base + k - 1: its lower edge is
+    # that pattern with zero low bits; 1.0 is such an edge, so a bucket lies wholly below 1 or not
+    # at all, except the clamped bucket 1 when the range is cut (its tokens are walked)
+    edge = np.empty(B + 1, np.int64)
+    for k in range(B + 1):
+        edge[k] = (base + k - 1) << _SHIFT if k >= 2 else 0
+    e = edge.view(np.float64)
+    one = np.int64(0x3FF0000000000000) >> _SHIFT
     BB = np.zeros((8, B + 1))
     for k in range(B):
         j = 8 * k
-        BI[0, k + 1] = BI[0, k] + np.int64(A[j + 6])
-        BI[2, k] = np.int64(A[j + 7])
+        BI[0, k + 1] = BI[0, k] + np.int64(A[j + 4])
+        BI[2, k] = np.int64(A[j + 5])
         BB[0, k + 1] = BB[0, k] + A[j]
         BB[1, k + 1] = BB[1, k] + A[j + 1]
-        BB[4, k + 1] = BB[4, k] + A[j + 2]
-        BB[5, k + 1] = BB[5, k] + A[j + 3]
-        BB[6, k + 1] = BB[6, k] + A[j + 4]
+        if k == 0 or base + k <= one:           # every ratio < 1: (p - q)_+ = p - q
+            tv = A[j] - A[j + 1]
+        elif k == 1:                            # the clamped bucket reaches 1
+            tv = 0.0
+            t = BI[2, 1]
+            while t >= 0:
+                d = p[t] - q[t]
+                tv += d if d > 0.0 else 0.0
+                t = nxt[t]
+        else:
+            tv = 0.0
+        BB[4, k + 1] = BB[4, k] + tv
+        BB[5, k + 1] = BB[5, k] + A[j + 2]
+        BB[6, k + 1] = BB[6, k] + A[j + 3]
     for k in range(B - 1, -1, -1):              # from the top, as the suffix sums of the sorted path
         BB[2, k] = BB[2, k + 1] + A[8 * k]
         BB[3, k] = BB[3, k + 1] + A[8 * k + 1]
-    nxt = np.inf                                # an empty bucket starts where the next one does
-    for k in range(B - 1, -1, -1):
-        if A[8 * k + 6] > 0.0:
-            nxt = A[8 * k + 5]
-        BB[7, k] = nxt * BB[0, k] - BB[1, k] if nxt < np.inf else np.inf
+    # G at bucket k's lower edge e: sum_i p_i (e - r_i)_+ = e P - Q over the buckets below (all
+    # their ratios are < e), a lower bound of G inside the bucket and an upper bound below it,
+    # which is all _g_search needs (G is nondecreasing in the ratio)
+    for k in range(B):
+        BB[7, k] = e[k] * BB[0, k] - BB[1, k]
     BB[7, B] = np.inf
-    for k in range(B + 1):                      # increasing k: an empty bucket's start is rewritten
-        s = BI[0, k]                            # by the next bucket's, with the same sums
-        W[_PC, s] = BB[0, k]
-        W[_QC, s] = BB[1, k]
-        W[_PSUF, s] = BB[2, k]
-        W[_QSUF, s] = BB[3, k]
-        W[_M, s] = BB[4, k]
-        W[_M + 1, s] = BB[5, k]
-        W[_M + 2, s] = BB[6, k]
-        if s < m:
-            W[_G, s] = BB[7, k]
+    _fill_start(W, BB, BI, B)
     return BB
+
+
+@njit
+def _fill_start(W, BB, BI, k):
+    """W's running sums at bucket k's start (k = B: the end of the order), from the bucket sums."""
+    s = BI[0, k]
+    W[_PC, s] = BB[0, k]
+    W[_QC, s] = BB[1, k]
+    W[_PSUF, s] = BB[2, k]
+    W[_QSUF, s] = BB[3, k]
+    W[_M, s] = BB[4, k]
+    W[_M + 1, s] = BB[5, k]
+    W[_M + 2, s] = BB[6, k]
 
 
 @njit
@@ -196,9 +215,11 @@ def _fill_mid(W, BI, k, kind):
 
 
 @njit
-def _sort_bucket(W, BI, par, TK, I, p, q, k):
+def _sort_bucket(W, BB, BI, par, TK, I, p, q, k):
     """Gather bucket k's tokens (ratio, p, q, log ratio), sort them by ratio and fill the running
     sums from the bucket's start (suffix sums from the next bucket's start)."""
+    _fill_start(W, BB, BI, k)
+    _fill_start(W, BB, BI, k + 1)
     s, e = BI[0, k], BI[0, k + 1]
     n = e - s
     ids = I[1].view(np.int32)
@@ -283,7 +304,7 @@ def rank(W, BB, BI, par, TK, I, p, q, x, right):
     if k >= par[1]:
         return par[2]
     if not BI[1, k]:
-        _sort_bucket(W, BI, par, TK, I, p, q, k)
+        _sort_bucket(W, BB, BI, par, TK, I, p, q, k)
     return _search(W, _R, BI[0, k], BI[0, k + 1], x, right)
 
 
@@ -300,7 +321,7 @@ def sort_bucket_at(W, BB, BI, par, TK, I, p, q, j):
     """Sort the bucket holding position j (0 <= j < m)."""
     k = np.searchsorted(BI[0], j, side="right") - 1
     if not BI[1, k]:
-        _sort_bucket(W, BI, par, TK, I, p, q, k)
+        _sort_bucket(W, BB, BI, par, TK, I, p, q, k)
 
 
 @njit
@@ -325,9 +346,9 @@ def _g_search(W, BB, BI, par, TK, I, p, q, c):
             hi = mid
     if lo == 0:
         return 0
-    k = lo - 1                                  # the last bucket starting below c: never empty
+    k = lo - 1                                  # the answer lies in bucket k or at its end
     if not BI[1, k]:
-        _sort_bucket(W, BI, par, TK, I, p, q, k)
+        _sort_bucket(W, BB, BI, par, TK, I, p, q, k)
     return _search(W, _G, BI[0, k], BI[0, k + 1], c, False)
 
 
@@ -411,6 +432,7 @@ def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
     while low_k <= high_k:
         mid_k = (low_k + high_k) >> 1
         a = _below_bucket(W, par, mid_k)
+        _fill_start(W, BB, BI, mid_k)
         if _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, BI[0, mid_k], q0) <= eps:
             lo = a
             low_k = mid_k + 1
