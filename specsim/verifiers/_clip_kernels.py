@@ -410,10 +410,92 @@ def _below_bucket(W, par, k):
 
 
 @njit
+def _edge(W, par, k):
+    """Bucket k's lower edge (k >= 2; 0 below): its ratios' pattern with the low bits cleared."""
+    if k < 2:
+        return 0.0
+    m = par[2]
+    W[_G, m:m + 1].view(np.int64)[0] = (par[0] + k - 1) << _SHIFT     # scratch, as _bucket
+    return W[_G, m]
+
+
+@njit
+def _decided(W, BB, BI, par, kind, a, hi, q0, eps):
+    """Whether D(pi(a), p) <= eps, told from bucket sums when they suffice: 1 yes, 0 no, -1 not
+    told (the caller evaluates D, which sorts b's bucket).  hi = #{r <= a}, W valid there.
+
+    b(a) = H^-1(c) for H(x) = sum_v p_v (x - r_v)_+ (nondecreasing, slope P(r < x)), and the b
+    search's bucket step finds kb with H(e_kb) < c <= H(e_kb+1) (BB[7] = H at the edges): b lies
+    in (e_kb, e_kb+1], tighter by the slope's bounds P(r < e_kb), P(r < e_kb+1).  Over that range
+    D's b term, P(r < b) and the middle sum (one sign inside a bucket below 1) are bracketed;
+    an answer is given only with a margin far above D's rounding, so it is the one the
+    evaluation of D would give.  Used where queries would otherwise sort a b bucket per step."""
+    m, B = par[2], par[1]
+    excess = q0
+    if hi < m:
+        excess += max(W[_QSUF, hi] - a * W[_PSUF, hi], W[_Q, m - 1] - a * W[_P, m - 1], 0.0)
+    c = excess                                  # mass 1: c = excess
+    if c <= 0.0:
+        return -1
+    lo, up = 0, B                               # _g_search's bucket step
+    while lo < up:
+        mid = (lo + up) >> 1
+        if BB[7, mid] < c:
+            lo = mid + 1
+        else:
+            up = mid
+    kb = lo - 1
+    # bucket kb must lie below 1 (so b <= 1 <= a and its terms have one sign) and below a
+    if kb < 2 or kb + 1 >= B or BI[0, kb + 1] > hi or par[0] + kb > (np.int64(0x3FF0000000000000) >> _SHIFT):
+        return -1
+    e0, e1 = _edge(W, par, kb), _edge(W, par, kb + 1)
+    P0, P1 = BB[0, kb], BB[0, kb + 1]
+    g = c - BB[7, kb]
+    bl = max(e0, e0 + g / P1) if P1 > 0.0 else e0
+    bu = min(e1, e0 + g / P0) if P0 > 0.0 else e1
+    if not (0.0 < bl <= bu):
+        return -1
+    Mh = W[_M + kind, hi]
+    M0, M1 = BB[4 + kind, kb], BB[4 + kind, kb + 1]
+    mlo, mhi = Mh - max(M0, M1), Mh - min(M0, M1)
+    high = W[_PSUF, hi]
+    if kind == 1:                               # b log b P(r < b), x log x <= 0 on (0, 1]
+        gl, gu = bl * math.log(bl), bu * math.log(bu)
+        gmin = -1.0 / math.e if bl < 1.0 / math.e < bu else min(gl, gu)
+        t_lo, t_hi = gmin * P1, max(gl, gu) * P0
+        t3 = a * math.log(a) * high
+    elif kind == 2:                             # -log b P(r < b) >= 0
+        t_lo, t_hi = -math.log(bu) * P0, -math.log(bl) * P1
+        t3 = -math.log(a) * high
+    else:                                       # (1 - b) P(r < b) >= 0
+        t_lo, t_hi = (1.0 - bu) * P0, (1.0 - bl) * P1
+        t3 = 0.0
+    # D's rounding: its terms' and that of b itself (the evaluation's b may sit ulps outside [bl, bu];
+    # dD/db is at most P (1 + |log b|) in every kind, with b <= 1 and P(r < b) <= P1)
+    slack = 1e-12 * (abs(t_lo) + abs(t_hi) + abs(Mh) + abs(M0) + abs(M1) + abs(t3)) \
+        + 1e-13 * P1 * (1.0 - math.log(bl))
+    if t_hi + mhi + t3 + slack <= eps:
+        return 1
+    if t_lo + mlo + t3 - slack > eps:
+        return 0
+    return -1
+
+
+@njit
+def _feasible(W, BB, BI, par, TK, I, p, q, kind, a, hi, q0, eps):
+    """D(pi(a), p) <= eps with hi = #{r <= a}: from the bucket sums when they tell, else evaluated."""
+    d = _decided(W, BB, BI, par, kind, a, hi, q0, eps)
+    if d >= 0:
+        return d == 1
+    return _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, hi, q0) <= eps
+
+
+@njit
 def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
     """ClipFamily.clip_level: the largest a >= 1 with D(pi(a), p) <= eps.  First a search over
     the bucket edges (D there needs no sort of the bucket a lands in), then lp.frontier's bisection
-    inside the bucket found, so only one bucket of a is sorted (b's buckets still are)."""
+    inside the bucket found, so only one bucket of a is sorted; b's bucket is sorted only where
+    the bucket sums cannot tell the step (:func:`_decided`)."""
     hi = max(a_max, 1.0)
     if eps == 0.0:
         return 1.0
@@ -433,7 +515,7 @@ def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
         mid_k = (low_k + high_k) >> 1
         a = _below_bucket(W, par, mid_k)
         _fill_start(W, BB, BI, mid_k)
-        if _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, BI[0, mid_k], q0) <= eps:
+        if _feasible(W, BB, BI, par, TK, I, p, q, kind, a, BI[0, mid_k], q0, eps):
             lo = a
             low_k = mid_k + 1
         else:
@@ -441,7 +523,8 @@ def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
             high_k = mid_k - 1
     for _ in range(400):
         mid = lo * math.sqrt(hi / lo) if 0.0 < 4.0 * lo < hi else 0.5 * (lo + hi)
-        if divergence(W, BB, BI, par, TK, I, p, q, kind, mid, q0) <= eps:
+        if _feasible(W, BB, BI, par, TK, I, p, q, kind, mid, rank(W, BB, BI, par, TK, I, p, q, mid, True),
+                     q0, eps):
             lo = mid
         else:
             hi = mid

@@ -190,3 +190,45 @@ def test_q_divergence_is_one_sum_before_and_after_the_buckets(kind, V):
         assert built.q_divergence(d) == early
         scale = float(np.abs(w * np.where(np.isfinite(logr), logr, 0.0)).sum())
         assert abs(early - ref.q_divergence(d)) <= 1e-13 * scale + 1e-300, (d, early, ref.q_divergence(d))
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+def test_bucket_sums_decide_a_clip_step_as_its_evaluation_does(kind):
+    """clip_level settles a step from the bucket sums where they suffice (no sort of b's bucket):
+    wherever that gives an answer it must be the evaluation's own (the clip level then comes out
+    bit for bit as with every step evaluated), at budgets from 1e-16 (where a b one ulp off moves D
+    by as much as the budget: near-one-hot rows) to D's values at the very points asked."""
+    from specsim.verifiers import _clip_kernels as K
+
+    told = 0
+    for V, seed in ((300, 1), (5000, 2)):
+        try:
+            fam = _GroupedClipFamily(*_row(kind, V, seed))
+        except ValueError:
+            continue                            # overflowing ratios
+        fam.build()
+        W, BB, BI, par, TK, I, pc, qc = fam._S
+        hi_a = max(fam.a_max, 1.0)
+        edges = [k for k in range(2, int(par[1])) if K._below_bucket(W, par, k) >= 1.0]
+        edges = edges[::max(1, len(edges) // 60)]
+        inner = np.concatenate([1.0 + 10.0 ** -np.arange(1.0, 14.0), np.geomspace(1.0, hi_a, 40)])
+        points = [(K._below_bucket(W, par, k), k) for k in edges] + [(float(a), -1) for a in inner]
+        for code in ((0, 1, 2) if fam.n0 == 0 else (0, 1)):
+            exact = []
+            for a, k in points:
+                if k >= 0:
+                    K._fill_start(W, BB, BI, k)
+                    hi = int(BI[0, k])
+                else:
+                    hi = int(K.rank(W, BB, BI, par, TK, I, pc, qc, a, True))
+                exact.append((a, hi, K._divergence_at(W, BB, BI, par, TK, I, pc, qc, code, a, hi, fam.q0)))
+            finite = [d for _, _, d in exact if np.isfinite(d)]
+            budgets = [1e-16, 1e-12, 1e-6] + finite[::7]
+            for eps in budgets:
+                for a, hi, d in exact:
+                    got = K._decided(W, BB, BI, par, code, a, hi, fam.q0, eps)
+                    if got >= 0:
+                        told += 1
+                        assert (got == 1) == (d <= eps), (V, code, eps, a, d)
+    if kind in ("random", "llm"):
+        assert told > 0                         # the shortcut is exercised, not always declined
