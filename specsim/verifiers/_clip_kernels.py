@@ -621,31 +621,49 @@ def out_pass(out, p, q, atol, lr, d):
 
 
 @njit
-def cactus_caps(p, q, two_delta, h, c, acc, act):
-    """Cactus's caps h_n = clip(p_n + sqrt(2 delta p_n (1 - p_n)), 0, 1), c_n = (1 - h_n)/(1 - p_n)
-    (h = 1, c = 0 where p_n >= 1), acc = min(q, h), and the ids n with q_n - acc_n > 0 in ``act``
-    (in order; returns their number k), with c_n for them in c[:k]: lossy._cactus_h and the start
-    of Cactus's closed pair."""
-    for i in range(p.size):                     # branch-free: selects only, so it vectorises
-        a = p[i]
-        hi = a * two_delta
-        hi *= 1.0 - a
-        hi = math.sqrt(hi)
-        hi += a
-        hi = hi if hi >= 0.0 else 0.0
-        hi = hi if hi <= 1.0 else 1.0
-        hi = 1.0 if a >= 1.0 else hi
-        h[i] = hi
-        b = q[i]
-        acc[i] = b if b <= hi else hi
+def cactus_caps(p, q, two_delta, acc, act, c):
+    """Cactus's caps h_n = clip(p_n + sqrt(2 delta p_n (1 - p_n)), 0, 1) (h = 1 where p_n >= 1),
+    acc = min(q, h), and the ids n with q_n - acc_n > 0 in ``act`` (in order; returns their number
+    k), with c_n = (1 - h_n)/(1 - p_n) (0 where p_n >= 1) for them in c[:k]: lossy._cactus_h and the
+    start of Cactus's closed pair.  The caps are formed block by block in a branch-free loop (it
+    vectorises, sqrt included), which also tells whether the block has a rejected id; only those
+    blocks are read again for the ids (few: often none), and h is never written out."""
+    n = p.size
     k = 0
-    for i in range(p.size):                     # c only where a drafted token can be rejected
-        if q[i] - acc[i] > 0.0:
-            act[k] = i
-            a = p[i]
-            c[k] = 0.0 if a >= 1.0 else (1.0 - h[i]) / (1.0 - a)
-            k += 1
+    for s in range(0, n, _CAPS_BLOCK):
+        e = min(s + _CAPS_BLOCK, n)
+        ps, qs, accs = p[s:e], q[s:e], acc[s:e]
+        rej = False
+        for i in range(e - s):
+            hi = _cactus_cap(ps[i], two_delta)
+            b = qs[i]
+            ai = b if b <= hi else hi
+            accs[i] = ai
+            rej |= b - ai > 0.0
+        if rej:
+            for i in range(s, e):
+                if q[i] - acc[i] > 0.0:
+                    a = p[i]
+                    act[k] = i
+                    c[k] = 0.0 if a >= 1.0 else (1.0 - _cactus_cap(a, two_delta)) / (1.0 - a)
+                    k += 1
     return k
+
+
+#: tokens per block of cactus_caps (a block's acc is still in cache when its ids are read)
+_CAPS_BLOCK = 512
+
+
+@njit
+def _cactus_cap(a, two_delta):
+    """h = clip(a + sqrt(2 delta a (1 - a)), 0, 1), 1 where a >= 1: numpy's operations in order."""
+    hi = a * two_delta
+    hi *= 1.0 - a
+    hi = math.sqrt(hi)
+    hi += a
+    hi = hi if hi >= 0.0 else 0.0
+    hi = hi if hi <= 1.0 else 1.0
+    return 1.0 if a >= 1.0 else hi
 
 
 @njit

@@ -479,9 +479,9 @@ def cactus(delta: float) -> LossyVerifier:
         if fast:  # the caps, acc and the rejected ids in one compiled pass (same arithmetic)
             from ._clip_kernels import cactus_caps, cactus_out
             pc, qc = np.ascontiguousarray(p), np.ascontiguousarray(q)   # one compiled signature
-            h, c, acc = _jit.work_block("cactus caps", 3, p.size)     # fresh rows page-fault
+            acc, c = _jit.work_block("cactus caps", 2, p.size)        # fresh rows page-fault
             act = _jit.work_block("cactus ids", 1, p.size, np.int64)[0]
-            k = cactus_caps(pc, qc, 2.0 * delta, h, c, acc, act)
+            k = cactus_caps(pc, qc, 2.0 * delta, acc, act, c)
             act, ca = act[:k], c[:k]
             beta_value = acc.sum()
             rho_act = q[act] - acc[act]
