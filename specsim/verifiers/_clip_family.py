@@ -504,15 +504,19 @@ class _GroupedClipFamily(ClipFamily):
         return float(self._K.clip_level(*self._S, _KIND_CODE[kind], float(eps), self.a_max, self.q0))
 
 
-def log_ratios(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """log(q/p) in token order, for p, q > 0 everywhere (read-only): the grouped family's row when
-    :meth:`ClipFamily.shared` scopes one built from these very arrays (a certificate's rule then
-    shares the frontier's logs), else computed; the same numpy divide and log either way, so the
-    same bits."""
+def log_ratios(p: np.ndarray, q: np.ndarray) -> np.ndarray | None:
+    """log(q/p) in token order if p, q > 0 everywhere (read-only), else None: the grouped family's
+    row when :meth:`ClipFamily.shared` scopes one built from these very arrays (a certificate's rule
+    then shares the frontier's logs, and the family's counts answer the sign test without a pass),
+    else computed; the same numpy divide and log either way, so the same bits."""
     fam = _SHARED_FAMILY.get()
     if isinstance(fam, _GroupedClipFamily) and fam.p is p and fam.q is q:
+        if fam.m < p.size or fam.n0:            # p = 0 somewhere, or q = 0 < p
+            return None
         fam._log_ratios()
         return fam._TK[1]
+    if not ((p > 0) & (q > 0)).all():
+        return None
     return np.log(np.divide(q, p))
 
 

@@ -713,6 +713,44 @@ def lenience_terms(p, q, l, acc, rej, pos):
 
 
 @njit
+def mul_sum(g, p):
+    """g *= p, returning g.sum() (numpy's pairwise order, bit for bit) from the same pass."""
+    n = g.size
+    lens = KL.pairwise_blocks(n)
+    sums = np.empty(lens.size)
+    s = 0
+    for k in range(lens.size):
+        m = lens[k]
+        gs, ps = g[s:s + m], p[s:s + m]
+        for i in range(m):
+            gs[i] *= ps[i]
+        sums[k] = KL.leaf_sum(gs, m)
+        s += m
+    return KL.pairwise_total(n, sums)
+
+
+@njit
+def div_min_sum(g, t, q):
+    """g /= t, returning np.minimum(q, g).sum() (numpy's pairwise order, bit for bit) from the same pass."""
+    n = g.size
+    lens = KL.pairwise_blocks(n)
+    sums = np.empty(lens.size)
+    buf = np.empty(KL.PW_BLOCK)
+    s = 0
+    for k in range(lens.size):
+        m = lens[k]
+        gs, qs = g[s:s + m], q[s:s + m]
+        for i in range(m):
+            v = gs[i] / t
+            gs[i] = v
+            b = qs[i]
+            buf[i] = b if b <= v else v
+        sums[k] = KL.leaf_sum(buf, m)
+        s += m
+    return KL.pairwise_total(n, sums)
+
+
+@njit
 def masked_mix(p, q, t, strict, out, kept, rest):
     """out = q where keep else 0, with keep = p > t (``strict``) or p >= t; q on keep and on the rest
     packed in token order into ``kept`` and ``rest`` (the caller sums them, as numpy's

@@ -598,24 +598,38 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
     if kind not in ("linear", "geometric"):
         raise ValueError(f"kind must be 'linear' or 'geometric', got {kind!r}")
 
-    def nu(p, q):
-        if kind == "linear":
-            return w * p + (1.0 - w) * q
-        if w in (0.0, 1.0):
-            return (q if w == 0.0 else p).copy()
-        both = (p > 0) & (q > 0)
-        if both.all():  # p^w q^(1-w) = p (q/p)^(1-w): one exp over the log-ratios a certificate shares
-            g = np.multiply(log_ratios(p, q), 1.0 - w)
-            np.exp(g, out=g)
+    def nu(p, q, beta=False):
+        """nu, and with ``beta`` also sum min(q, nu) (the geometric kind sums it in its last pass)."""
+        if kind == "linear" or w in (0.0, 1.0):
+            n = w * p + (1.0 - w) * q if kind == "linear" else (q if w == 0.0 else p).copy()
+            return (n, np.minimum(q, n, out=_scratch(p.size, "ensemble beta")).sum()) if beta else n
+        lr = log_ratios(p, q)
+        if lr is None:                             # disjoint parts of the supports
+            both = (p > 0) & (q > 0)
+            g = np.zeros(p.size)
+            g[both] = p[both] * np.exp((1.0 - w) * np.log(q[both] / p[both]))
+            g = normalize(g, p)
+            return (g, np.minimum(q, g).sum()) if beta else g
+        # p^w q^(1-w) = p (q/p)^(1-w): one exp over the log-ratios a certificate shares
+        g = np.multiply(lr, 1.0 - w)
+        np.exp(g, out=g)
+        fast = _jit.enabled() and p.size >= _JIT_MIN
+        if fast:                                   # the products and their sum in one pass (numpy's order)
+            from ._clip_kernels import mul_sum
+            s = mul_sum(g, p)
+        else:
             g *= p
             s = g.sum()
-            if s <= 0.0:
-                return p
+        if s <= 0.0:
+            return (p, np.minimum(q, p).sum()) if beta else p
+        if not beta:
             g /= s                                 # normalize(g, p), in place
             return g
-        g = np.zeros(p.size)
-        g[both] = p[both] * np.exp((1.0 - w) * np.log(q[both] / p[both]))
-        return normalize(g, p)
+        if fast:
+            from ._clip_kernels import div_min_sum
+            return g, div_min_sum(g, s, q)
+        g /= s
+        return g, np.minimum(q, g, out=_scratch(p.size, "ensemble beta")).sum()
 
     def decide(p, q, x):
         n = nu(p, q)
@@ -624,9 +638,8 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
     def beta(p, q):
         return np.minimum(q, nu(p, q)).sum()
 
-    def pair(p, q):  # nu once for both closed forms (the geometric one costs three transcendental passes)
-        n = nu(p, q)
-        return n, np.minimum(q, n, out=_scratch(p.size, "ensemble beta")).sum()
+    def pair(p, q):  # nu once for both closed forms (the geometric one costs transcendental passes)
+        return nu(p, q, beta=True)
 
     return single_token_chain(SingleTokenRule("ensemble", decide, nu, beta, dict(w=w, kind=kind), closed_pair=pair),
                               doc=ensemble.__doc__)
