@@ -751,6 +751,36 @@ def div_min_sum(g, t, q):
 
 
 @njit
+def js_released_terms(p, q, t):
+    """t = ((p - q)/p) ((p - q)/q) / 4, numpy's operations in lossy._js_released's order (p, q > 0)."""
+    for i in range(p.size):
+        a, b = p[i], q[i]
+        d = a - b
+        v = d / a
+        v *= d / b
+        t[i] = v * 0.25
+    return t
+
+
+@njit
+def mid_log_sum(p, q, t):
+    """sum_v ((p_v + q_v) / 2) t_v in numpy's pairwise order (bit for bit ``(t * m).sum()``)."""
+    n = p.size
+    lens = KL.pairwise_blocks(n)
+    sums = np.empty(lens.size)
+    buf = np.empty(KL.PW_BLOCK)
+    s = 0
+    for k in range(lens.size):
+        ln = lens[k]
+        ps, qs, ts = p[s:s + ln], q[s:s + ln], t[s:s + ln]
+        for i in range(ln):
+            buf[i] = ts[i] * ((ps[i] + qs[i]) * 0.5)
+        sums[k] = KL.leaf_sum(buf, ln)
+        s += ln
+    return KL.pairwise_total(n, sums)
+
+
+@njit
 def masked_mix(p, q, t, strict, out, kept, rest):
     """out = q where keep else 0, with keep = p > t (``strict``) or p >= t; q on keep and on the rest
     packed in token order into ``kept`` and ``rest`` (the caller sums them, as numpy's
