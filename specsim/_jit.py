@@ -7,13 +7,18 @@ compiled one is tested against, and the path taken when numba is absent or switc
 
 - :func:`enabled` says whether compiled kernels are used: numba importable and neither the
   environment variable ``SPECSIM_JIT=0`` nor :func:`disabled` says otherwise.
-- :func:`njit` is ``numba.njit(cache=True, nogil=True)``: compiled on first call, cached on
+- :func:`njit` is ``numba.njit(cache=True, nogil=True, error_model="numpy")``: compiled on first call, cached on
   disk for later processes.  It imports numba, so the modules that hold kernels
   (``lp/_bound_kernels.py``, ...) are imported only inside the fast paths: ``import numba`` alone
   takes ~0.2 s, which the CLI's start-up does not pay.
 
 Kernels are compiled without ``fastmath``: IEEE semantics (no reassociation, no flushed
-subnormals) are what the exactness tests rely on.
+subnormals) are what the exactness tests rely on.  ``error_model="numpy"``: a float division by
+zero gives inf or NaN as in numpy (the reference) instead of raising, which drops the check
+Python's semantics put before every division and lets loops with divisions vectorise (a plain
+``t[i] = p[i] / q[i]`` loop compiled to scalar divisions before).  numba's disk cache does not
+key on these options: after changing them, delete the ``*.nbi``/``*.nbc`` files under
+``__pycache__`` (a kernel whose source is unchanged would load the old build).
 
 >>> enabled() == (_have_numba() and os.environ.get("SPECSIM_JIT", "1") != "0")
 True
@@ -59,7 +64,7 @@ def disabled():
 def njit(fn):
     """``fn`` compiled by numba on its first call (cached on disk when it lives in a file)."""
     import numba
-    return numba.njit(cache=os.path.isfile(fn.__code__.co_filename), nogil=True)(fn)
+    return numba.njit(cache=os.path.isfile(fn.__code__.co_filename), nogil=True, error_model="numpy")(fn)
 
 
 _WORK = threading.local()

@@ -752,14 +752,17 @@ def div_min_sum(g, t, q):
 
 @njit
 def js_released_terms(p, q, t):
-    """t = ((p - q)/p) ((p - q)/q) / 4, numpy's operations in lossy._js_released's order (p, q > 0)."""
-    for i in range(p.size):
+    """t = ((p - q)/p) ((p - q)/q) / 4, numpy's operations in lossy._js_released's order; returns
+    whether p, q > 0 everywhere (else t is not meaningful)."""
+    ok = True
+    for i in range(p.size):                     # branch-free: it vectorises
         a, b = p[i], q[i]
+        ok &= (a > 0.0) & (b > 0.0)
         d = a - b
         v = d / a
         v *= d / b
         t[i] = v * 0.25
-    return t
+    return ok
 
 
 @njit

@@ -380,16 +380,17 @@ def _js_released(p, q):
     so it neither underflows nor loses the tokens where p ~ q).  inf where one support holds a
     token the other lacks.  The compiled passes (specsim._jit) do numpy's operations in order and
     sum in numpy's pairwise order: the same bits."""
+    if _jit.enabled() and p.size >= _JIT_MIN:
+        from ._clip_kernels import js_released_terms, mid_log_sum
+        t = _scratch(p.size, "fsd mid")
+        if js_released_terms(p, q, t):          # p, q > 0 everywhere (else the masks below)
+            np.log1p(t, out=t)
+            return 0.5 * mid_log_sum(p, q, t)
     pos_p, pos_q = p > 0, q > 0
     if not np.array_equal(pos_p, pos_q):
         return np.inf
     if not pos_p.all():                         # common zeros: terms 0 there
         p, q = p[pos_p], q[pos_p]
-    if _jit.enabled() and p.size >= _JIT_MIN:
-        from ._clip_kernels import js_released_terms, mid_log_sum
-        t = js_released_terms(p, q, _scratch(p.size, "fsd mid"))
-        np.log1p(t, out=t)
-        return 0.5 * mid_log_sum(p, q, t)
     d = p - q
     t = d / p
     t *= d / q
