@@ -784,6 +784,16 @@ def mid_log_sum(p, q, t):
 
 
 @njit
+def add_scaled(res, p, c):
+    """res += p * c in one pass: numpy's ``res += np.multiply(p, c)`` (two roundings, no fused
+    multiply-add), without the product's row."""
+    for i in range(p.size):
+        t = p[i] * c
+        res[i] += t
+    return res
+
+
+@njit
 def masked_mix(p, q, t, strict, out, kept, rest):
     """out = q where keep else 0, with keep = p > t (``strict``) or p >= t; q on keep and on the rest
     packed in token order into ``kept`` and ``rest`` (the caller sums them, as numpy's

@@ -792,9 +792,9 @@ def consultant_standin(tau: float) -> LossyVerifier:
     def pair(p, q):
         if not _jit.enabled():
             return out(p, q), beta(p, q)
+        from ._clip_kernels import add_scaled
         res, kept = _masked_mix(p, q, tau, False)
-        res += np.multiply(p, kept[1], out=_scratch(p.size, "consultant rest"))
-        return res, kept[0]
+        return add_scaled(res, np.ascontiguousarray(p), kept[1]), kept[0]
 
     rule = SingleTokenRule("consultant_standin", decide, out, beta, dict(tau=tau),
                            "assumption: Consultant Decoding's exact rule is not public (docs/theory.md §8.9)",

@@ -297,3 +297,20 @@ def test_ensemble_passes_are_numpy_bit_for_bit():
         mine, ref = ref.copy(), ref / t
         assert K.div_min_sum(mine, t, q) == np.minimum(q, ref).sum(), n
         np.testing.assert_array_equal(mine, ref)
+
+
+def test_add_scaled_is_numpy_bit_for_bit():
+    """res += p * c compiled equals numpy's multiply then add (no fused multiply-add)."""
+    from specsim.verifiers import _clip_kernels as K
+
+    rng = np.random.default_rng(13)
+    differs_if_fused = 0
+    for n in (1, 9, 1000, 151_936):
+        res, p = rng.random(n), rng.random(n)
+        c = float(rng.random())
+        ref = res + np.multiply(p, c)
+        np.testing.assert_array_equal(K.add_scaled(res.copy(), p, c), ref)
+        from fractions import Fraction              # a fused multiply-add rounds once: exactly this
+        differs_if_fused += sum(float(Fraction(a) * Fraction(c) + Fraction(b)) != r
+                                for a, b, r in zip(p[:300].tolist(), res[:300].tolist(), ref[:300].tolist()))
+    assert differs_if_fused > 0                 # the check can tell a fused multiply-add apart
