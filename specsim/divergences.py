@@ -94,6 +94,11 @@ def _kl_log_sums(x, y, work, k, near, dense, both, far=True):
             K.kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx)
             xy = float(terms[:k].sum())
             yx = -float(terms_yx[:k].sum()) if both else 0.0
+    return _kl_clip_pair(xy, yx)
+
+
+def _kl_clip_pair(xy, yx):
+    """(xy, yx) clipped at 0, or None when one is not finite (the numpy path repairs those)."""
     if not (np.isfinite(xy) and np.isfinite(yx)):
         return None
     return max(xy, 0.0), max(yx, 0.0)

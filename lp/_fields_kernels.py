@@ -1,0 +1,234 @@
+"""A certificate's divergence fields on a dense row, chunk by chunk (numba; see :mod:`specsim._jit`).
+
+:func:`lp.certificates._out_fields_compiled` on a row with out > 0 and p > 0 everywhere: the
+one-pass fields of :func:`specsim.verifiers._clip_kernels.out_pass` (flags, the sums of |out - p|
+and |p - q|), max out/p and the KL pair of :func:`specsim._kl_kernels.kl_sums`, formed over
+chunks of a few thousand entries so that a chunk's ratios and logs stay in the core's L2 cache
+between the pass that writes them, numpy's vectorised log and log1p of them (numpy's logs are the
+reference bits) and the products summed.  Every chunk boundary is a boundary of numpy's pairwise
+summation blocks (:func:`specsim._kl_kernels.pairwise_blocks`): the block sums of all chunks,
+combined by :func:`specsim._kl_kernels.pairwise_total`, are the whole-row ``.sum()`` bit for bit.
+
+The caller's loop is ``for j in range(nc + 1)``: step j sums chunk j - 1 and passes over chunk j,
+and the caller takes the logs of chunk j between two steps (only the log a chunk needs: log1p
+where some 0.5 < out/p < 2, log where some other ratio lies).  First call in a fresh install: ~2 s
+of compilation (cached on disk afterwards).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import uint64
+
+from specsim import _kl_kernels as KL
+from specsim._jit import njit
+
+#: step codes: the chunk has a ratio near 1 (take log1p), one far from 1 (take log), or the row is
+#: not dense or has a non-finite entry (the caller takes the whole-row path)
+#: not dense or has a non-finite entry (the caller takes the whole-row path); the chunk's few near
+#: (far) ratios are packed in buf[5][:k], k = code >> 5: take log1p (log) of those alone
+NEAR, FAR, ABORT, PACK_LOG1P, PACK_LOG = 1, 2, 4, 8, 16
+#: the int64 slots at the head of ``acc[4]``: max out/p (its IEEE bits), betweenness broken,
+#: out != q, the number of packed ratios of the chunk
+_MAX, _NB, _NE, _NPACK = 0, 1, 2, 3
+
+
+@njit
+def chunk_plan(n, target):
+    """The plan of a row of n entries in chunks of at most ``target`` entries (one block at least):
+    [L, nc, block lengths (L), first block of each chunk (nc + 1), first entry of each chunk (nc + 1)]."""
+    lens = KL.pairwise_blocks(n)
+    L = lens.size
+    cuts = np.empty(L + 1, np.int64)
+    offs = np.empty(L + 1, np.int64)
+    nc, s, size = 0, 0, 0
+    for b in range(L):
+        if b == 0 or size + lens[b] > target:   # a new chunk starts at block b
+            cuts[nc] = b
+            offs[nc] = s
+            nc += 1
+            size = 0
+        size += lens[b]
+        s += lens[b]
+    cuts[nc] = L
+    offs[nc] = n
+    plan = np.empty(2 + L + 2 * (nc + 1), np.int64)
+    plan[0], plan[1] = L, nc
+    plan[2:2 + L] = lens
+    plan[2 + L:3 + L + nc] = cuts[:nc + 1]
+    plan[3 + L + nc:] = offs[:nc + 1]
+    return plan
+
+
+@njit
+def block_sums(t, u, lens, b0, b1, st, su):
+    """st[b], su[b] = numpy's pairwise_sum of block b of two rows, for the blocks b0 <= b < b1 laid
+    out from t[0], u[0] on (:func:`specsim._kl_kernels.leaf_sum`'s order).  The two rows' chains of
+    additions interleave (each alone waits on its adds' latency); unsigned indices spare the loads
+    the negative-index test."""
+    s = uint64(0)
+    one = uint64(1)
+    for b in range(b0, b1):
+        n = uint64(lens[b])
+        if n < 8:
+            x = y = 0.0
+            for i in range(n):
+                x += t[s + i]
+                y += u[s + i]
+            st[b], su[b] = x, y
+            s += n
+            continue
+        r0, r1, r2, r3 = t[s], t[s + one], t[s + uint64(2)], t[s + uint64(3)]
+        r4, r5, r6, r7 = t[s + uint64(4)], t[s + uint64(5)], t[s + uint64(6)], t[s + uint64(7)]
+        q0, q1, q2, q3 = u[s], u[s + one], u[s + uint64(2)], u[s + uint64(3)]
+        q4, q5, q6, q7 = u[s + uint64(4)], u[s + uint64(5)], u[s + uint64(6)], u[s + uint64(7)]
+        i = s + uint64(8)
+        e = s + n - n % uint64(8)
+        while i < e:
+            r0 += t[i]
+            r1 += t[i + one]
+            r2 += t[i + uint64(2)]
+            r3 += t[i + uint64(3)]
+            r4 += t[i + uint64(4)]
+            r5 += t[i + uint64(5)]
+            r6 += t[i + uint64(6)]
+            r7 += t[i + uint64(7)]
+            q0 += u[i]
+            q1 += u[i + one]
+            q2 += u[i + uint64(2)]
+            q3 += u[i + uint64(3)]
+            q4 += u[i + uint64(4)]
+            q5 += u[i + uint64(5)]
+            q6 += u[i + uint64(6)]
+            q7 += u[i + uint64(7)]
+            i += uint64(8)
+        x = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        y = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7))
+        while i < s + n:
+            x += t[i]
+            y += u[i]
+            i += one
+        st[b], su[b] = x, y
+        s += n
+
+
+@njit
+def fields_step(out, p, q, atol, plan, j, buf, acc):
+    """Step j of the chunked fields: the KL terms of chunk j - 1 (buf = its lr, log1p(d), log(lr))
+    summed per block into acc[2], acc[3]; then the pass over chunk j: buf[0] = out / p, buf[1] =
+    (out - p) / p, the sums of |out - p| and |p - q| per block into acc[0], acc[1], the flags and
+    the max in acc[4] (int64 slots).  Returns NEAR | FAR for chunk j's logs, or ABORT."""
+    L, nc = plan[0], plan[1]
+    lens = plan[2:2 + L]
+    cuts = plan[2 + L:3 + L + nc]
+    offs = plan[3 + L + nc:4 + L + 2 * nc]
+    st = acc[4].view(np.int64)
+    lr, d, logs, t1, t2, pk = buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]
+    idx = buf[6].view(np.int64)
+    flag = buf[7].view(np.uint8)
+    if j > 0:                                   # kl_sums's terms and block sums, chunk j - 1
+        s, e = offs[j - 1], offs[j]
+        xs, ys = out[s:e], p[s:e]
+        for i in range(e - s):
+            v, l1, lg = lr[i], d[i], logs[i]   # both loaded: a select, not a branch (it vectorises)
+            t = l1 if ((v > 0.5) & (v < 2.0)) else lg
+            t1[i] = xs[i] * t
+            t2[i] = ys[i] * t
+        for k in range(st[_NPACK]):             # the packed minority's terms replace those
+            i = idx[k]
+            t1[i] = xs[i] * pk[k]
+            t2[i] = ys[i] * pk[k]
+        block_sums(t1, t2, lens, cuts[j - 1], cuts[j], acc[2], acc[3])
+    if j == nc:
+        return 0
+    if j == 0:
+        st[_MAX] = 0
+        st[_NB] = 0
+        st[_NE] = 0
+        st[_NPACK] = 0
+    lv = lr.view(np.int64)                      # positive doubles order as their bit patterns
+    nd = bad = nb = ne = False
+    ncl = 0
+    mx = st[_MAX]
+    s, e = offs[j], offs[j + 1]
+    os, ps, qs = out[s:e], p[s:e], q[s:e]
+    for i in range(e - s):                      # out_pass's operations with p > 0 (branch-free)
+        o, a, c = os[i], ps[i], qs[i]
+        nd |= (o <= 0.0) | (a <= 0.0)
+        bad |= not (o < np.inf)
+        den = a if a > 0.0 else 1.0             # no division by 0 (it would raise, and not vectorise)
+        ratio = o / den
+        lr[i] = ratio
+        d[i] = (o - a) / den
+        close = (ratio > 0.5) & (ratio < 2.0)
+        flag[i] = close
+        ncl += close
+        nb |= (o < min(a, c) - atol) | (o > max(a, c) + atol)
+        ne |= o != c
+        t1[i] = abs(o - a)
+        t2[i] = abs(a - c)
+    for i in range(e - s):
+        mx = max(mx, lv[i])
+    if nd or bad:
+        return ABORT
+    block_sums(t1, t2, lens, cuts[j], cuts[j + 1], acc[0], acc[1])
+    st[_MAX] = mx
+    st[_NB] |= nb
+    st[_NE] |= ne
+    m = e - s
+    code = NEAR * (ncl > 0) + FAR * (ncl < m)
+    st[_NPACK] = 0
+    lim = m // 32
+    if (0 < ncl <= lim) or (0 < m - ncl <= lim):
+        # a few ratios on one side: pack them (their d or lr) for numpy's log of those alone
+        want = ncl <= lim                       # the side packed: near (log1p) or far (log)
+        for i in range(m, m + 8):               # pad the last word with the other side
+            flag[i] = not want
+        skip = uint64(0) if want else uint64(0x0101010101010101)
+        words = flag[:(m + 7) // 8 * 8].view(np.uint64)
+        src = d if want else lr
+        k = 0
+        for w in range(words.size):             # 8 flags a word: words of the other side skipped
+            if words[w] != skip:
+                for i in range(8 * w, 8 * w + 8):   # branch-free: a ratio written, kept if packed
+                    idx[k] = i
+                    pk[k] = src[i]
+                    k += flag[i] == want
+        st[_NPACK] = k
+        code = (FAR | PACK_LOG1P) if want else (NEAR | PACK_LOG)
+        code |= k << 5
+    return code
+
+
+@njit
+def fields_total(n, acc):
+    """(max out/p, between, out == q, sum |out - p|, sum |p - q|, sum out log(out/p),
+    sum p log(out/p)) of the chunked steps: each sum numpy's ``.sum()`` of its row, bit for bit
+    (:func:`specsim._kl_kernels.pairwise_total` of acc[0:4]'s block sums, the four in one walk)."""
+    st = acc[4].view(np.int64)
+    mr = acc[4, _MAX]                           # the float whose bits are st[_MAX]
+    size = np.empty(64, np.int64)
+    phase = np.empty(64, np.int64)
+    vals = np.empty((64, 4))
+    size[0], phase[0] = n, 0
+    top, nv, k = 1, 0, 0
+    while top:
+        m = size[top - 1]
+        if m <= KL.PW_BLOCK:
+            for r in range(4):
+                vals[nv, r] = acc[r, k]
+            nv += 1
+            k += 1
+            top -= 1
+        elif phase[top - 1] < 2:
+            half = KL.pairwise_split(m)
+            size[top] = half if phase[top - 1] == 0 else m - half
+            phase[top - 1] += 1
+            phase[top] = 0
+            top += 1
+        else:
+            nv -= 1
+            for r in range(4):
+                vals[nv - 1, r] = vals[nv - 1, r] + vals[nv, r]
+            top -= 1
+    return (mr, st[_NB] == 0, st[_NE] == 0, 0.0 + vals[0, 0], 0.0 + vals[0, 1], 0.0 + vals[0, 2],
+            0.0 + vals[0, 3])
