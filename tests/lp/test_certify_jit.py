@@ -175,21 +175,27 @@ def test_frontier_curve_compiled_equals_numpy():
 
 def test_compiled_path_is_taken_and_switch_works(monkeypatch):
     """Negative control for the comparisons above: they must not pass because both sides ran numpy."""
+    from lp import _fields_kernels as FK
+
     calls = []
-    real = K.out_pass
 
-    def spy(*args):
-        calls.append(1)
-        return real(*args)
+    def spy(real):
+        def call(*args):
+            calls.append(real.__name__)
+            return real(*args)
+        return call
 
-    monkeypatch.setattr(K, "out_pass", spy)
+    monkeypatch.setattr(K, "out_pass", spy(K.out_pass))           # the whole-row pass
+    monkeypatch.setattr(FK, "fields_step", spy(FK.fields_step))   # the chunked pass (dense rows)
     p, q = _row("random", 6, 0)
-    certify(cactus(0.05), p, q)
-    assert calls
-    calls.clear()
-    with _jit.disabled():
-        certify(cactus(0.05), p, q)
-    assert not calls
+    p0 = np.where(p > 0.1, p, 0.0)
+    for a, b, want in ((p, q, "fields_step"), (p0 / p0.sum(), q, "out_pass")):   # dense, then p = 0 somewhere
+        certify(cactus(0.05), a, b)
+        assert want in calls, calls
+        calls.clear()
+        with _jit.disabled():
+            certify(cactus(0.05), a, b)
+        assert not calls
 
 
 def test_field_comparison_detects_a_one_ulp_change():
