@@ -11,8 +11,12 @@ combined by :func:`specsim._kl_kernels.pairwise_total`, are the whole-row ``.sum
 
 The caller's loop is ``for j in range(nc + 1)``: step j sums chunk j - 1 and passes over chunk j,
 and the caller takes the logs of chunk j between two steps (only the log a chunk needs: log1p
-where some 0.5 < out/p < 2, log where some other ratio lies).  First call in a fresh install: ~2 s
-of compilation (cached on disk afterwards).
+where some 0.5 < out/p < 2, log where some other ratio lies).  A chunk whose ratios lie on one
+side but for a few (at most 1/32 of them) packs those few (:data:`PACK_LOG1P`,
+:data:`PACK_LOG`) and numpy takes their log alone: one log of the row instead of two where
+nearly every ratio is far from 1 (consultant_standin on an LLM-like row).  numpy's logs are
+elementwise, the same bits wherever an entry lies in the array.  First call in a fresh install:
+~3 s of compilation (cached on disk afterwards).
 """
 from __future__ import annotations
 
@@ -23,7 +27,6 @@ from specsim import _kl_kernels as KL
 from specsim._jit import njit
 
 #: step codes: the chunk has a ratio near 1 (take log1p), one far from 1 (take log), or the row is
-#: not dense or has a non-finite entry (the caller takes the whole-row path)
 #: not dense or has a non-finite entry (the caller takes the whole-row path); the chunk's few near
 #: (far) ratios are packed in buf[5][:k], k = code >> 5: take log1p (log) of those alone
 NEAR, FAR, ABORT, PACK_LOG1P, PACK_LOG = 1, 2, 4, 8, 16
@@ -113,10 +116,14 @@ def block_sums(t, u, lens, b0, b1, st, su):
 
 @njit
 def fields_step(out, p, q, atol, plan, j, buf, acc):
-    """Step j of the chunked fields: the KL terms of chunk j - 1 (buf = its lr, log1p(d), log(lr))
-    summed per block into acc[2], acc[3]; then the pass over chunk j: buf[0] = out / p, buf[1] =
-    (out - p) / p, the sums of |out - p| and |p - q| per block into acc[0], acc[1], the flags and
-    the max in acc[4] (int64 slots).  Returns NEAR | FAR for chunk j's logs, or ABORT."""
+    """Step j of the chunked fields (``plan`` from :func:`chunk_plan`, ``acc`` (5, >= max(L, 4)),
+    ``buf`` (8, chunk width + 8) rows: lr, d, logs, two term rows, packed ratios, their ids, flags).
+
+    First the KL terms of chunk j - 1 (lr, log1p(d) where near, log(lr) where far, the packed logs
+    in place of those they stand for) summed per block into acc[2], acc[3]; then the pass over
+    chunk j: lr = out / p, d = (out - p) / p, the sums of |out - p| and |p - q| per block into
+    acc[0], acc[1], the flags and the max in acc[4] (int64 slots), the few ratios packed.
+    Returns the codes of chunk j's logs (NEAR, FAR, PACK_*, k << 5), or ABORT."""
     L, nc = plan[0], plan[1]
     lens = plan[2:2 + L]
     cuts = plan[2 + L:3 + L + nc]

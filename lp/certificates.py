@@ -240,12 +240,13 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     frontiers) plus O(V) passes.  With numba (specsim._jit) the family is grouped by buckets of
     q/p, built only if the rule or a KL frontier needs more than D(q, p), and sorts only the
     buckets its queries land in (no full sort); the divergence fields, KL sums, clip-level
-    bisections and the heavier closed forms are compiled passes: the fields of rules that do not
-    use the family are the numpy path's bit for bit, the others agree to rounding (sums in another
-    order).  1.7-2.8 ms at V = 151,936, 2.6-4.0x one ``np.sort(p)`` (0.7 ms, AVX-512) against
-    8-13x for the numpy path (``python benchmarks/issue27.py --only 3``, idle 2-core AMD EPYC;
-    the first call in a fresh install compiles for ~9 s, later processes load the disk cache in
-    ~0.5 s).
+    bisections and the heavier closed forms are compiled passes (the fields of a row with out > 0
+    and p > 0 by chunks that stay in the L2 cache, :mod:`lp._fields_kernels`): the fields of rules
+    that do not use the family are the numpy path's bit for bit, the others agree to rounding (sums
+    in another order).  1.3-2.0 ms at V = 151,936, 2.0-3.0x one ``np.sort(p)`` (0.65 ms, AVX-512)
+    against 7.7-12.5x for the numpy path (``python benchmarks/issue27.py --only 3``, 2-core AMD
+    EPYC shared with other jobs, load ~2.5; the first call in a fresh install compiles for ~12 s,
+    later processes load the disk cache in ~0.5 s).
 
     Parameters: ``rule`` (a lossy verifier from :mod:`specsim.verifiers.lossy` or its
     ``SingleTokenRule``), ``p`` target and ``q`` draft (probability vectors over the same V >= 2
