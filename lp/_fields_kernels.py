@@ -21,7 +21,10 @@ elementwise, the same bits wherever an entry lies in the array.  First call in a
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import uint64
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from specsim import _kl_kernels as KL
 from specsim._jit import njit
@@ -62,54 +65,53 @@ def chunk_plan(n, target):
     return plan
 
 
+@intrinsic
+def _lanes8(typingctx, t, s, m):
+    """(r_0, ..., r_7), r_l = t[s + l] + t[s + 8 + l] + ... + t[s + 8 (m - 1) + l] added in that
+    order: numpy's eight accumulators of a pairwise-summation block (m >= 1), held in one
+    <8 x double> vector (lane-wise IEEE additions, no reassociation: LLVM does not vectorise the
+    eight scalar chains itself)."""
+    if not (isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C" and t.dtype == types.float64):
+        return None                             # contiguous float64 rows only
+    sig = types.UniTuple(types.float64, 8)(t, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        tv, s, m = args
+        ary = context.make_array(signature.args[0])(context, builder, tv)
+        vptr = ir.VectorType(ir.DoubleType(), 8).as_pointer()
+        base = builder.gep(ary.data, [s])
+        acc = cgutils.alloca_once_value(builder, builder.load(builder.bitcast(base, vptr), align=8))
+        one = ir.Constant(m.type, 1)
+        with cgutils.for_range_slice(builder, one, m, one, inc=True) as (k, _):
+            ptr = builder.bitcast(builder.gep(base, [builder.mul(k, ir.Constant(k.type, 8))]), vptr)
+            builder.store(builder.fadd(builder.load(acc), builder.load(ptr, align=8)), acc)
+        res = builder.load(acc)
+        lanes = [builder.extract_element(res, ir.Constant(ir.IntType(32), l)) for l in range(8)]
+        return context.make_tuple(builder, signature.return_type, lanes)
+    return sig, codegen
+
+
 @njit
 def block_sums(t, u, lens, b0, b1, st, su):
-    """st[b], su[b] = numpy's pairwise_sum of block b of two rows, for the blocks b0 <= b < b1 laid
-    out from t[0], u[0] on (:func:`specsim._kl_kernels.leaf_sum`'s order).  The two rows' chains of
-    additions interleave (each alone waits on its adds' latency); unsigned indices spare the loads
-    the negative-index test."""
-    s = uint64(0)
-    one = uint64(1)
+    """st[b], su[b] = numpy's pairwise_sum of block b of two contiguous rows, for the blocks
+    b0 <= b < b1 laid out from t[0], u[0] on (:func:`specsim._kl_kernels.leaf_sum`'s order: eight
+    accumulators, combined ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), then the rest in order)."""
+    s = 0
     for b in range(b0, b1):
-        n = uint64(lens[b])
+        n = lens[b]
         if n < 8:
             x = y = 0.0
-            for i in range(n):
-                x += t[s + i]
-                y += u[s + i]
-            st[b], su[b] = x, y
-            s += n
-            continue
-        r0, r1, r2, r3 = t[s], t[s + one], t[s + uint64(2)], t[s + uint64(3)]
-        r4, r5, r6, r7 = t[s + uint64(4)], t[s + uint64(5)], t[s + uint64(6)], t[s + uint64(7)]
-        q0, q1, q2, q3 = u[s], u[s + one], u[s + uint64(2)], u[s + uint64(3)]
-        q4, q5, q6, q7 = u[s + uint64(4)], u[s + uint64(5)], u[s + uint64(6)], u[s + uint64(7)]
-        i = s + uint64(8)
-        e = s + n - n % uint64(8)
-        while i < e:
-            r0 += t[i]
-            r1 += t[i + one]
-            r2 += t[i + uint64(2)]
-            r3 += t[i + uint64(3)]
-            r4 += t[i + uint64(4)]
-            r5 += t[i + uint64(5)]
-            r6 += t[i + uint64(6)]
-            r7 += t[i + uint64(7)]
-            q0 += u[i]
-            q1 += u[i + one]
-            q2 += u[i + uint64(2)]
-            q3 += u[i + uint64(3)]
-            q4 += u[i + uint64(4)]
-            q5 += u[i + uint64(5)]
-            q6 += u[i + uint64(6)]
-            q7 += u[i + uint64(7)]
-            i += uint64(8)
-        x = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        y = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7))
-        while i < s + n:
-            x += t[i]
-            y += u[i]
-            i += one
+            for i in range(s, s + n):
+                x += t[i]
+                y += u[i]
+        else:
+            r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(t, s, n // 8)
+            q0, q1, q2, q3, q4, q5, q6, q7 = _lanes8(u, s, n // 8)
+            x = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+            y = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7))
+            for i in range(s + n - n % 8, s + n):
+                x += t[i]
+                y += u[i]
         st[b], su[b] = x, y
         s += n
 
