@@ -164,10 +164,9 @@ def fields_step(out, p, q, atol, plan, j, buf, acc):
         o, a, c = os[i], ps[i], qs[i]
         nd |= (o <= 0.0) | (a <= 0.0)
         bad |= not (o < np.inf)
-        den = a if a > 0.0 else 1.0             # no division by 0 (it would raise, and not vectorise)
-        ratio = o / den
+        ratio = o / a                           # inf or NaN where p = 0: the row is aborted then
         lr[i] = ratio
-        d[i] = (o - a) / den
+        d[i] = (o - a) / a
         close = (ratio > 0.5) & (ratio < 2.0)
         flag[i] = close
         ncl += close
