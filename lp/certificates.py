@@ -243,9 +243,9 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     bisections and the heavier closed forms are compiled passes (the fields of a row with out > 0
     and p > 0 by chunks that stay in the L2 cache, :mod:`lp._fields_kernels`): the fields of rules
     that do not use the family are the numpy path's bit for bit, the others agree to rounding (sums
-    in another order).  1.3-2.0 ms at V = 151,936, 2.0-3.0x one ``np.sort(p)`` (0.65 ms, AVX-512)
+    in another order).  1.1-2.2 ms at V = 151,936, 1.6-3.2x one ``np.sort(p)`` (0.68 ms, AVX-512)
     against 7.7-12.5x for the numpy path (``python benchmarks/issue27.py --only 3``, 2-core AMD
-    EPYC shared with other jobs, load ~2.5; the first call in a fresh install compiles for ~12 s,
+    EPYC shared with other jobs, load 1-2.5; the first call in a fresh install compiles for ~12 s,
     later processes load the disk cache in ~0.5 s).
 
     Parameters: ``rule`` (a lossy verifier from :mod:`specsim.verifiers.lossy` or its
