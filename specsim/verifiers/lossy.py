@@ -385,17 +385,26 @@ def _js_released(p, q):
         t = _scratch(p.size, "fsd mid")
         if js_released_terms(p, q, t):          # p, q > 0 everywhere (else the masks below)
             np.log1p(t, out=t)
-            return 0.5 * mid_log_sum(p, q, t)
+            d = 0.5 * mid_log_sum(p, q, t)
+            if d < np.inf:                      # else a t overflowed: repaired below
+                return d
     pos_p, pos_q = p > 0, q > 0
     if not np.array_equal(pos_p, pos_q):
         return np.inf
     if not pos_p.all():                         # common zeros: terms 0 there
         p, q = p[pos_p], q[pos_p]
     d = p - q
-    t = d / p
-    t *= d / q
+    with np.errstate(over="ignore"):
+        t = d / p
+        t *= d / q
     t *= 0.25
     np.log1p(t, out=t)
+    big = t == np.inf
+    if big.any():
+        # (p - q)^2 / (4 p q) beyond the float range (a subnormal p or q against a normal one):
+        # log1p(t) = log t to double precision there, taken factor by factor
+        a, b, e = p[big], q[big], np.abs(d[big])
+        t[big] = (np.log(e) - np.log(a)) + (np.log(e) - np.log(b)) - np.log(4.0)
     m = p + q
     m *= 0.5
     t *= m

@@ -238,6 +238,17 @@ def test_fsd_released_divergence_is_exact_in_one_log_a_token():
     assert old_worse >= 2                       # the near-equal rows: the form matters
     p, q = np.array([0.5, 0.5, 0.0]), np.array([0.4, 0.3, 0.3])
     assert _js_released(p, q) == np.inf and _js_released(q, p) == np.inf
+    for V in (3, 5000):                         # (p - q)^2 / (4 p q) overflows: finite, and exact
+        p = np.full(V, 1.0 / V)
+        q = p.copy()
+        q[0], q[1] = 5e-324, q[1] + q[0] - 5e-324
+        ref = _js_released_exact(p, q) if V == 3 else None
+        got = _js_released(p, q)
+        assert np.isfinite(got)
+        if ref is not None:
+            assert abs(got - ref) <= 1e-14 * ref, (got, ref)
+        with _jit.disabled():
+            assert _js_released(p, q) == got
     for V in (5000, 151_936):
         p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
         with _jit.disabled():
