@@ -405,14 +405,13 @@ class _GroupedClipFamily(ClipFamily):
         self._pc, self._qc = (np.ascontiguousarray(x, dtype=np.float64) for x in (p, q))
         self._TK = TK = _jit.work_block("clip tokens", 2, n)
         r_in = TK[0]
-        with np.errstate(all="ignore"):
-            # numpy's vectorised divide; finite positive ratios everywhere (NaN, from 0/0, fails
-            # both tests) mean p > 0 everywhere and no overflow, else the compiled pass redoes it
-            np.divide(self._qc, self._pc, out=r_in)
-            m, n0, bad = n, 0, -1
-            rmin, rmax = (float(r_in.min()), float(r_in.max())) if n else (0.0, 0.0)
-            if not (rmin > 0.0 and rmax < np.inf):  # zero, infinite or undefined ratios
-                m, n0, rmin, rmax, bad = K.grouped_ratios(self._pc, self._qc, r_in)
+        # one vectorised pass: the ratios and their range; finite positive ratios everywhere (NaN,
+        # from 0/0, fails one test) mean p > 0 everywhere and no overflow, else the other pass redoes it
+        m, n0, bad = n, 0, -1
+        rmin, rmax = (float(x) for x in np.array(K.ratio_range(self._pc, self._qc, r_in)).view(np.float64)) \
+            if n else (0.0, 0.0)
+        if not (rmin > 0.0 and rmax < np.inf):  # zero, infinite or undefined ratios
+            m, n0, rmin, rmax, bad = K.grouped_ratios(self._pc, self._qc, r_in)
         if bad >= 0:
             self._overflow(bad)
         #: q/p in token order (inf where p = 0)

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
 
 from specsim import _kl_kernels as KL
 from specsim._jit import njit
@@ -58,6 +60,34 @@ _MAX_BUCKETS = 1 << 15
 _R, _P, _Q, _LOG, _PC, _QC, _PSUF, _QSUF, _G, _M = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
 #: tokens per block of the D(q, p) sums (partial sums per block, then the blocks in order)
 _QD_BLOCK = 256
+
+
+@intrinsic
+def _float_bits(typingctx, x):
+    """The IEEE pattern of a float64 as an int64 (a register bitcast: no store and reload)."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(types.float64), codegen
+
+
+@njit
+def ratio_range(p, q, r_in):
+    """r_in = q / p (numpy's divide, bit for bit) and the least and largest pattern of the ratios
+    as int64 in one vectorised pass (patterns order as the values for ratios >= 0; a NaN pattern
+    lies beyond inf or below 0 by its sign, so the caller's range tests catch it): the family's
+    construction in one pass instead of numpy's divide, min and max."""
+    lo = np.int64(0x7FFFFFFFFFFFFFFF)
+    hi = -lo - 1
+    for i in range(p.size):
+        v = q[i] / p[i]
+        r_in[i] = v
+        b = _float_bits(v)
+        lo = min(lo, b)
+        hi = max(hi, b)
+    return lo, hi
 
 
 @njit
