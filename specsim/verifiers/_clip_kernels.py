@@ -702,7 +702,18 @@ def cactus_out(p, q, r_tok, thr, suf_c, suf, acc, act, w_own, G):
     term w_n own_n on the rejected ids ``act``, then clipped at 0 again) + acc, token by token, with
     s = #{thr < r_y} (thr nondecreasing) as lossy.cactus's pair computes it."""
     nt = thr.size
-    for i in range(p.size):
+    if nt <= 2:                                 # the usual case: selects, no gather (it vectorises)
+        t0 = thr[0] if nt > 0 else np.inf
+        t1 = thr[1] if nt > 1 else np.inf
+        c0, c1, c2 = suf_c[0], suf_c[min(1, nt)], suf_c[nt]
+        w0, w1, w2 = suf[0], suf[min(1, nt)], suf[nt]
+        for i in range(p.size):
+            x = r_tok[i]
+            a = c2 if t1 < x else (c1 if t0 < x else c0)        # suf_c[s], s = #{thr < x}
+            b = w2 if t1 < x else (w1 if t0 < x else w0)
+            g = p[i] * a - q[i] * b
+            G[i] = g if g >= 0.0 else 0.0
+    for i in range(p.size if nt > 2 else 0):
         x = r_tok[i]
         if nt <= 8:
             s = 0
