@@ -697,10 +697,30 @@ def _cactus_cap(a, two_delta):
 
 
 @njit
+def _below(thr, x):
+    """#{thr < x} for thr nondecreasing: a count for a few thresholds, else a binary search."""
+    nt = thr.size
+    if nt <= 8:
+        s = 0
+        for t in range(nt):
+            s += thr[t] < x
+        return s
+    lo, hi = 0, nt
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if thr[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit
 def cactus_out(p, q, r_tok, thr, suf_c, suf, acc, act, w_own, G):
     """Cactus's output law G = (p sum_{c_n > r} w_n c_n - q sum_{c_n > r} w_n)_+ (minus the own
     term w_n own_n on the rejected ids ``act``, then clipped at 0 again) + acc, token by token, with
-    s = #{thr < r_y} (thr nondecreasing) as lossy.cactus's pair computes it."""
+    s = #{thr < r_y} (thr nondecreasing) as lossy.cactus's pair computes it: one pass, then the
+    few rejected ids again with their own term."""
     nt = thr.size
     if nt <= 2:                                 # the usual case: selects, no gather (it vectorises)
         t0 = thr[0] if nt > 0 else np.inf
@@ -712,30 +732,18 @@ def cactus_out(p, q, r_tok, thr, suf_c, suf, acc, act, w_own, G):
             a = c2 if t1 < x else (c1 if t0 < x else c0)        # suf_c[s], s = #{thr < x}
             b = w2 if t1 < x else (w1 if t0 < x else w0)
             g = p[i] * a - q[i] * b
-            G[i] = g if g >= 0.0 else 0.0
-    for i in range(p.size if nt > 2 else 0):
-        x = r_tok[i]
-        if nt <= 8:
-            s = 0
-            for t in range(nt):
-                s += thr[t] < x
-        else:                                   # binary search: #{thr < x}
-            lo, hi = 0, nt
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if thr[mid] < x:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            s = lo
-        g = p[i] * suf_c[s] - q[i] * suf[s]
-        G[i] = g if g >= 0.0 else 0.0
-    for k in range(act.size):
+            G[i] = (g if g >= 0.0 else 0.0) + acc[i]
+    else:
+        for i in range(p.size):
+            s = _below(thr, r_tok[i])
+            g = p[i] * suf_c[s] - q[i] * suf[s]
+            G[i] = (g if g >= 0.0 else 0.0) + acc[i]
+    for k in range(act.size):                   # the sum runs over n != y
         i = act[k]
-        g = G[i] - w_own[k]
-        G[i] = g if g >= 0.0 else 0.0
-    for i in range(p.size):
-        G[i] += acc[i]
+        s = _below(thr, r_tok[i])
+        g = p[i] * suf_c[s] - q[i] * suf[s]
+        g = (g if g >= 0.0 else 0.0) - w_own[k]
+        G[i] = (g if g >= 0.0 else 0.0) + acc[i]
     return G
 
 
