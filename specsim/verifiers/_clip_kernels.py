@@ -748,17 +748,45 @@ def cactus_out(p, q, r_tok, thr, suf_c, suf, acc, act, w_own, G):
 
 
 @njit
-def lenience_terms(p, q, l, acc, rej, pos):
-    """Lenience's closed pair in one pass, numpy's arithmetic: acc = min(q, p / l), rej =
-    (q - p / l)_+ (the rejected mass, summed by the caller), pos = (p - q)_+ (the residual)."""
-    for i in range(p.size):
-        a = p[i] / l
-        b = q[i]
-        acc[i] = b if b <= a else a
-        t = b - a
-        rej[i] = t if t >= 0.0 else 0.0
-        u = p[i] - b
-        pos[i] = u if u >= 0.0 else 0.0
+def _lenience_terms(a, b, l):
+    """acc = min(q, p / l), rej = (q - p / l)_+, pos = (p - q)_+ of one token (numpy's arithmetic)."""
+    x = a / l
+    t = b - x
+    u = a - b
+    return (b if b <= x else x), (t if t >= 0.0 else 0.0), (u if u >= 0.0 else 0.0)
+
+
+@njit
+def lenience_pair(p, q, l, res):
+    """Lenience's closed pair: res = (pos / pos.sum()) rej.sum() + acc (p rej.sum() + acc when
+    pos.sum() = 0), returns acc.sum(), with acc, rej, pos of :func:`_lenience_terms`: the sums in
+    numpy's pairwise order from a first pass, the law from a second, the same operations in the
+    same order as the numpy chain on written-out rows, without the rows."""
+    n = p.size
+    lens = KL.pairwise_blocks(n)
+    sa = np.empty(lens.size)
+    sr = np.empty(lens.size)
+    sp = np.empty(lens.size)
+    ba = np.empty(KL.PW_BLOCK)
+    br = np.empty(KL.PW_BLOCK)
+    bp = np.empty(KL.PW_BLOCK)
+    s = 0
+    for k in range(lens.size):
+        m = lens[k]
+        ps, qs = p[s:s + m], q[s:s + m]
+        for i in range(m):
+            ba[i], br[i], bp[i] = _lenience_terms(ps[i], qs[i], l)
+        sa[k] = KL.leaf_sum(ba, m)
+        sr[k] = KL.leaf_sum(br, m)
+        sp[k] = KL.leaf_sum(bp, m)
+        s += m
+    total_pos = KL.pairwise_total(n, sp)
+    rejected = KL.pairwise_total(n, sr)
+    for i in range(n):
+        acc, _, pos = _lenience_terms(p[i], q[i], l)
+        v = pos / total_pos if total_pos > 0.0 else p[i]
+        res[i] = v * rejected + acc
+    return KL.pairwise_total(n, sa)
 
 
 @njit

@@ -293,14 +293,9 @@ def lenience(l: float) -> LossyVerifier:  # noqa: E741 (the paper's name)
     def pair(p, q):
         if not _jit.enabled():
             return out(p, q), beta(p, q)
-        from ._clip_kernels import lenience_terms
-        acc, rej, pos = _jit.work_block("lenience terms", 3, p.size)    # fresh rows page-fault
-        lenience_terms(np.ascontiguousarray(p), np.ascontiguousarray(q), l, acc, rej, pos)
-        s = pos.sum()                           # out's operations, in one fresh row (the law)
-        res = np.divide(pos, s) if s > 0.0 else p.copy()     # normalize(pos, p)
-        res *= rej.sum()
-        res += acc
-        return res, acc.sum()
+        from ._clip_kernels import lenience_pair   # out's operations, two passes, no term rows
+        res = np.empty(p.size)
+        return res, lenience_pair(np.ascontiguousarray(p), np.ascontiguousarray(q), l, res)
 
     return single_token_chain(SingleTokenRule("lenience", decide, out, beta, dict(l=l), closed_pair=pair),
                               doc=lenience.__doc__)
