@@ -320,3 +320,23 @@ def test_add_scaled_is_numpy_bit_for_bit():
         differs_if_fused += sum(float(Fraction(a) * Fraction(c) + Fraction(b)) != r
                                 for a, b, r in zip(p[:300].tolist(), res[:300].tolist(), ref[:300].tolist()))
     assert differs_if_fused > 0                 # the check can tell a fused multiply-add apart
+
+
+@pytest.mark.parametrize("kind", ROW_KINDS)
+def test_lenience_pair_compiled_is_numpy_bit_for_bit(kind):
+    """lenience's compiled closed pair (sums from one pass, the law from a second, no term rows)
+    gives the numpy chain's law and beta bit for bit."""
+    from specsim._validate import as_pair as _validated
+
+    for V in (5000, 40_001):
+        try:
+            p, q = _validated(*_row(kind, V, 4))
+        except ValueError:
+            continue
+        for l in (0.05, 0.8, 1.0):
+            rule = lenience(l).rule
+            out, beta = rule.out_beta(p, q)
+            with _jit.disabled():
+                ref_out, ref_beta = rule.out_beta(p, q)
+            np.testing.assert_array_equal(out, ref_out)
+            assert beta == ref_beta
