@@ -456,7 +456,7 @@ class _GroupedClipFamily(ClipFamily):
         BI = np.zeros((3, B + 1), dtype=np.int64)
         I = _jit.work_block("clip ids", 2, n, np.int64)
         D = np.zeros(2)
-        BB = K.grouped_setup(W, BI, par, TK, I, pc, qc, D)
+        BB = K.grouped_setup(W, BI, par, TK[0], TK[1], I[0], pc, qc, D)
         if self._qdiv is None:                  # the same sums q_divergence would take
             self._qdiv = D
         #: the state every compiled query takes (see _clip_kernels)
@@ -494,7 +494,7 @@ class _GroupedClipFamily(ClipFamily):
         if self._qdiv is None:
             self._log_ratios()
             self._qdiv = np.zeros(2)
-            self._K.q_divergences(self._pc, self._qc, self._TK, self._qdiv)
+            self._K.q_divergences(self._pc, self._qc, self._TK[0], self._TK[1], self._qdiv)
         return float(self._qdiv[_KIND_CODE[kind] - 1])
 
     def clip_level(self, kind: str, eps: float) -> float:
