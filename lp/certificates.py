@@ -243,10 +243,10 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     bisections and the heavier closed forms are compiled passes (the fields of a row with out > 0
     and p > 0 by chunks that stay in the L2 cache, :mod:`lp._fields_kernels`): the fields of rules
     that do not use the family are the numpy path's bit for bit, the others agree to rounding (sums
-    in another order).  1.1-2.2 ms at V = 151,936, 1.6-3.2x one ``np.sort(p)`` (0.68 ms, AVX-512)
-    against 7.7-12.5x for the numpy path (``python benchmarks/issue27.py --only 3``, 2-core AMD
-    EPYC shared with other jobs, load 1-2.5; the first call in a fresh install compiles for ~12 s,
-    later processes load the disk cache in ~0.5 s).
+    in another order).  1.0-1.9 ms at V = 151,936, 1.5-2.8x one ``np.sort(p)`` (0.69 ms, AVX-512)
+    against 7.6-12.4x for the numpy path (``python benchmarks/issue27.py``, idle 2-core AMD EPYC,
+    calls interleaved with other work so caches are cold; the first certificates in a fresh
+    install compile for ~15 s, later processes load the disk cache in ~0.5 s).
 
     Parameters: ``rule`` (a lossy verifier from :mod:`specsim.verifiers.lossy` or its
     ``SingleTokenRule``), ``p`` target and ``q`` draft (probability vectors over the same V >= 2
