@@ -211,32 +211,8 @@ def fields_step(out, p, q, atol, plan, j, buf, acc):
 def fields_total(n, acc):
     """(max out/p, between, out == q, sum |out - p|, sum |p - q|, sum out log(out/p),
     sum p log(out/p)) of the chunked steps: each sum numpy's ``.sum()`` of its row, bit for bit
-    (:func:`specsim._kl_kernels.pairwise_total` of acc[0:4]'s block sums, the four in one walk)."""
+    (:func:`specsim._kl_kernels.pairwise_totals` of acc[0:4]'s block sums, the four in one walk)."""
     st = acc[4].view(np.int64)
     mr = acc[4, _MAX]                           # the float whose bits are st[_MAX]
-    size = np.empty(64, np.int64)
-    phase = np.empty(64, np.int64)
-    vals = np.empty((64, 4))
-    size[0], phase[0] = n, 0
-    top, nv, k = 1, 0, 0
-    while top:
-        m = size[top - 1]
-        if m <= KL.PW_BLOCK:
-            for r in range(4):
-                vals[nv, r] = acc[r, k]
-            nv += 1
-            k += 1
-            top -= 1
-        elif phase[top - 1] < 2:
-            half = KL.pairwise_split(m)
-            size[top] = half if phase[top - 1] == 0 else m - half
-            phase[top - 1] += 1
-            phase[top] = 0
-            top += 1
-        else:
-            nv -= 1
-            for r in range(4):
-                vals[nv - 1, r] = vals[nv - 1, r] + vals[nv, r]
-            top -= 1
-    return (mr, st[_NB] == 0, st[_NE] == 0, 0.0 + vals[0, 0], 0.0 + vals[0, 1], 0.0 + vals[0, 2],
-            0.0 + vals[0, 3])
+    t = KL.pairwise_totals(n, acc, 4)
+    return mr, st[_NB] == 0, st[_NE] == 0, t[0], t[1], t[2], t[3]

@@ -145,18 +145,20 @@ def pairwise_blocks(n):
 
 
 @njit
-def pairwise_total(n, sums):
-    """numpy's total of a row of n terms from its blocks' sums (in row order): each split range is
-    the sum of its halves, left + right."""
+def pairwise_totals(n, sums, rows):
+    """numpy's totals of ``rows`` rows of n terms each from their blocks' sums (``sums[r]`` in row
+    order, a 2-D array), in one walk of the summation tree: each split range is the sum of its
+    halves, left + right."""
     size = np.empty(64, np.int64)
     phase = np.empty(64, np.int64)
-    vals = np.empty(64)
+    vals = np.empty((64, rows))
     size[0], phase[0] = n, 0
     top, nv, k = 1, 0, 0
     while top:
         m = size[top - 1]
         if m <= PW_BLOCK:
-            vals[nv] = sums[k]
+            for r in range(rows):
+                vals[nv, r] = sums[r, k]
             nv += 1
             k += 1
             top -= 1
@@ -168,9 +170,19 @@ def pairwise_total(n, sums):
             top += 1
         else:
             nv -= 1
-            vals[nv - 1] = vals[nv - 1] + vals[nv]
+            for r in range(rows):
+                vals[nv - 1, r] = vals[nv - 1, r] + vals[nv, r]
             top -= 1
-    return 0.0 + vals[0]
+    out = np.empty(rows)
+    for r in range(rows):
+        out[r] = 0.0 + vals[0, r]
+    return out
+
+
+@njit
+def pairwise_total(n, sums):
+    """numpy's total of a row of n terms from its blocks' sums (in row order; :func:`pairwise_totals`)."""
+    return pairwise_totals(n, sums.reshape((1, sums.size)), 1)[0]
 
 
 @njit
