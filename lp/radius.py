@@ -196,6 +196,18 @@ def _pairwise(rule: AcceptanceRule, bx: float, by: float, kind: str) -> float:
         if kind == "kl":
             if by <= 0:
                 return np.inf
+            # p = (b_x / (t Z), b_y t / Z, b_v / Z), t the positive root of
+            # b_y (1 - eps) t^2 - eps r t - b_x (1 + eps) = 0, and D = eps log t - log Z.  Taken in
+            # tau = t - 1 and Z - 1 = tau (b_y t - b_x) / t with log1p: near a tie with a small eps,
+            # D ~ eps^2 and -log(Z t^-eps) would round it to 0 (a radius of 0 says b rejects x)
+            a2 = by * (1 - eps)
+            b1 = 2 * a2 - eps * r
+            c0 = (by - bx) - eps * (bx + by + r)
+            disc = b1 * b1 - 4 * a2 * c0
+            if b1 > 0 and disc >= 0:
+                tau = -2 * c0 / (b1 + np.sqrt(disc))       # the root near 0, without cancellation
+                t = 1 + tau
+                return float(max(eps * np.log1p(tau) - np.log1p(tau * ((by - bx) + by * tau) / t), 0.0))
             t = (eps * r + np.sqrt((eps * r) ** 2 + 4 * by * bx * (1 - eps) * (1 + eps))) / (2 * by * (1 - eps))
             return float(max(-np.log(t ** (-eps) * (bx / t + by * t + r)), 0.0))
         # KL(b||p): p_y = t, p_x = t - eps, others b_v / mu with mu = r / (1 + eps - 2t)

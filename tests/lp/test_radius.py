@@ -7,6 +7,7 @@ from hypothesis import example, given, settings, strategies as st
 from lp.radius import (acceptance_radius, acceptance_radius_numeric, additive_greedy, entropy_rule, margin_radius,
                        multiplicative_greedy, strict_greedy, top_m)
 from specsim.divergences import divergence
+from specsim._validate import as_distribution
 from specsim.testing.strategies import distributions
 
 KINDS = ("kl", "kl_reverse", "tv")
@@ -74,6 +75,8 @@ def test_closed_form_matches_cvxpy_and_just_outside_is_rejected(b, rule):
         if R <= 0:
             assert not rule.accepts(b, x)
             continue
+        if R < 1e-6:        # cvxpy's rejecting p is accurate to ~1e-8: a 0.1% push of a radius
+            continue        # below that (a tie with a tiny eps) need not leave the acceptance set
         p = np.clip(1.001 * num.p_reject - 0.001 * b, 0, None)
         p /= p.sum()
         assert not rule.accepts(p, x), (rule, kind)
@@ -162,3 +165,37 @@ def test_numeric_radius_is_infinite_when_no_target_rejects():
     check = acceptance_radius_numeric(strict_greedy(), [1.0, 0.0, 0.0], 0, "kl")
     assert check.value == np.inf and check.p_reject is None
     assert acceptance_radius(strict_greedy(), [1.0, 0.0, 0.0], 0, "kl") == np.inf
+
+
+def test_additive_kl_radius_against_60_digits_near_ties():
+    """The additive rule's KL(p||b) radius against its closed form at 60 digits (mpmath), on the
+    triple (b_x, b_y, 1 - b_x - b_y): within 1e-14 relative from radii of 0.1 down to ~1e-29 (a
+    tie with eps = 1e-14, where the plain form -log(t^-eps Z) rounds to 0 and so would say that b
+    rejects x, though b accepts it)."""
+    import mpmath
+
+    def exact(bx, by, eps):
+        with mpmath.workdps(60):
+            bx_, by_, e = mpmath.mpf(bx), mpmath.mpf(by), mpmath.mpf(eps)
+            r = 1 - bx_ - by_
+            t = (e * r + mpmath.sqrt((e * r) ** 2 + 4 * by_ * bx_ * (1 - e) * (1 + e))) / (2 * by_ * (1 - e))
+            return float(-mpmath.log(t ** (-e) * (bx_ / t + by_ * t + r)))
+
+    rng = np.random.default_rng(5)
+    cases = [(1 / 3, 1 / 3, 1e-14), (0.25, 0.25, 1e-8), (0.4, 0.4 * (1 - 1e-12), 1e-14)]
+    for _ in range(300):
+        bx, by = sorted(rng.dirichlet(np.ones(4)))[-1:-3:-1]
+        if rng.random() < 0.3:
+            bx = by = 0.5 * rng.random()
+        cases.append((float(bx), float(by), float(rng.choice([0.0, 1e-14, 1e-8, 1e-3, 0.1, 0.3]))))
+    for bx, by, eps in cases:
+        b = as_distribution([bx, by, 1 - bx - by])         # the row the radius is taken of
+        top = max(b[1], b[2])                               # y: the largest competitor
+        R = acceptance_radius(additive_greedy(eps), b, 0, "kl")
+        if b[0] - top + eps <= 0:                           # b rejects x
+            assert R == 0.0
+            continue
+        ref = exact(b[0], top, eps)
+        assert abs(R - ref) <= 1e-14 * ref, (bx, by, eps, R, ref)
+    b = np.full(3, 1 / 3)
+    assert additive_greedy(1e-14).accepts(b, 0) and acceptance_radius(additive_greedy(1e-14), b, 0, "kl") > 0
