@@ -103,9 +103,12 @@ def _support_note(out, p) -> str:
                      f"(e.g. token {int(np.flatnonzero(off)[0])})")
     miss = (p > 0) & (out <= 0)
     if miss.any():
-        notes.append(f"KL(p||out) = inf: out = 0 on tokens with p mass {p[miss].sum():.3g} "
-                     f"(e.g. token {int(np.flatnonzero(miss)[0])})")
+        notes.append(_miss_note(p[miss].sum(), int(np.flatnonzero(miss)[0])))
     return "; ".join(notes)
+
+
+def _miss_note(mass, token) -> str:
+    return f"KL(p||out) = inf: out = 0 on tokens with p mass {mass:.3g} (e.g. token {token})"
 
 
 def _out_fields(out, p, q, atol, fam):
@@ -180,6 +183,34 @@ def _dense_fields(out, p, q, atol, chunk):
         float(0.5 * tv_pq)
 
 
+def _miss_fields(out, p, q, atol, chunk):
+    """The fields of :func:`_out_fields_compiled` on a row with p > 0 everywhere and out >= 0 with
+    zeros (KL(p||out) = inf): one compiled pass (:func:`lp._fields_kernels.miss_pass`) for the
+    flags, max out/p, both TV sums and the support note's numbers, then the numpy path's own
+    operations (:func:`specsim.divergences._log_ratio`, ``_dot``) on the k entries with out > 0,
+    packed as numpy packs them: the same bits.  None where the whole-row path must decide."""
+    from . import _fields_kernels as FK
+
+    plan = _chunk_plan(p.size, chunk)[0]
+    work = _jit.work_block("certify", 5, p.size)
+    ok, mr, broken, ne, k, first, t, tv_pq, mass = FK.miss_pass(out, p, q, atol, plan, work[0], work[1], work[2],
+                                                                work[3].view(np.int64))
+    if not ok:
+        return None
+    lr, d, xs = work[0][:k], work[1][:k], work[2][:k]
+    with np.errstate(all="ignore"):
+        near = (lr > 0.5) & (lr < 2.0)
+        np.log(lr, out=lr)
+        if near.any():
+            np.log1p(d, out=d)
+            lr = np.where(near, d, lr)
+        xy = float(np.multiply(xs, lr).sum())
+    if not np.isfinite(xy):                     # over- or underflowing ratios
+        return None
+    return max(xy, 0.0), np.inf, float(0.5 * t), float(mr), not broken, not ne, _miss_note(mass, first), \
+        float(0.5 * tv_pq)
+
+
 def _out_fields_compiled(out, p, q, atol, chunk=_CHUNK):
     """:func:`_out_fields` by two compiled passes and numpy's vectorised logs, with the same terms
     summed in the same order (:mod:`specsim.verifiers._clip_kernels`); None where the numpy path
@@ -195,6 +226,8 @@ def _out_fields_compiled(out, p, q, atol, chunk=_CHUNK):
     n = p.size
     if chunk and n:
         fields = _dense_fields(out, p, q, float(atol), chunk)
+        if fields is None:                      # out = 0 somewhere (or a row the whole-row path decides)
+            fields = _miss_fields(out, p, q, float(atol), chunk)
         if fields is not None:
             return fields
     work = _jit.work_block("certify", 5, n)
