@@ -1,4 +1,4 @@
-"""A certificate's divergence fields on a dense row, chunk by chunk (numba; see :mod:`specsim._jit`).
+"""A certificate's divergence fields by chunks of the row (numba; see :mod:`specsim._jit`).
 
 :func:`lp.certificates._out_fields_compiled` on a row with out > 0 and p > 0 everywhere: the
 one-pass fields of :func:`specsim.verifiers._clip_kernels.out_pass` (flags, the sums of |out - p|
@@ -15,8 +15,13 @@ where some 0.5 < out/p < 2, log where some other ratio lies).  A chunk whose rat
 side but for a few (at most 1/32 of them) packs those few (:data:`PACK_LOG1P`,
 :data:`PACK_LOG`) and numpy takes their log alone: one log of the row instead of two where
 nearly every ratio is far from 1 (consultant_standin on an LLM-like row).  numpy's logs are
-elementwise, the same bits wherever an entry lies in the array.  First call in a fresh install:
-~3 s of compilation (cached on disk afterwards).
+elementwise, the same bits wherever an entry lies in the array.
+
+A row with p > 0 everywhere and zeros in out (typical, topk_accept: out = 0 off a kept set, so
+KL(p||out) = inf) goes by :func:`miss_pass` instead: one pass by the same chunks for the flags,
+max out/p, the TV sums and the support note's p mass, writing only the k entries with out > 0
+(often a few hundred) packed, for numpy's own KL sum over those.  First call in a fresh install:
+~5 s of compilation for both (cached on disk afterwards).
 """
 from __future__ import annotations
 
@@ -234,13 +239,12 @@ def _row_block_sum(t, s, n):
 
 
 @njit
-def miss_pass(out, p, q, atol, plan, lr, d, xs, idx):
+def miss_pass(out, p, q, atol, plan, xs, ys, idx):
     """The fields of a row with p > 0 everywhere and out >= 0 with zeros (KL(p||out) = inf), by
     chunks of ``plan`` (:func:`chunk_plan`), no row written but the packed ones: max out/p, the
     flags, numpy's ``.sum()`` of |out - p| and of |p - q| (blocks of n entries), and over the k
-    entries with out > 0, packed in order: lr = out / p, d = (out - p) / p, xs = out (the
-    arguments of :func:`specsim.divergences._log_ratio` on numpy's packed rows) and their tokens
-    idx.  Then numpy's ``p[out <= 0].sum()`` (blocks of the n - k entries with out = 0: a block
+    entries with out > 0, packed in order as numpy packs them for KL(out||p): xs = out, ys = p,
+    and their tokens idx.  Then numpy's ``p[out <= 0].sum()`` (blocks of the n - k entries with out = 0: a block
     with no such token inside is summed in place, another gathered first) and the first of them.
     Returns (ok, max out/p, betweenness broken, out != q, k, first token with out = 0,
     sum |out - p|, sum |p - q|, p mass where out = 0); ok False (the caller takes the whole-row
@@ -296,10 +300,8 @@ def miss_pass(out, p, q, atol, plan, lr, d, xs, idx):
                 if words[w] != 0:
                     for i in range(8 * w, 8 * w + 8):
                         if flag[i]:
-                            o, a = os[i], ps[i]
-                            lr[k] = rr[i]
-                            d[k] = (o - a) / a
-                            xs[k] = o
+                            xs[k] = os[i]
+                            ys[k] = ps[i]
                             idx[k] = s + i
                             k += 1
     if k == n:

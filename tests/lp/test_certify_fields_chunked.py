@@ -82,11 +82,14 @@ def _check_miss_numbers(out, p, q, chunk, tag):
 
     out = np.ascontiguousarray(out, dtype=float)
     n = p.size
-    rows = np.empty((3, n))
+    rows = np.empty((2, n))
+    idx = np.empty(n, np.int64)
     ok, _, _, _, k, first, t, tv_pq, mass = FK.miss_pass(out, p, q, 1e-12, C._chunk_plan(n, chunk)[0],
-                                                         rows[0], rows[1], rows[2], np.empty(n, np.int64))
+                                                         rows[0], rows[1], idx)
     miss = out <= 0
     assert ok and k == n - np.count_nonzero(miss) and first == int(np.flatnonzero(miss)[0]), tag
+    assert np.array_equal(idx[:k], np.flatnonzero(~miss)) and np.array_equal(rows[0, :k], out[~miss]) \
+        and np.array_equal(rows[1, :k], p[~miss]), tag
     assert _bits(mass) == _bits(float(p[miss].sum())), (tag, chunk)
     assert _bits(t) == _bits(float(np.abs(out - p).sum())) and _bits(tv_pq) == _bits(float(np.abs(p - q).sum()))
 
