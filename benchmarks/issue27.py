@@ -33,7 +33,8 @@ work runs in child processes).
    the numpy ones, with the largest difference between the two certificates' numbers.
 3. ``certify`` of each lossy rule at V = 151,936 against one ``np.sort`` of p (goal: <= 3x): the
    default (with numba: the grouped clip family, which sorts only the buckets its queries land in,
-   the divergence fields chunk by chunk in L2 (lp/_fields_kernels.py), compiled KL, clip-level and
+   the divergence fields chunk by chunk in L2, in one pass where out has zeros
+   (lp/_fields_kernels.py), compiled KL, clip-level and
    closed-form passes), its numpy path
    (``specsim._jit.disabled()``, the reference: one sort of q/p) and the pre-issue-27
    implementation (numpy; two KL passes, full frontier points), with the largest difference of

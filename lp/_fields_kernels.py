@@ -1,4 +1,4 @@
-"""A certificate's divergence fields on a dense row, chunk by chunk (numba; see :mod:`specsim._jit`).
+"""A certificate's divergence fields by chunks of the row (numba; see :mod:`specsim._jit`).
 
 :func:`lp.certificates._out_fields_compiled` on a row with out > 0 and p > 0 everywhere: the
 one-pass fields of :func:`specsim.verifiers._clip_kernels.out_pass` (flags, the sums of |out - p|
@@ -15,8 +15,13 @@ where some 0.5 < out/p < 2, log where some other ratio lies).  A chunk whose rat
 side but for a few (at most 1/32 of them) packs those few (:data:`PACK_LOG1P`,
 :data:`PACK_LOG`) and numpy takes their log alone: one log of the row instead of two where
 nearly every ratio is far from 1 (consultant_standin on an LLM-like row).  numpy's logs are
-elementwise, the same bits wherever an entry lies in the array.  First call in a fresh install:
-~3 s of compilation (cached on disk afterwards).
+elementwise, the same bits wherever an entry lies in the array.
+
+A row with p > 0 everywhere and zeros in out (typical, topk_accept: out = 0 off a kept set, so
+KL(p||out) = inf) goes by :func:`miss_pass` instead: one pass by the same chunks for the flags,
+max out/p, the TV sums and the support note's p mass, writing only the k entries with out > 0
+(often a few hundred) packed, for numpy's own KL sum over those.  First call in a fresh install:
+~5 s of compilation for both (cached on disk afterwards).
 """
 from __future__ import annotations
 
@@ -216,3 +221,111 @@ def fields_total(n, acc):
     mr = acc[4, _MAX]                           # the float whose bits are st[_MAX]
     t = KL.pairwise_totals(n, acc, 4)
     return mr, st[_NB] == 0, st[_NE] == 0, t[0], t[1], t[2], t[3]
+
+
+@njit
+def _row_block_sum(t, s, n):
+    """numpy's pairwise_sum of t[s:s + n], n <= PW_BLOCK (:func:`block_sums` of one row)."""
+    if n < 8:
+        x = 0.0
+        for i in range(s, s + n):
+            x += t[i]
+        return x
+    r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(t, s, n // 8)
+    x = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(s + n - n % 8, s + n):
+        x += t[i]
+    return x
+
+
+@njit
+def miss_pass(out, p, q, atol, plan, xs, ys, idx):
+    """The fields of a row with p > 0 everywhere and out >= 0 with zeros (KL(p||out) = inf), by
+    chunks of ``plan`` (:func:`chunk_plan`), no row written but the packed ones: max out/p, the
+    flags, numpy's ``.sum()`` of |out - p| and of |p - q| (blocks of n entries), and over the k
+    entries with out > 0, packed in order as numpy packs them for KL(out||p): xs = out, ys = p,
+    and their tokens idx.  Then numpy's ``p[out <= 0].sum()`` (blocks of the n - k entries with out = 0: a block
+    with no such token inside is summed in place, another gathered first) and the first of them.
+    Returns (ok, max out/p, betweenness broken, out != q, k, first token with out = 0,
+    sum |out - p|, sum |p - q|, p mass where out = 0); ok False (the caller takes the whole-row
+    path): an entry of out negative or not finite, p <= 0 somewhere, or no zero in out."""
+    n = out.size
+    L, nc = plan[0], plan[1]
+    lens = plan[2:2 + L]
+    cuts = plan[2 + L:3 + L + nc]
+    offs = plan[3 + L + nc:4 + L + 2 * nc]
+    width = 0
+    for j in range(nc):
+        width = max(width, offs[j + 1] - offs[j])
+    ts = np.empty((2, L))                       # the blocks' sums of |out - p|, |p - q|
+    t1, t2, rr = np.empty(width), np.empty(width), np.empty(width)
+    rv = rr.view(np.int64)                      # positive doubles order as their bit patterns
+    flag = np.empty(width + 8, np.uint8)
+    nd = bad = nb = ne = False
+    mx = 0
+    k = 0
+    first = -1
+    for j in range(nc):
+        s, e = offs[j], offs[j + 1]
+        os, ps, qs = out[s:e], p[s:e], q[s:e]
+        m = e - s
+        npos = 0
+        for i in range(m):                      # out_pass's operations (branch-free)
+            o, a, c = os[i], ps[i], qs[i]
+            nd |= (o < 0.0) | (a <= 0.0)
+            bad |= not (o < np.inf)
+            rr[i] = o / a
+            nb |= (o < min(a, c) - atol) | (o > max(a, c) + atol)
+            ne |= o != c
+            t1[i] = abs(o - a)
+            t2[i] = abs(a - c)
+            pos = o > 0.0
+            flag[i] = pos
+            npos += pos
+        if nd or bad:
+            return (False, 0.0, False, False, k, -1, 0.0, 0.0, 0.0)
+        for i in range(m):
+            mx = max(mx, rv[i])
+        block_sums(t1, t2, lens, cuts[j], cuts[j + 1], ts[0], ts[1])
+        if first < 0 and npos < m:
+            for i in range(m):
+                if flag[i] == 0:
+                    first = s + i
+                    break
+        if npos:                                # pack them: 8 flags a word, zero words skipped
+            for i in range(m, m + 8):
+                flag[i] = 0
+            words = flag[:(m + 7) // 8 * 8].view(np.uint64)
+            for w in range(words.size):
+                if words[w] != 0:
+                    for i in range(8 * w, 8 * w + 8):
+                        if flag[i]:
+                            xs[k] = os[i]
+                            ys[k] = ps[i]
+                            idx[k] = s + i
+                            k += 1
+    if k == n:
+        return (False, 0.0, False, False, k, -1, 0.0, 0.0, 0.0)
+    mlens = KL.pairwise_blocks(n - k)
+    sm = np.empty(mlens.size)
+    stage = np.empty(KL.PW_BLOCK)
+    i = jj = 0                                  # the next token, the next packed one (>= i)
+    for b in range(mlens.size):
+        w = mlens[b]
+        if (idx[jj] if jj < k else n) >= i + w:  # no out > 0 inside: the block lies in p
+            sm[b] = _row_block_sum(p, i, w)
+            i += w
+        else:
+            c = 0
+            while c < w:
+                if jj < k and idx[jj] == i:
+                    jj += 1
+                else:
+                    stage[c] = p[i]
+                    c += 1
+                i += 1
+            sm[b] = KL.leaf_sum(stage, w)
+    mr = rr[:1].copy()
+    mr.view(np.int64)[0] = mx
+    t = KL.pairwise_totals(n, ts, 2)
+    return True, mr[0], nb, ne, k, first, t[0], t[1], KL.pairwise_total(n - k, sm)

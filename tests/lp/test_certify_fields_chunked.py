@@ -49,7 +49,7 @@ def _bits(x):
 
 class _Stats:
     def __init__(self):
-        self.dense = self.pack_log1p = self.pack_log = self.chunks = 0
+        self.dense = self.pack_log1p = self.pack_log = self.chunks = self.miss = 0
 
 
 def _check(out, p, q, stats, tag, atol=1e-12):
@@ -67,6 +67,48 @@ def _check(out, p, q, stats, tag, atol=1e-12):
         if dense is not None:                   # the chunked pass answered (not the fallback)
             stats.dense += 1
             assert [_bits(x) for x in dense] == [_bits(x) for x in ref], (tag, chunk)
+        miss = C._miss_fields(np.ascontiguousarray(out, dtype=float), p, q, atol, chunk)
+        if miss is not None:                    # the pass for rows where out has zeros answered
+            assert dense is None, (tag, chunk)
+            stats.miss += 1
+            assert [_bits(x) for x in miss] == [_bits(x) for x in ref], (tag, chunk)
+            _check_miss_numbers(out, p, q, chunk, tag)
+
+
+def _check_miss_numbers(out, p, q, chunk, tag):
+    """The support note prints its p mass to 3 digits: check the number itself (numpy's
+    ``p[out <= 0].sum()``), the first such token and the TV sums, bit for bit."""
+    from lp import _fields_kernels as FK
+
+    out = np.ascontiguousarray(out, dtype=float)
+    n = p.size
+    rows = np.empty((2, n))
+    idx = np.empty(n, np.int64)
+    ok, _, _, _, k, first, t, tv_pq, mass = FK.miss_pass(out, p, q, 1e-12, C._chunk_plan(n, chunk)[0],
+                                                         rows[0], rows[1], idx)
+    miss = out <= 0
+    assert ok and k == n - np.count_nonzero(miss) and first == int(np.flatnonzero(miss)[0]), tag
+    assert np.array_equal(idx[:k], np.flatnonzero(~miss)) and np.array_equal(rows[0, :k], out[~miss]) \
+        and np.array_equal(rows[1, :k], p[~miss]), tag
+    assert _bits(mass) == _bits(float(p[miss].sum())), (tag, chunk)
+    assert _bits(t) == _bits(float(np.abs(out - p).sum())) and _bits(tv_pq) == _bits(float(np.abs(p - q).sum()))
+
+
+@pytest.fixture
+def spy_miss(monkeypatch):
+    """Counts the answers of the pass for rows where out has zeros (so it is known to answer)."""
+    from lp import _fields_kernels as FK
+
+    stats = _Stats()
+    real = FK.miss_pass
+
+    def miss_pass(*args):
+        res = real(*args)
+        stats.miss += bool(res[0])
+        return res
+
+    monkeypatch.setattr(FK, "miss_pass", miss_pass)
+    return stats
 
 
 @pytest.fixture
@@ -113,6 +155,7 @@ def test_chunked_fields_llm_row_V_151936(spy_steps):
     p, q = _harness.llm_like_pair(151_936, draft_weight=1.0)
     _rule_rows(p, q, spy_steps, "llm V=151936")
     assert spy_steps.dense > 0 and spy_steps.pack_log1p > 0 and spy_steps.pack_log > 0, vars(spy_steps)
+    assert spy_steps.miss >= 2 * len(CHUNKS), vars(spy_steps)   # typical and topk_accept at least
 
 
 @pytest.mark.parametrize("V", [3, 7, 1000, 5000, 40_001])
@@ -215,3 +258,85 @@ def test_block_sums_are_numpys_sum():
         plain = np.array([float(np.cumsum(t[a:a + m])[-1]) for a, m in zip(np.cumsum(lens) - lens, lens)])
         plain_differs += KL.pairwise_total(n, plain) != t.sum()
     assert plain_differs > 200
+
+
+def _zero_rows(V, rng):
+    """out rows with zeros where p > 0: zeros at summation-block and chunk edges, whole chunks of
+    zeros, a single nonzero, k and n - k next to a block size, sparse and dense random supports."""
+    p, q = _dirichlet(V, int(rng.integers(1000)))
+    lens = np.cumsum(np.asarray(__import__("specsim._kl_kernels", fromlist=["x"]).pairwise_blocks(V)))
+    rows = {}
+    edges = np.zeros(V, bool)
+    edges[np.minimum(np.concatenate([lens - 1, lens[:-1]]), V - 1)] = True
+    rows["zeros at block edges"] = np.where(edges, 0.0, q)
+    rows["nonzero only at block edges"] = np.where(edges, q, 0.0)
+    chunky = q.copy()
+    chunky[128: min(V, 128 + 1000)] = 0.0                  # whole small chunks and blocks of zeros
+    rows["zero chunks"] = chunky
+    one = np.zeros(V)
+    one[V // 2] = 1.0
+    rows["single nonzero"] = one
+    rows["single nonzero at 0"] = np.eye(1, V, 0)[0]
+    rows["single zero"] = np.where(np.arange(V) == V - 1, 0.0, q)
+    for k in (7, 8, 9, 127, 128, 129, 136, 257):          # k, and n - k, next to block sizes
+        for name, keep in ((f"k={k}", k), (f"n-k={k}", V - k)):
+            if 0 < keep < V:
+                r = np.zeros(V)
+                sel = rng.choice(V, keep, replace=False)
+                r[sel] = q[sel]
+                rows[name] = r
+    for frac in (0.01, 0.5, 0.99):
+        rows[f"random support {frac}"] = np.where(rng.random(V) < frac, q, 0.0)
+    rows["zeros and near-1 ratios"] = np.where(rng.random(V) < 0.5, p * (1 + 1e-3 * rng.standard_normal(V)), 0.0)
+    return p, q, {name: r / r.sum() if r.sum() > 0 else r for name, r in rows.items()}
+
+
+@pytest.mark.parametrize("V", [3, 130, 1000, 9000, 40_001])
+def test_miss_fields_rows_with_zeros(V, spy_miss):
+    """Rows where out has zeros: the new pass equals the whole-row pass and numpy bit for bit on
+    every chunk size, and it is the one that answered."""
+    rng = np.random.default_rng(V)
+    p, q, rows = _zero_rows(V, rng)
+    stats = _Stats()
+    for name, out in rows.items():
+        _check(out, p, q, stats, f"{name} V={V}")
+    with_zeros = sum(bool((out <= 0).any()) for out in rows.values())
+    assert with_zeros >= len(rows) - 3
+    assert stats.miss == len(CHUNKS) * with_zeros and spy_miss.miss >= stats.miss, vars(stats)
+
+
+def test_miss_fields_hand_back():
+    """Rows the pass declines (p = 0 somewhere, a negative or non-finite out, ratios that
+    overflow so a term is not finite): None, and the caller decides as before."""
+    p, q = _dirichlet(3000, 7)
+    out = np.where(np.arange(3000) % 3 == 0, 0.0, q)
+    out /= out.sum()
+    p_zero = p.copy()
+    p_zero[5] = 0.0
+    p_zero /= p_zero.sum()
+    neg, nan = out.copy(), out.copy()
+    neg[1], nan[1] = -1e-3, np.nan
+    p_sub = p.copy()
+    p_sub[1] = 1e-320                           # out / p overflows to inf there (out[1] > 0)
+    p_sub /= p_sub.sum()
+    stats = _Stats()
+    for name, (o, a) in {"p = 0": (out, p_zero), "out < 0": (neg, p), "out NaN": (nan, p),
+                         "overflow": (out, p_sub)}.items():
+        assert C._miss_fields(o, a, q, 1e-12, C._CHUNK) is None, name
+        if name != "out NaN" and name != "out < 0":
+            _check(o, a, q, stats, name)
+        else:
+            assert C._out_fields_compiled(o, a, q, 1e-12) == C._out_fields_compiled(o, a, q, 1e-12, chunk=0)
+    assert stats.miss == 0
+
+
+def test_miss_mass_order_matters():
+    """Negative control for the exact p-mass check: the same entries summed in plain order differ
+    from numpy's ``p[out <= 0].sum()`` on many rows, so bit equality there is a real test."""
+    rng = np.random.default_rng(3)
+    differs = 0
+    for _ in range(50):
+        p = rng.dirichlet(np.full(5000, 0.3))
+        sel = p[rng.random(5000) < 0.9]
+        differs += float(np.cumsum(sel)[-1]) != float(sel.sum())
+    assert differs > 10
