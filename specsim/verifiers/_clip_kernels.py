@@ -698,6 +698,35 @@ def _cactus_cap(a, two_delta):
 
 
 @njit
+def cactus_suffix_sums(j, wc, w):
+    """lossy.cactus's few per-threshold sums: the distinct ranks ``bins`` of j (ascending), the
+    first with bins >= 1, and suf_c, suf = the suffix sums over bins[first:] of wc and w (the
+    members of a bin added in input order, as np.bincount; the suffixes from the end, as a
+    reversed cumsum; a trailing 0), numpy's arithmetic in its order for a handful of entries
+    without a dozen small numpy calls."""
+    bins = np.unique(j)
+    nb = bins.size
+    Wc = np.zeros(nb)
+    W = np.zeros(nb)
+    for i in range(j.size):
+        b = np.searchsorted(bins, j[i])
+        Wc[b] += wc[i]
+        W[b] += w[i]
+    first = np.searchsorted(bins, 1)
+    m = nb - first
+    suf_c = np.zeros(m + 1)
+    suf = np.zeros(m + 1)
+    sc = 0.0
+    s = 0.0
+    for i in range(m - 1, -1, -1):
+        sc += Wc[first + i]
+        s += W[first + i]
+        suf_c[i] = sc
+        suf[i] = s
+    return bins, first, suf_c, suf
+
+
+@njit
 def _below(thr, x):
     """#{thr < x} for thr nondecreasing: a count for a few thresholds, else a binary search."""
     nt = thr.size

@@ -534,11 +534,15 @@ def cactus(delta: float) -> LossyVerifier:
         # equal r), i.e. iff r_y <= r_(j_n - 1): both sums are suffix sums over the few distinct
         # j_n >= 1, read in token order by counting the thresholds r_(j - 1) below r_y (no
         # scatter, no second sort; p_v = 0 has r_v = inf and gets G_v = 0).
-        bins, inv = np.unique(j, return_inverse=True)
-        Wc, W = np.bincount(inv, weights=w * ca), np.bincount(inv, weights=w)
-        first = int(np.searchsorted(bins, 1))   # j = 0: no token lies below c_n
-        suf_c = np.append(np.cumsum(Wc[first:][::-1])[::-1], 0.0)
-        suf = np.append(np.cumsum(W[first:][::-1])[::-1], 0.0)
+        if fast:                                # (bins, first, suf_c, suf below; compiled)
+            from ._clip_kernels import cactus_suffix_sums
+            bins, first, suf_c, suf = cactus_suffix_sums(np.ascontiguousarray(j, dtype=np.int64), w * ca, w)
+        else:
+            bins, inv = np.unique(j, return_inverse=True)
+            Wc, W = np.bincount(inv, weights=w * ca), np.bincount(inv, weights=w)
+            first = int(np.searchsorted(bins, 1))   # j = 0: no token lies below c_n
+            suf_c = np.append(np.cumsum(Wc[first:][::-1])[::-1], 0.0)
+            suf = np.append(np.cumsum(W[first:][::-1])[::-1], 0.0)
         thr, r_tok = fam.ratios_at(bins[first:] - 1), fam.r_tokens
         if fast:
             return cactus_out(pc, qc, r_tok, np.ascontiguousarray(thr), suf_c, suf, acc, act, w * own,

@@ -340,3 +340,21 @@ def test_lenience_pair_compiled_is_numpy_bit_for_bit(kind):
                 ref_out, ref_beta = rule.out_beta(p, q)
             np.testing.assert_array_equal(out, ref_out)
             assert beta == ref_beta
+
+
+def test_cactus_suffix_sums_are_numpys():
+    """The compiled per-threshold sums of Cactus's law are np.unique / np.bincount / reversed
+    cumsum bit for bit (ranks with repeats and zeros, weights over 10 binades)."""
+    rng = np.random.default_rng(14)
+    for _ in range(500):
+        k = int(rng.integers(1, 40))
+        j = rng.integers(0, 6, k).astype(np.int64)
+        w, ca = rng.random(k) * np.exp(rng.standard_normal(k) * 5), rng.random(k)
+        bins, inv = np.unique(j, return_inverse=True)
+        Wc, W = np.bincount(inv, weights=w * ca), np.bincount(inv, weights=w)
+        first = int(np.searchsorted(bins, 1))
+        got = K.cactus_suffix_sums(j, w * ca, w)
+        np.testing.assert_array_equal(got[0], bins)
+        assert got[1] == first
+        np.testing.assert_array_equal(got[2], np.append(np.cumsum(Wc[first:][::-1])[::-1], 0.0))
+        np.testing.assert_array_equal(got[3], np.append(np.cumsum(W[first:][::-1])[::-1], 0.0))
