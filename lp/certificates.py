@@ -274,8 +274,8 @@ def certify(rule, p, q, atol: float = 1e-12) -> LossyCertificate:
     and p > 0 by chunks that stay in the L2 cache, of one with zeros in out in one pass writing only
     the k entries with out > 0, :mod:`lp._fields_kernels`): the fields of rules
     that do not use the family are the numpy path's bit for bit, the others agree to rounding (sums
-    in another order).  1.0-1.9 ms at V = 151,936, 1.5-2.8x one ``np.sort(p)`` (0.69 ms, AVX-512)
-    against 7.6-12.4x for the numpy path (``python benchmarks/issue27.py``, idle 2-core AMD EPYC,
+    in another order).  1.1-2.0 ms at V = 151,936, 1.7-2.9x one ``np.sort(p)`` (0.69 ms, AVX-512)
+    against 7.7-12.7x for the numpy path (``python benchmarks/issue27.py``, idle 2-core AMD EPYC,
     calls interleaved with other work so caches are cold; the first certificates in a fresh
     install compile for ~15 s, later processes load the disk cache in ~0.5 s).
 
