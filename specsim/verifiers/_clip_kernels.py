@@ -37,6 +37,9 @@ from specsim._jit import njit
 _SHIFT = 44
 #: Most buckets (the lowest one takes every ratio 2^(2^(15-8)) = 2^128 times below the top and less).
 _MAX_BUCKETS = 1 << 15
+#: The top bits of 1.0's pattern: 1.0 is a bucket edge (its low bits are 0), so a bucket k >= 2
+#: lies wholly below 1 iff base + k <= _ONE_BITS.
+_ONE_BITS = 0x3FF0000000000000 >> _SHIFT
 
 # The grouped clip family's state (specsim.verifiers._clip_family._GroupedClipFamily): eight arrays
 # passed explicitly, in this order (a tuple of arrays costs ~0.25 us per call between kernels):
@@ -173,14 +176,8 @@ def grouped_setup(W, BI, par, r_in, lr, nxt64, p, q, D):
                 A[j + 1] += qi
         D[0] += d1
         D[1] += d2
-    # bucket k >= 2 holds the ratios whose pattern's top bits are base + k - 1: its lower edge is
-    # that pattern with zero low bits; 1.0 is such an edge, so a bucket lies wholly below 1 or not
-    # at all, except the clamped bucket 1 when the range is cut (its tokens are walked)
-    edge = np.empty(B + 1, np.int64)
-    for k in range(B + 1):
-        edge[k] = (base + k - 1) << _SHIFT if k >= 2 else 0
-    e = edge.view(np.float64)
-    one = np.int64(0x3FF0000000000000) >> _SHIFT
+    # 1.0 is a bucket edge (_edge), so a bucket lies wholly below 1 or not at all, except the
+    # clamped bucket 1 when the range is cut (its tokens are walked)
     BB = np.zeros((8, B + 1))
     for k in range(B):
         j = 8 * k
@@ -188,7 +185,7 @@ def grouped_setup(W, BI, par, r_in, lr, nxt64, p, q, D):
         BI[2, k] = np.int64(A[j + 5])
         BB[0, k + 1] = BB[0, k] + A[j]
         BB[1, k + 1] = BB[1, k] + A[j + 1]
-        if k == 0 or base + k <= one:           # every ratio < 1: (p - q)_+ = p - q
+        if k == 0 or base + k <= _ONE_BITS:     # every ratio < 1: (p - q)_+ = p - q
             tv = A[j] - A[j + 1]
         elif k == 1:                            # the clamped bucket reaches 1
             tv = 0.0
@@ -209,7 +206,7 @@ def grouped_setup(W, BI, par, r_in, lr, nxt64, p, q, D):
     # their ratios are < e), a lower bound of G inside the bucket and an upper bound below it,
     # which is all _g_search needs (G is nondecreasing in the ratio)
     for k in range(B):
-        BB[7, k] = e[k] * BB[0, k] - BB[1, k]
+        BB[7, k] = _edge(W, par, k) * BB[0, k] - BB[1, k]
     BB[7, B] = np.inf
     _fill_start(W, BB, BI, B)
     return BB
@@ -366,8 +363,9 @@ def ratios_at(W, BB, BI, par, TK, I, p, q, js):
 
 
 @njit
-def _g_search(W, BB, BI, par, TK, I, p, q, c):
-    """The least j with G_j >= c (m if none), as np.searchsorted(G, c) over the sorted order."""
+def _g_bucket(BB, par, c):
+    """The least bucket k with G >= c at its lower edge (BB[7]; B if none): the b search's
+    bucket step, the answer lying in bucket k - 1 or at its end."""
     lo, hi = 0, par[1]
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -375,6 +373,13 @@ def _g_search(W, BB, BI, par, TK, I, p, q, c):
             lo = mid + 1
         else:
             hi = mid
+    return lo
+
+
+@njit
+def _g_search(W, BB, BI, par, TK, I, p, q, c):
+    """The least j with G_j >= c (m if none), as np.searchsorted(G, c) over the sorted order."""
+    lo = _g_bucket(BB, par, c)
     if lo == 0:
         return 0
     k = lo - 1                                  # the answer lies in bucket k or at its end
@@ -391,13 +396,21 @@ def b_level(W, BB, BI, par, TK, I, p, q, a, mass, q0):
 
 
 @njit
-def _b_at(W, BB, BI, par, TK, I, p, q, a, hi, mass, q0):
-    """b_level with hi = #{r <= a} given."""
+def _excess(W, par, a, hi, q0):
+    """The draft mass the a-clip removes, sum_v (q_v - a p_v)_+ + q0, from its own terms
+    (SortedClipFamily.b), with hi = #{r <= a}."""
     m = par[2]
     excess = q0
     if hi < m:
         excess += max(W[_QSUF, hi] - a * W[_PSUF, hi], W[_Q, m - 1] - a * W[_P, m - 1], 0.0)
-    c = (mass - 1.0) + excess
+    return excess
+
+
+@njit
+def _b_at(W, BB, BI, par, TK, I, p, q, a, hi, mass, q0):
+    """b_level with hi = #{r <= a} given."""
+    m = par[2]
+    c = (mass - 1.0) + _excess(W, par, a, hi, q0)
     if c <= 0.0:
         return min(1.0, W[_R, 0]) if m > 0 else 1.0
     j = _g_search(W, BB, BI, par, TK, I, p, q, c)
@@ -435,9 +448,7 @@ def _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, hi, q0):
 def _below_bucket(W, par, k):
     """The largest double below bucket k's ratios (k >= 2): every ratio of buckets < k is <= it,
     every ratio of bucket k is above it, so #{r <= it} is bucket k's start (no sort)."""
-    m = par[2]
-    W[_G, m:m + 1].view(np.int64)[0] = ((par[0] + k - 1) << _SHIFT) - 1    # scratch, as _bucket
-    return W[_G, m]
+    return np.nextafter(_edge(W, par, k), 0.0)
 
 
 @njit
@@ -461,23 +472,13 @@ def _decided(W, BB, BI, par, kind, a, hi, q0, eps):
     D's b term, P(r < b) and the middle sum (one sign inside a bucket below 1) are bracketed;
     an answer is given only with a margin far above D's rounding, so it is the one the
     evaluation of D would give.  Used where queries would otherwise sort a b bucket per step."""
-    m, B = par[2], par[1]
-    excess = q0
-    if hi < m:
-        excess += max(W[_QSUF, hi] - a * W[_PSUF, hi], W[_Q, m - 1] - a * W[_P, m - 1], 0.0)
-    c = excess                                  # mass 1: c = excess
+    B = par[1]
+    c = _excess(W, par, a, hi, q0)              # mass 1
     if c <= 0.0:
         return -1
-    lo, up = 0, B                               # _g_search's bucket step
-    while lo < up:
-        mid = (lo + up) >> 1
-        if BB[7, mid] < c:
-            lo = mid + 1
-        else:
-            up = mid
-    kb = lo - 1
+    kb = _g_bucket(BB, par, c) - 1
     # bucket kb must lie below 1 (so b <= 1 <= a and its terms have one sign) and below a
-    if kb < 2 or kb + 1 >= B or BI[0, kb + 1] > hi or par[0] + kb > (np.int64(0x3FF0000000000000) >> _SHIFT):
+    if kb < 2 or kb + 1 >= B or BI[0, kb + 1] > hi or par[0] + kb > _ONE_BITS:
         return -1
     e0, e1 = _edge(W, par, kb), _edge(W, par, kb + 1)
     P0, P1 = BB[0, kb], BB[0, kb + 1]
