@@ -45,8 +45,8 @@ _ONE_BITS = 0x3FF0000000000000 >> _SHIFT
 # passed explicitly, in this order (a tuple of arrays costs ~0.25 us per call between kernels):
 #  W (12, m + 1) float64, in grouped order (bucket order = ratio order, sorted inside a bucket once a
 #    query lands in it): 0 r = q/p, 1 p, 2 q, 3 log r (0 where r = 0); 4 Pc, 5 Qc (sums of p, q
-#    before the position), 6 Psuf, 7 Qsuf (from the position on), 8 G = r Pc - Qc (W[8, m] is
-#    scratch), 9-11 M: running sums of the frontier's middle terms per kind ((p - q)_+, q log r,
+#    before the position), 6 Psuf, 7 Qsuf (from the position on), 8 G = r Pc - Qc (W[8, m]
+#    unused), 9-11 M: running sums of the frontier's middle terms per kind ((p - q)_+, q log r,
 #    -p log r).  Rows 0-3 are gathered when a bucket is sorted; rows 4-11 are valid inside sorted
 #    buckets, at their starts and at the end (a start is filled from BB when a query reaches it;
 #    G only inside sorted buckets).  Only the sorted buckets' tokens are ever moved: grouping
@@ -74,6 +74,17 @@ def _float_bits(typingctx, x):
     def codegen(context, builder, sig, args):
         return builder.bitcast(args[0], context.get_value_type(types.int64))
     return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _bits_float(typingctx, x):
+    """The float64 whose IEEE pattern is the int64 x (a register bitcast, _float_bits' inverse)."""
+    if x != types.int64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(types.int64), codegen
 
 
 @njit
@@ -206,7 +217,7 @@ def grouped_setup(W, BI, par, r_in, lr, nxt64, p, q, D):
     # their ratios are < e), a lower bound of G inside the bucket and an upper bound below it,
     # which is all _g_search needs (G is nondecreasing in the ratio)
     for k in range(B):
-        BB[7, k] = _edge(W, par, k) * BB[0, k] - BB[1, k]
+        BB[7, k] = _edge(par, k) * BB[0, k] - BB[1, k]
     BB[7, B] = np.inf
     _fill_start(W, BB, BI, B)
     return BB
@@ -300,13 +311,11 @@ def _sort_bucket(W, BB, BI, par, TK, I, p, q, k):
 
 
 @njit
-def _bucket(W, par, x):
+def _bucket(par, x):
     """The bucket of ratio x >= 0 (B: above every bucket)."""
     if x == 0.0:
         return 0
-    m = par[2]
-    W[_G, m] = x                                # scratch: x's bit pattern
-    k = (W[_G, m:m + 1].view(np.int64)[0] >> _SHIFT) - par[0]
+    k = (_float_bits(x) >> _SHIFT) - par[0]
     k = (k if k > 0 else 0) + 1
     return k if k < par[1] else par[1]
 
@@ -328,7 +337,7 @@ def _search(W, row, s, e, x, right):
 @njit
 def rank(W, BB, BI, par, TK, I, p, q, x, right):
     """#{r < x} (``right`` False) or #{r <= x} in ratio order; sorts the bucket of x if needed."""
-    k = _bucket(W, par, x)
+    k = _bucket(par, x)
     if k >= par[1]:
         return par[2]
     if not BI[1, k]:
@@ -445,20 +454,16 @@ def _divergence_at(W, BB, BI, par, TK, I, p, q, kind, a, hi, q0):
 
 
 @njit
-def _below_bucket(W, par, k):
+def _below_bucket(par, k):
     """The largest double below bucket k's ratios (k >= 2): every ratio of buckets < k is <= it,
     every ratio of bucket k is above it, so #{r <= it} is bucket k's start (no sort)."""
-    return np.nextafter(_edge(W, par, k), 0.0)
+    return np.nextafter(_edge(par, k), 0.0)
 
 
 @njit
-def _edge(W, par, k):
+def _edge(par, k):
     """Bucket k's lower edge (k >= 2; 0 below): its ratios' pattern with the low bits cleared."""
-    if k < 2:
-        return 0.0
-    m = par[2]
-    W[_G, m:m + 1].view(np.int64)[0] = (par[0] + k - 1) << _SHIFT     # scratch, as _bucket
-    return W[_G, m]
+    return _bits_float(np.int64((par[0] + k - 1) << _SHIFT)) if k >= 2 else 0.0
 
 
 @njit
@@ -480,7 +485,7 @@ def _decided(W, BB, BI, par, kind, a, hi, q0, eps):
     # bucket kb must lie below 1 (so b <= 1 <= a and its terms have one sign) and below a
     if kb < 2 or kb + 1 >= B or BI[0, kb + 1] > hi or par[0] + kb > _ONE_BITS:
         return -1
-    e0, e1 = _edge(W, par, kb), _edge(W, par, kb + 1)
+    e0, e1 = _edge(par, kb), _edge(par, kb + 1)
     P0, P1 = BB[0, kb], BB[0, kb + 1]
     g = c - BB[7, kb]
     bl = max(e0, e0 + g / P1) if P1 > 0.0 else e0
@@ -538,14 +543,14 @@ def clip_level(W, BB, BI, par, TK, I, p, q, kind, eps, a_max, q0):
     first, last = 2, B - 1                      # the least bucket k >= 2 whose edge is >= 1
     while first <= last:
         mid_k = (first + last) >> 1
-        if _below_bucket(W, par, mid_k) >= 1.0:
+        if _below_bucket(par, mid_k) >= 1.0:
             last = mid_k - 1
         else:
             first = mid_k + 1
     low_k, high_k = first, B - 1                # largest k in [first, B - 1] with D feasible
     while low_k <= high_k:
         mid_k = (low_k + high_k) >> 1
-        a = _below_bucket(W, par, mid_k)
+        a = _below_bucket(par, mid_k)
         _fill_start(W, BB, BI, mid_k)
         if _feasible(W, BB, BI, par, TK, I, p, q, kind, a, BI[0, mid_k], q0, eps):
             lo = a

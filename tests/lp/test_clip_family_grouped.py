@@ -209,10 +209,10 @@ def test_bucket_sums_decide_a_clip_step_as_its_evaluation_does(kind):
         fam.build()
         W, BB, BI, par, TK, I, pc, qc = fam._S
         hi_a = max(fam.a_max, 1.0)
-        edges = [k for k in range(2, int(par[1])) if K._below_bucket(W, par, k) >= 1.0]
+        edges = [k for k in range(2, int(par[1])) if K._below_bucket(par, k) >= 1.0]
         edges = edges[::max(1, len(edges) // 60)]
         inner = np.concatenate([1.0 + 10.0 ** -np.arange(1.0, 14.0), np.geomspace(1.0, hi_a, 40)])
-        points = [(K._below_bucket(W, par, k), k) for k in edges] + [(float(a), -1) for a in inner]
+        points = [(K._below_bucket(par, k), k) for k in edges] + [(float(a), -1) for a in inner]
         for code in ((0, 1, 2) if fam.n0 == 0 else (0, 1)):
             exact = []
             for a, k in points:
