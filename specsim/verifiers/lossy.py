@@ -630,18 +630,21 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
     if kind not in ("linear", "geometric"):
         raise ValueError(f"kind must be 'linear' or 'geometric', got {kind!r}")
 
+    def with_beta(p, q, n, beta):
+        """n, and with ``beta`` also sum min(q, n) (its temporary in a reused row)."""
+        return (n, np.minimum(q, n, out=_scratch(p.size, "ensemble beta")).sum()) if beta else n
+
     def nu(p, q, beta=False):
         """nu, and with ``beta`` also sum min(q, nu) (the geometric kind sums it in its last pass)."""
         if kind == "linear" or w in (0.0, 1.0):
-            n = w * p + (1.0 - w) * q if kind == "linear" else (q if w == 0.0 else p).copy()
-            return (n, np.minimum(q, n, out=_scratch(p.size, "ensemble beta")).sum()) if beta else n
+            return with_beta(p, q, w * p + (1.0 - w) * q if kind == "linear" else (q if w == 0.0 else p).copy(),
+                             beta)
         lr = log_ratios(p, q)
         if lr is None:                             # disjoint parts of the supports
             both = (p > 0) & (q > 0)
             g = np.zeros(p.size)
             g[both] = p[both] * np.exp((1.0 - w) * np.log(q[both] / p[both]))
-            g = normalize(g, p)
-            return (g, np.minimum(q, g).sum()) if beta else g
+            return with_beta(p, q, normalize(g, p), beta)
         # p^w q^(1-w) = p (q/p)^(1-w): one exp over the log-ratios a certificate shares
         g = np.multiply(lr, 1.0 - w)
         np.exp(g, out=g)
@@ -653,15 +656,12 @@ def ensemble(w: float, kind: str = "linear") -> LossyVerifier:
             g *= p
             s = g.sum()
         if s <= 0.0:
-            return (p, np.minimum(q, p).sum()) if beta else p
-        if not beta:
-            g /= s                                 # normalize(g, p), in place
-            return g
-        if fast:
+            return with_beta(p, q, p, beta)
+        if fast and beta:                          # the normalisation and sum min(q, nu) in one pass
             from ._clip_kernels import div_min_sum
             return g, div_min_sum(g, s, q)
-        g /= s
-        return g, np.minimum(q, g, out=_scratch(p.size, "ensemble beta")).sum()
+        g /= s                                     # normalize(g, p), in place
+        return with_beta(p, q, g, beta)
 
     def decide(p, q, x):
         n = nu(p, q)
