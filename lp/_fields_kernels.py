@@ -26,10 +26,7 @@ max out/p, the TV sums and the support note's p mass, writing only the k entries
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
 from numba import uint64
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
 from specsim import _kl_kernels as KL
 from specsim._jit import njit
@@ -70,32 +67,6 @@ def chunk_plan(n, target):
     return plan
 
 
-@intrinsic
-def _lanes8(typingctx, t, s, m):
-    """(r_0, ..., r_7), r_l = t[s + l] + t[s + 8 + l] + ... + t[s + 8 (m - 1) + l] added in that
-    order: numpy's eight accumulators of a pairwise-summation block (m >= 1), held in one
-    <8 x double> vector (lane-wise IEEE additions, no reassociation: LLVM does not vectorise the
-    eight scalar chains itself)."""
-    if not (isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C" and t.dtype == types.float64):
-        return None                             # contiguous float64 rows only
-    sig = types.UniTuple(types.float64, 8)(t, types.intp, types.intp)
-
-    def codegen(context, builder, signature, args):
-        tv, s, m = args
-        ary = context.make_array(signature.args[0])(context, builder, tv)
-        vptr = ir.VectorType(ir.DoubleType(), 8).as_pointer()
-        base = builder.gep(ary.data, [s])
-        acc = cgutils.alloca_once_value(builder, builder.load(builder.bitcast(base, vptr), align=8))
-        one = ir.Constant(m.type, 1)
-        with cgutils.for_range_slice(builder, one, m, one, inc=True) as (k, _):
-            ptr = builder.bitcast(builder.gep(base, [builder.mul(k, ir.Constant(k.type, 8))]), vptr)
-            builder.store(builder.fadd(builder.load(acc), builder.load(ptr, align=8)), acc)
-        res = builder.load(acc)
-        lanes = [builder.extract_element(res, ir.Constant(ir.IntType(32), l)) for l in range(8)]
-        return context.make_tuple(builder, signature.return_type, lanes)
-    return sig, codegen
-
-
 @njit
 def block_sums(t, u, lens, b0, b1, st, su):
     """st[b], su[b] = numpy's pairwise_sum of block b of two contiguous rows, for the blocks
@@ -104,20 +75,7 @@ def block_sums(t, u, lens, b0, b1, st, su):
     s = 0
     for b in range(b0, b1):
         n = lens[b]
-        if n < 8:
-            x = y = 0.0
-            for i in range(s, s + n):
-                x += t[i]
-                y += u[i]
-        else:
-            r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(t, s, n // 8)
-            q0, q1, q2, q3, q4, q5, q6, q7 = _lanes8(u, s, n // 8)
-            x = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-            y = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7))
-            for i in range(s + n - n % 8, s + n):
-                x += t[i]
-                y += u[i]
-        st[b], su[b] = x, y
+        st[b], su[b] = KL.leaf_sum_at(t, s, n), KL.leaf_sum_at(u, s, n)
         s += n
 
 
@@ -224,21 +182,6 @@ def fields_total(n, acc):
 
 
 @njit
-def _row_block_sum(t, s, n):
-    """numpy's pairwise_sum of t[s:s + n], n <= PW_BLOCK (:func:`block_sums` of one row)."""
-    if n < 8:
-        x = 0.0
-        for i in range(s, s + n):
-            x += t[i]
-        return x
-    r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(t, s, n // 8)
-    x = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    for i in range(s + n - n % 8, s + n):
-        x += t[i]
-    return x
-
-
-@njit
 def miss_pass(out, p, q, atol, plan, xs, ys, idx):
     """The fields of a row with p > 0 everywhere and out >= 0 with zeros (KL(p||out) = inf), by
     chunks of ``plan`` (:func:`chunk_plan`), no row written but the packed ones: max out/p, the
@@ -313,7 +256,7 @@ def miss_pass(out, p, q, atol, plan, xs, ys, idx):
     for b in range(mlens.size):
         w = mlens[b]
         if (idx[jj] if jj < k else n) >= i + w:  # no out > 0 inside: the block lies in p
-            sm[b] = _row_block_sum(p, i, w)
+            sm[b] = KL.leaf_sum_at(p, i, w)
             i += w
         else:
             c = 0

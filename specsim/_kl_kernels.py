@@ -12,6 +12,9 @@ instead of writing them out for numpy to read back: the same bits, two row passe
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from specsim._jit import njit
 
@@ -88,32 +91,52 @@ def kl_terms(x, y, lr, logs, log1ps, near, both, terms, terms_yx):
 PW_BLOCK = 128
 
 
+@intrinsic
+def _lanes8(typingctx, t, s, m):
+    """(r_0, ..., r_7), r_l = t[s + l] + t[s + 8 + l] + ... + t[s + 8 (m - 1) + l] added in that
+    order: numpy's eight accumulators of a pairwise-summation block (m >= 1), held in one
+    <8 x double> vector (lane-wise IEEE additions, no reassociation: LLVM does not vectorise the
+    eight scalar chains itself)."""
+    if not (isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C" and t.dtype == types.float64):
+        return None                             # contiguous float64 rows only
+    sig = types.UniTuple(types.float64, 8)(t, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        tv, s, m = args
+        ary = context.make_array(signature.args[0])(context, builder, tv)
+        vptr = ir.VectorType(ir.DoubleType(), 8).as_pointer()
+        base = builder.gep(ary.data, [s])
+        acc = cgutils.alloca_once_value(builder, builder.load(builder.bitcast(base, vptr), align=8))
+        one = ir.Constant(m.type, 1)
+        with cgutils.for_range_slice(builder, one, m, one, inc=True) as (k, _):
+            ptr = builder.bitcast(builder.gep(base, [builder.mul(k, ir.Constant(k.type, 8))]), vptr)
+            builder.store(builder.fadd(builder.load(acc), builder.load(ptr, align=8)), acc)
+        res = builder.load(acc)
+        lanes = [builder.extract_element(res, ir.Constant(ir.IntType(32), l)) for l in range(8)]
+        return context.make_tuple(builder, signature.return_type, lanes)
+    return sig, codegen
+
+
+@njit
+def leaf_sum_at(t, s, n):
+    """numpy's pairwise_sum of t[s:s + n], n <= PW_BLOCK (t a contiguous float64 row): 8
+    accumulators (one 8-wide vector, :func:`_lanes8`), then the rest in order."""
+    if n < 8:
+        x = 0.0
+        for i in range(s, s + n):
+            x += t[i]
+        return x
+    r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(t, s, n // 8)
+    x = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(s + n - n % 8, s + n):
+        x += t[i]
+    return x
+
+
 @njit
 def leaf_sum(buf, n):
-    """numpy's pairwise_sum of buf[:n], n <= PW_BLOCK: 8 accumulators, then the rest in order."""
-    if n < 8:
-        res = 0.0
-        for i in range(n):
-            res += buf[i]
-        return res
-    r0, r1, r2, r3 = buf[0], buf[1], buf[2], buf[3]
-    r4, r5, r6, r7 = buf[4], buf[5], buf[6], buf[7]
-    i = 8
-    while i < n - n % 8:
-        r0 += buf[i]
-        r1 += buf[i + 1]
-        r2 += buf[i + 2]
-        r3 += buf[i + 3]
-        r4 += buf[i + 4]
-        r5 += buf[i + 5]
-        r6 += buf[i + 6]
-        r7 += buf[i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += buf[i]
-        i += 1
-    return res
+    """numpy's pairwise_sum of buf[:n], n <= PW_BLOCK (:func:`leaf_sum_at` from 0)."""
+    return leaf_sum_at(buf, 0, n)
 
 
 @njit
@@ -192,7 +215,7 @@ def row_sum(a):
     sums = np.empty(lens.size)
     s = 0
     for k in range(lens.size):
-        sums[k] = leaf_sum(a[s:s + lens[k]], lens[k])
+        sums[k] = leaf_sum_at(a, s, lens[k])
         s += lens[k]
     return pairwise_total(a.size, sums)
 

@@ -837,7 +837,7 @@ def mul_sum(g, p):
         gs, ps = g[s:s + m], p[s:s + m]
         for i in range(m):
             gs[i] *= ps[i]
-        sums[k] = KL.leaf_sum(gs, m)
+        sums[k] = KL.leaf_sum_at(g, s, m)
         s += m
     return KL.pairwise_total(n, sums)
 
